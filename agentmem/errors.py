@@ -1,0 +1,125 @@
+"""Every error agentmem raises on purpose.
+
+One root, :class:`AgentMemError`, so a host can catch everything the library
+raises deliberately with one ``except``. Errors caused by bad input also
+derive from :class:`ValueError` (and path errors from :class:`OSError` where
+the operating system is involved) so code written against the builtins keeps
+working. Errors carry structured attributes (``.index``, ``.field``,
+``.path``) rather than only a message, and chain the low-level cause with
+``raise ... from exc``.
+
+The tree::
+
+    AgentMemError
+    ├── InvalidMessageError        (ValueError)  a message failed validation
+    ├── InvalidArgumentError       (ValueError)  a bad argument to a public call
+    ├── UnsafePathError            (ValueError)  a path escapes the working directory
+    ├── ConfigurationError         (ValueError)  inconsistent settings
+    └── StorageError               (OSError)     a store could not be read or written
+        ├── CorruptStoreError                    unreadable data, moved aside
+        └── StoreLockedError                     another process holds the store
+
+Nothing here shadows a builtin name (no ``MemoryError``, no ``TimeoutError``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "AgentMemError",
+    "ConfigurationError",
+    "CorruptStoreError",
+    "InvalidArgumentError",
+    "InvalidMessageError",
+    "StorageError",
+    "StoreLockedError",
+    "UnsafePathError",
+]
+
+
+class AgentMemError(Exception):
+    """Root of every error agentmem raises deliberately."""
+
+
+class InvalidMessageError(AgentMemError, ValueError):
+    """A message could not be accepted.
+
+    Attributes:
+        index: Position of the offending message in the batch being added
+            (0 for a single ``append``), or ``None`` when not applicable.
+        field: Dotted path of the offending field inside the message, for
+            example ``"tool_calls[0].function.arguments"``.
+        reason: Human-readable explanation, without the location prefix.
+    """
+
+    def __init__(self, reason: str, *, index: int | None = None, field: str | None = None) -> None:
+        self.index = index
+        self.field = field
+        self.reason = reason
+        where = []
+        if index is not None:
+            where.append(f"message {index}")
+        if field:
+            where.append(f"field {field!r}")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {reason}" if prefix else reason)
+
+
+class InvalidArgumentError(AgentMemError, ValueError):
+    """A public call received an argument it cannot use (wrong provider name, bad index...)."""
+
+
+class ConfigurationError(AgentMemError, ValueError):
+    """Settings that contradict each other or name something that does not exist."""
+
+
+class UnsafePathError(AgentMemError, ValueError):
+    """A path points outside the directory agentmem is allowed to touch.
+
+    Attributes:
+        path: The path as given.
+        root: The directory it had to stay inside.
+    """
+
+    def __init__(self, path: str | Path, root: str | Path, reason: str = "") -> None:
+        self.path = Path(path)
+        self.root = Path(root)
+        detail = f" ({reason})" if reason else ""
+        super().__init__(f"refusing path {str(path)!r}: outside {str(root)!r}{detail}")
+
+
+class StorageError(AgentMemError, OSError):
+    """A store could not be read or written.
+
+    Attributes:
+        path: The file or database involved, when there is one.
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        # OSError.__str__ would render errno-style tuples; keep the plain message.
+        return str(self.args[0]) if self.args else ""
+
+
+class CorruptStoreError(StorageError):
+    """Stored data could not be parsed. It was moved aside, never overwritten.
+
+    Attributes:
+        path: The file that could not be parsed (its original location).
+        moved_to: Where the unreadable file now lives, or ``None`` when it
+            was left in place because moving it failed.
+    """
+
+    def __init__(
+        self, message: str, *, path: str | Path | None = None, moved_to: str | Path | None = None
+    ) -> None:
+        super().__init__(message, path=path)
+        self.moved_to = Path(moved_to) if moved_to is not None else None
+
+
+class StoreLockedError(StorageError):
+    """Another process (or another object in this process) holds an exclusive lock."""

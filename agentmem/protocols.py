@@ -1,0 +1,121 @@
+"""The seams where a host plugs in its own components.
+
+agentmem never talks to a model provider, an embedding service or a
+tokenizer download on its own. Everything that could need one is a small
+:class:`typing.Protocol` here, so a host adapts its client in a few lines
+and tests pass plain functions or the doubles from ``agentmem.testing``.
+
+Protocols are structural: nothing needs to inherit from them. They are all
+``runtime_checkable`` so a constructor can tell a wrong object early, but the
+check only looks at attribute names, never at signatures.
+
+The shapes:
+
+* :class:`LLM` -- ``llm(messages, tools=None) -> dict``. ``messages`` is a list
+  of OpenAI Chat Completions message dicts, ``tools`` a list of OpenAI tool
+  specs or ``None``; the return value is an OpenAI-format assistant message
+  (``content`` and/or ``tool_calls``) that may carry
+  ``usage = {"prompt_tokens", "completion_tokens", "cost_usd"}``.
+  :class:`AsyncLLM` is the same with ``async def``; both are accepted
+  wherever an LLM is.
+* :class:`TokenCounter` -- ``count_text(text) -> int``.
+* :class:`Embedder` -- ``embed(texts) -> list[list[float]]``.
+* :class:`Summarizer` -- ``summarize(messages, previous_summary) -> str``.
+* :class:`ProgressReporter` -- ``report(event, data)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "LLM",
+    "AsyncLLM",
+    "Embedder",
+    "ProgressReporter",
+    "Summarizer",
+    "TokenCounter",
+]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens a piece of text costs for one model.
+
+    Implementations must be deterministic for a given state and must never
+    raise for any ``str`` (including text that contains special-token
+    markers such as ``<|endoftext|>``).
+
+    A counter may expose an integer attribute ``epoch`` that it increments
+    whenever its counts change for the same text (the learning estimator does
+    this when its ratio moves); caches of per-message counts are keyed by it.
+    """
+
+    def count_text(self, text: str) -> int:
+        """Return the number of tokens ``text`` costs (0 for the empty string)."""
+        ...
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A synchronous chat model: OpenAI-format messages in, one assistant message out."""
+
+    def __call__(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Answer the conversation.
+
+        Args:
+            messages: OpenAI Chat Completions message dicts, already valid for
+                the API (agentmem repairs them before calling).
+            tools: OpenAI-format function tool specs, or ``None``.
+
+        Returns:
+            An OpenAI-format assistant message dict. It may carry a ``usage``
+            mapping with ``prompt_tokens``, ``completion_tokens`` and
+            ``cost_usd``; agentmem uses it for billing and token calibration.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncLLM(Protocol):
+    """The asynchronous twin of :class:`LLM`."""
+
+    async def __call__(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Answer the conversation (see :meth:`LLM.__call__`)."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into fixed-length vectors for semantic search."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one vector per text, all of the same length."""
+        ...
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Condenses archived messages into a running summary (optional, usually an LLM)."""
+
+    def summarize(self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None) -> str:
+        """Return a summary of ``messages`` merged with ``previous_summary``."""
+        ...
+
+
+@runtime_checkable
+class ProgressReporter(Protocol):
+    """Receives progress events (trims, compressions, memory updates) for a host UI or log."""
+
+    def report(self, event: str, data: Mapping[str, Any]) -> None:
+        """Handle one event. Must not raise; agentmem ignores what it returns."""
+        ...

@@ -1,0 +1,377 @@
+"""Turn any stored message list into a payload a provider accepts.
+
+The history may hold anything validation lets through: assistant tool
+calls whose results never arrived (a crash, an interrupt, a deleted
+message), tool results whose call was deleted or truncated away, the same
+tool-call id used twice, ids a provider rejects, thinking-mode reasoning on
+some assistant turns and not others. Rather than forbidding those states
+(which would make deletion, truncation and undo fail in surprising ways),
+agentmem repairs on the way out, in an ordered pipeline of small pure
+passes. Each pass is named for the provider rule it enforces, is
+deterministic (no clock, no random ids), is idempotent, never mutates its
+input, and returns the input list itself when it has nothing to do:
+
+1. :func:`drop_orphan_tool_results` -- a ``tool`` message must answer a call of
+   the assistant message directly before its run of tool messages, once.
+   Any other tool message is dropped.
+2. :func:`answer_dangling_tool_calls` -- every tool call must be answered
+   before the next non-tool message. A missing answer is synthesised right
+   after the existing ones, with :data:`MISSING_TOOL_RESULT` as content and
+   the internal ``synthesized`` flag.
+3. :func:`drop_empty_assistant_messages` -- an assistant message with no
+   content, no tool calls and no refusal carries nothing and is rejected by
+   providers, so it is dropped.
+4. :func:`make_tool_call_ids_unique` -- ids must be unique across the payload
+   and match ``^[a-zA-Z0-9_-]{1,40}$`` (the intersection of OpenAI's 40
+   character limit and Anthropic's pattern). Offending ids are replaced by
+   ``call_<hash>`` derived from the original id and its occurrence count,
+   and the answering tool messages follow.
+5. :func:`pad_reasoning_content` -- thinking-mode providers (DeepSeek, Kimi)
+   reject a payload where some assistant messages carry
+   ``reasoning_content`` and others do not; the missing ones get ``""``.
+
+User messages are never dropped or reordered. Everything a pass decides
+depends only on the messages before the point it is looking at (plus the
+run of tool messages right after an assistant message), so appending a
+turn leaves the payload of earlier turns unchanged: provider prompt
+caching keeps working. The one exception is rule 5, which by its nature
+changes earlier assistant messages the first time reasoning appears.
+
+:func:`build_payload` runs the passes and renders the result for one
+provider: OpenAI dicts with only the keys each role may send, or the
+Anthropic ``(system, messages)`` pair (see :func:`agentmem.messages.to_anthropic`).
+The payload is a deep copy: a host may mutate it (add ``cache_control``,
+say) without touching the stored history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import Any, Final, Literal, overload
+
+import orjson
+
+from agentmem.errors import InvalidArgumentError
+from agentmem.messages import API_FIELDS, Message, to_anthropic
+
+__all__ = [
+    "MISSING_TOOL_RESULT",
+    "PROVIDERS",
+    "Provider",
+    "answer_dangling_tool_calls",
+    "build_payload",
+    "drop_empty_assistant_messages",
+    "drop_orphan_tool_results",
+    "make_tool_call_ids_unique",
+    "pad_reasoning_content",
+    "repair",
+    "select_task_chain",
+]
+
+Provider = Literal["openai", "anthropic"]
+PROVIDERS: Final = ("openai", "anthropic")
+
+MISSING_TOOL_RESULT: Final = (
+    "[no result: this tool call was interrupted before it returned a result]"
+)
+"""Content of a tool result synthesised for a call that was never answered."""
+
+_VALID_ID: Final = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")
+_OPENAI_PART_KEYS: Final = {
+    "text": ("type", "text"),
+    "refusal": ("type", "refusal"),
+    "image_url": ("type", "image_url"),
+    "input_audio": ("type", "input_audio"),
+    "file": ("type", "file"),
+}
+
+
+def _call_ids(msg: Message) -> list[str]:
+    return [call["id"] for call in msg.get("tool_calls") or ()]
+
+
+def select_task_chain(
+    messages: Sequence[Message], task_chain: Collection[int] | None
+) -> Sequence[Message]:
+    """Keep messages of the active task chain (time machine).
+
+    A message tagged with a ``task_id`` outside ``task_chain`` belongs to an
+    undone task or a sibling branch and is left out; untagged messages
+    (system prompt, injections) always stay. ``None`` keeps everything.
+    """
+    if task_chain is None:
+        return messages
+    chain = task_chain if isinstance(task_chain, set | frozenset) else set(task_chain)
+    kept = [m for m in messages if m.get("task_id") is None or m.get("task_id") in chain]
+    return messages if len(kept) == len(messages) else kept
+
+
+def drop_orphan_tool_results(messages: Sequence[Message]) -> Sequence[Message]:
+    """OpenAI/Anthropic: a tool result must answer a call of the assistant message just before it.
+
+    Walking forward, the calls of the latest assistant message stay open
+    until a message of any role other than ``tool`` arrives. A tool message
+    survives only if it answers one of those still-open calls (each call
+    once); late, duplicate and unknown answers are dropped.
+    """
+    kept: list[Message] = []
+    open_calls: Counter[str] = Counter()
+    dropped = False
+    for msg in messages:
+        role = msg["role"]
+        if role == "tool":
+            call_id = msg["tool_call_id"]
+            if open_calls[call_id] > 0:
+                open_calls[call_id] -= 1
+                kept.append(msg)
+            else:
+                dropped = True
+            continue
+        open_calls = Counter(_call_ids(msg)) if role == "assistant" else Counter()
+        kept.append(msg)
+    return kept if dropped else messages
+
+
+def answer_dangling_tool_calls(messages: Sequence[Message]) -> Sequence[Message]:
+    """OpenAI/Anthropic: every tool call is answered before the next non-tool message.
+
+    Expects orphan results already dropped. For each assistant message with
+    tool calls, the calls its tool-message run does not answer get a
+    synthesised answer appended to the run, in call order.
+    """
+    out: list[Message] = []
+    changed = False
+    i, n = 0, len(messages)
+    while i < n:
+        msg = messages[i]
+        out.append(msg)
+        i += 1
+        if msg["role"] != "assistant" or not msg.get("tool_calls"):
+            continue
+        pending = Counter(_call_ids(msg))
+        while i < n and messages[i]["role"] == "tool":
+            pending[messages[i]["tool_call_id"]] -= 1
+            out.append(messages[i])
+            i += 1
+        for call_id in _call_ids(msg):
+            if pending[call_id] > 0:
+                pending[call_id] -= 1
+                changed = True
+                synthetic: Message = {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": MISSING_TOOL_RESULT,
+                    "synthesized": True,
+                }
+                if msg.get("task_id") is not None:
+                    synthetic["task_id"] = msg["task_id"]
+                out.append(synthetic)
+    return out if changed else messages
+
+
+def _is_empty_content(content: Any) -> bool:
+    return content is None or content == "" or content == []
+
+
+def drop_empty_assistant_messages(messages: Sequence[Message]) -> Sequence[Message]:
+    """OpenAI/Anthropic: an assistant message must carry content, a refusal or tool calls."""
+    kept = [
+        m
+        for m in messages
+        if m["role"] != "assistant"
+        or m.get("tool_calls")
+        or m.get("refusal")
+        or m.get("audio")
+        or not _is_empty_content(m.get("content"))
+    ]
+    return messages if len(kept) == len(messages) else kept
+
+
+def _replacement_id(original: str, occurrence: int, used: set[str]) -> str:
+    salt = 0
+    while True:
+        seed = f"{original}\x00{occurrence}\x00{salt}".encode("utf-8", "surrogatepass")
+        candidate = "call_" + hashlib.sha256(seed).hexdigest()[:24]
+        if candidate not in used:
+            return candidate
+        salt += 1
+
+
+def make_tool_call_ids_unique(messages: Sequence[Message]) -> Sequence[Message]:
+    """OpenAI: ids are at most 40 characters; Anthropic: ids match ``^[a-zA-Z0-9_-]+$``;
+    both: ids are unique in a request.
+
+    Expects the pairing passes to have run, so every tool message sits in
+    the run right after the assistant message whose call it answers. An id
+    that is invalid or already used is replaced by a deterministic
+    ``call_<hash>``; the k-th answer to an id in the run follows the k-th
+    call with that id.
+    """
+    used: set[str] = set()
+    seen_count: Counter[str] = Counter()
+    out: list[Message] = []
+    changed = False
+    i, n = 0, len(messages)
+    while i < n:
+        msg = messages[i]
+        i += 1
+        calls = msg.get("tool_calls") if msg["role"] == "assistant" else None
+        if not calls:
+            out.append(msg)
+            continue
+        renamed: dict[str, list[str]] = {}
+        new_calls = []
+        for call in calls:
+            old = call["id"]
+            seen_count[old] += 1
+            new = old
+            if old in used or not _VALID_ID.fullmatch(old):
+                new = _replacement_id(old, seen_count[old], used)
+            used.add(new)
+            renamed.setdefault(old, []).append(new)
+            new_calls.append(call if new == old else {**call, "id": new})
+        if all(a is b for a, b in zip(new_calls, calls, strict=True)):
+            out.append(msg)
+            while i < n and messages[i]["role"] == "tool":
+                out.append(messages[i])
+                i += 1
+            continue
+        changed = True
+        out.append({**msg, "tool_calls": new_calls})
+        while i < n and messages[i]["role"] == "tool":
+            tool = messages[i]
+            i += 1
+            queue = renamed.get(tool["tool_call_id"])
+            new_id = queue.pop(0) if queue else tool["tool_call_id"]
+            out.append(tool if new_id == tool["tool_call_id"] else {**tool, "tool_call_id": new_id})
+    return out if changed else messages
+
+
+def pad_reasoning_content(messages: Sequence[Message], *, force: bool = False) -> Sequence[Message]:
+    """Thinking-mode providers: if any assistant message carries ``reasoning_content``, all do.
+
+    Missing ones get ``""``. With ``force`` every assistant message gets the
+    field even when none had it (a host retrying after a "reasoning_content
+    must be passed back" rejection).
+    """
+    assistants = [m for m in messages if m["role"] == "assistant"]
+    if not assistants:
+        return messages
+    if not force and not any(isinstance(m.get("reasoning_content"), str) for m in assistants):
+        return messages
+    if all(isinstance(m.get("reasoning_content"), str) for m in assistants):
+        return messages
+    return [
+        {**m, "reasoning_content": ""}
+        if m["role"] == "assistant" and not isinstance(m.get("reasoning_content"), str)
+        else m
+        for m in messages
+    ]
+
+
+def repair(
+    messages: Sequence[Message], *, force_reasoning_content_pad: bool = False
+) -> Sequence[Message]:
+    """Run every provider-neutral pass in order. Returns ``messages`` itself when already valid."""
+    out = drop_orphan_tool_results(messages)
+    out = answer_dangling_tool_calls(out)
+    out = drop_empty_assistant_messages(out)
+    out = make_tool_call_ids_unique(out)
+    return pad_reasoning_content(out, force=force_reasoning_content_pad)
+
+
+def _openai_part(part: dict[str, Any], role: str) -> dict[str, Any]:
+    kind = part.get("type", "")
+    if role == "tool" and kind != "text":
+        # OpenAI tool messages take text parts only.
+        return {
+            "type": "text",
+            "text": f"[{kind or 'attachment'} omitted: tool results carry text only]",
+        }
+    keys = _OPENAI_PART_KEYS.get(kind, ("type",))
+    return {k: part[k] for k in keys if k in part}
+
+
+def _openai_view(msg: Message) -> dict[str, Any]:
+    role = msg["role"]
+    allowed = API_FIELDS[role]
+    view = {k: v for k, v in msg.items() if k in allowed}
+    content = view.get("content")
+    if isinstance(content, list):
+        view["content"] = [_openai_part(p, role) for p in content]
+    if role == "assistant" and "content" not in view:
+        view["content"] = None
+    return view
+
+
+@overload
+def build_payload(
+    messages: Sequence[Message],
+    *,
+    provider: Literal["openai"] = ...,
+    force_reasoning_content_pad: bool = ...,
+    task_chain: Collection[int] | None = ...,
+) -> list[dict[str, Any]]: ...
+
+
+@overload
+def build_payload(
+    messages: Sequence[Message],
+    *,
+    provider: Literal["anthropic"],
+    force_reasoning_content_pad: bool = ...,
+    task_chain: Collection[int] | None = ...,
+) -> tuple[str | None, list[dict[str, Any]]]: ...
+
+
+@overload
+def build_payload(
+    messages: Sequence[Message],
+    *,
+    provider: str,
+    force_reasoning_content_pad: bool = ...,
+    task_chain: Collection[int] | None = ...,
+) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]: ...
+
+
+def build_payload(
+    messages: Sequence[Message],
+    *,
+    provider: str = "openai",
+    force_reasoning_content_pad: bool = False,
+    task_chain: Collection[int] | None = None,
+) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+    """Repair ``messages`` and render them for ``provider``.
+
+    Args:
+        messages: Canonical messages (as validated by
+            :func:`agentmem.messages.normalize_message`).
+        provider: ``"openai"`` (Chat Completions, also most OpenAI-compatible
+            servers) or ``"anthropic"`` (Messages API).
+        force_reasoning_content_pad: Give every assistant message a
+            ``reasoning_content`` even if none has one (OpenAI shape only).
+        task_chain: Task ids of the active time-machine chain; messages of
+            other tasks are left out. ``None`` keeps all.
+
+    Returns:
+        For OpenAI, the list of message dicts. For Anthropic, ``(system,
+        messages)``; pass ``system`` only when it is not ``None``.
+
+    Raises:
+        InvalidArgumentError: ``provider`` is not one of :data:`PROVIDERS`.
+    """
+    if provider not in PROVIDERS:
+        raise InvalidArgumentError(
+            f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
+        )
+    selected = select_task_chain(messages, task_chain)
+    repaired = repair(selected, force_reasoning_content_pad=force_reasoning_content_pad)
+    if provider == "anthropic":
+        system, turns = to_anthropic(repaired)
+        return system, orjson.loads(orjson.dumps(turns))
+    payload = orjson.loads(orjson.dumps([_openai_view(m) for m in repaired]))
+    assert isinstance(payload, list)
+    return payload
