@@ -110,8 +110,13 @@ class MessageHistory:
         self._messages: list[Message] = normalize_messages(messages)
         self._n_transient = sum(1 for m in self._messages if _is_transient(m))
         self._counter: TokenCounter = token_counter or HeuristicCounter()
+        # Per-message token counts (-1 = not counted yet), valid for one counter epoch,
+        # plus a running total over the first `_total_n` messages so that counting
+        # again costs O(messages added since), not O(history).
         self._tokens: list[int] = [-1] * len(self._messages)
         self._tokens_epoch = getattr(self._counter, "epoch", 0)
+        self._total = 0
+        self._total_n = 0
         self._observer = observer
 
     # ------------------------------------------------------------------ internals
@@ -133,6 +138,9 @@ class MessageHistory:
             1 for m in removed if _is_transient(m)
         )
         self._messages[start:] = tail
+        if start < self._total_n:
+            self._total -= sum(self._tokens[start : self._total_n])
+            self._total_n = start
         self._tokens[start:] = [-1] * len(tail)
 
     def _commit_append(self, new: list[Message]) -> None:
@@ -151,7 +159,14 @@ class MessageHistory:
         if self._observer is not None and not _is_transient(message):
             self._observer.on_replace(self._pindex(index), message)
         self._messages[index] = message
-        self._tokens[index] = -1
+        if index < self._total_n:
+            # Keep the running total exact: swap the old count for the new one.
+            # (If the counter's epoch moved meanwhile, the next read resets everything.)
+            new_count = count_message(message, self._counter)
+            self._total += new_count - self._tokens[index]
+            self._tokens[index] = new_count
+        else:
+            self._tokens[index] = -1
 
     # ------------------------------------------------------------------ writes
 
@@ -371,13 +386,17 @@ class MessageHistory:
         """The counter used by :meth:`estimate_tokens`."""
         return self._counter
 
+    def _check_epoch(self) -> None:
+        epoch = getattr(self._counter, "epoch", 0)
+        if epoch != self._tokens_epoch:
+            self._tokens = [-1] * len(self._messages)
+            self._tokens_epoch = epoch
+            self._total = self._total_n = 0
+
     def message_tokens(self, index: int) -> int:
         """Token count of the message at ``index`` (cached)."""
         with self._lock:
-            epoch = getattr(self._counter, "epoch", 0)
-            if epoch != self._tokens_epoch:
-                self._tokens = [-1] * len(self._messages)
-                self._tokens_epoch = epoch
+            self._check_epoch()
             cached = self._tokens[index]
             if cached < 0:
                 cached = count_message(self._messages[index], self._counter)
@@ -385,9 +404,17 @@ class MessageHistory:
             return cached
 
     def estimate_tokens(self) -> int:
-        """Tokens the whole history costs (per-message counts are cached)."""
+        """Tokens the whole history costs.
+
+        Counts are cached per message and summed incrementally: calling this
+        again costs O(messages added or changed since the last call).
+        """
         with self._lock:
-            return sum(self.message_tokens(i) for i in range(len(self._messages)))
+            self._check_epoch()
+            for i in range(self._total_n, len(self._messages)):
+                self._total += self.message_tokens(i)
+            self._total_n = len(self._messages)
+            return self._total
 
     # ------------------------------------------------------------------ output
 

@@ -388,7 +388,13 @@ def _validate_canonical(msg: Message, index: int) -> Message:
                 field="name",
             )
     if role == "tool":
-        _require_str(msg.get("tool_call_id"), "tool_call_id", index, nonempty=True)
+        if msg.get("tool_call_id") is None:
+            raise InvalidMessageError(
+                "a tool message needs tool_call_id, the id of the call it answers",
+                index=index,
+                field="tool_call_id",
+            )
+        _require_str(msg["tool_call_id"], "tool_call_id", index, nonempty=True)
     elif "tool_call_id" in msg:
         raise InvalidMessageError(
             f"only tool messages carry tool_call_id, not {role} messages",

@@ -496,3 +496,29 @@ def test_container_protocol() -> None:
     assert h[-1]["content"] == "b"
     assert [m["content"] for m in h[0:1]] == ["a"]
     assert repr(h) == "MessageHistory(2 messages)"
+
+
+def test_estimate_tokens_running_total_matches_a_fresh_count() -> None:
+    """Every mutation keeps the incremental total equal to a from-scratch sum."""
+    counter = HeuristicCounter()
+    h = MessageHistory([user("a" * 40), assistant("b" * 80)], token_counter=counter)
+
+    def fresh() -> int:
+        return MessageHistory(list(h), token_counter=counter).estimate_tokens()
+
+    steps = [
+        lambda: h.append(user("c" * 120)),
+        lambda: h.mutate_last_matching(
+            lambda m: m["role"] == "user", lambda m: {**m, "content": "x"}
+        ),
+        lambda: h.replace_system_prompt("s" * 400),
+        lambda: h.replace_system_prompt("short"),
+        lambda: h.delete_where(lambda m: m["role"] == "assistant"),
+        lambda: h.extend([assistant("d" * 10), user("e" * 10)]),
+        lambda: h.pop_last(),
+        lambda: h.truncate_from(1),
+    ]
+    for step in steps:
+        h.estimate_tokens()  # make the running total cover everything first
+        step()
+        assert h.estimate_tokens() == fresh()

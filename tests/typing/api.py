@@ -1,0 +1,62 @@
+"""User-facing examples that must type-check under ``mypy --strict`` (checked in CI, never run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import agentmem
+from agentmem import InvalidMessageError, Message, MessageHistory
+
+
+def build_history() -> MessageHistory:
+    history = MessageHistory(token_counter=agentmem.counter_for_model("gpt-4o"))
+    history.replace_system_prompt("You are a coding agent.")
+    stored: Message = history.append({"role": "user", "content": "hi", "task_id": 1})
+    assert stored["role"] == "user"
+    history.extend([{"role": "assistant", "content": "hello"}])
+    return history
+
+
+def payloads(history: MessageHistory) -> int:
+    openai_messages: list[dict[str, Any]] = history.to_api()
+    system, anthropic_messages = history.to_api(provider="anthropic")
+    maybe_system: str | None = system
+    chain_only = history.to_api(task_chain={1, 2}, force_reasoning_content_pad=True)
+    return (
+        len(openai_messages) + len(anthropic_messages) + len(chain_only) + len(maybe_system or "")
+    )
+
+
+def handle_errors(history: MessageHistory) -> str | None:
+    try:
+        history.append({"role": "tool", "content": "no id"})
+    except InvalidMessageError as err:
+        return f"{err.index}:{err.field}:{err.reason}"
+    return None
+
+
+def count(history: MessageHistory) -> int:
+    estimator = agentmem.LearningEstimator()
+    estimator.observe(history.to_api(), prompt_tokens=1234)
+    counter: agentmem.TokenCounter = estimator
+    return (
+        history.estimate_tokens()
+        + counter.count_text("abc")
+        + agentmem.count_messages(history, counter)
+    )
+
+
+class MyLLM:
+    """A host adapter satisfying the LLM protocol."""
+
+    def __call__(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        return {"role": "assistant", "content": f"{len(messages)} messages"}
+
+
+def use_llm(llm: agentmem.LLM, history: MessageHistory) -> None:
+    history.append(llm(history.to_api()))
+
+
+use_llm(MyLLM(), build_history())
