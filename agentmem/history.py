@@ -81,6 +81,11 @@ def _is_transient(msg: Mapping[str, Any]) -> bool:
     return bool(msg.get("transient"))
 
 
+def _require_callable(value: object, name: str) -> None:
+    if not callable(value):
+        raise InvalidArgumentError(f"{name} must be callable, got {type(value).__name__}")
+
+
 def _has_unanswered_calls(msg: Mapping[str, Any]) -> bool:
     return msg.get("role") == "assistant" and bool(msg.get("tool_calls"))
 
@@ -216,6 +221,7 @@ class MessageHistory:
 
     def delete_where(self, predicate: Callable[[Message], bool]) -> int:
         """Delete every message for which ``predicate`` is true; return how many."""
+        _require_callable(predicate, "predicate")
         with self._lock:
             first = next((i for i, m in enumerate(self._messages) if predicate(m)), None)
             if first is None:
@@ -306,6 +312,8 @@ class MessageHistory:
         Raises:
             InvalidMessageError: the mutated message is invalid; nothing changed.
         """
+        _require_callable(predicate, "predicate")
+        _require_callable(mutate, "mutate")
         with self._lock:
             for i in range(len(self._messages) - 1, -1, -1):
                 if predicate(self._messages[i]):

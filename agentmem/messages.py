@@ -53,7 +53,7 @@ from typing import Any, Final
 
 import orjson
 
-from agentmem.errors import InvalidMessageError
+from agentmem.errors import InvalidArgumentError, InvalidMessageError
 
 __all__ = [
     "API_FIELDS",
@@ -222,7 +222,7 @@ def _check_parts(
                 f"content parts must be objects, got {_type_name(part)}", index=index, field=where
             )
         kind = part.get("type")
-        if kind not in allowed:
+        if not isinstance(kind, str) or kind not in allowed:
             raise InvalidMessageError(
                 f"content part type {kind!r} is not allowed in a {role} message "
                 f"(allowed: {', '.join(sorted(allowed))})",
@@ -437,7 +437,12 @@ def is_anthropic_message(message: Mapping[str, Any]) -> bool:
     content = message.get("content")
     if message.get("role") not in ("user", "assistant") or not isinstance(content, list):
         return False
-    return any(isinstance(b, Mapping) and b.get("type") in _ANTHROPIC_ONLY_BLOCKS for b in content)
+    return any(
+        isinstance(b, Mapping)
+        and isinstance(b.get("type"), str)
+        and b["type"] in _ANTHROPIC_ONLY_BLOCKS
+        for b in content
+    )
 
 
 def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
@@ -471,14 +476,34 @@ def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
         )
     if role != "assistant" and "content" not in message:
         raise InvalidMessageError(f"a {role} message needs content", index=index, field="content")
-    cleaned = _clean(message, "", index)
+    try:
+        cleaned = _clean(message, "", index)
+    except RecursionError as exc:
+        raise InvalidMessageError("message is nested too deeply", index=index) from exc
+    task_id = cleaned.get("task_id")
+    if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, int | str)):
+        raise InvalidMessageError(
+            f"task_id must be an int or a string, got {_type_name(task_id)}",
+            index=index,
+            field="task_id",
+        )
     if is_anthropic_message(cleaned):
         return [_validate_canonical(m, index) for m in _anthropic_to_canonical(cleaned, index)]
     return [_validate_canonical(cleaned, index)]
 
 
 def normalize_messages(messages: Iterable[Any]) -> list[Message]:
-    """Validate a batch; the first invalid message raises and nothing is returned."""
+    """Validate a batch; the first invalid message raises and nothing is returned.
+
+    Raises:
+        InvalidArgumentError: ``messages`` is not an iterable of messages (a
+            single dict or a string was passed, say).
+        InvalidMessageError: a message is invalid; ``index`` says which.
+    """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise InvalidArgumentError(
+            f"expected an iterable of message mappings, got {_type_name(messages)}"
+        )
     out: list[Message] = []
     for i, message in enumerate(messages):
         out.extend(normalize_message(message, index=i))

@@ -104,7 +104,14 @@ def select_task_chain(
     """
     if task_chain is None:
         return messages
-    chain = task_chain if isinstance(task_chain, set | frozenset) else set(task_chain)
+    if isinstance(task_chain, str | bytes) or not isinstance(task_chain, Collection):
+        raise InvalidArgumentError(
+            f"task_chain must be a collection of task ids, got {type(task_chain).__name__}"
+        )
+    try:
+        chain = task_chain if isinstance(task_chain, set | frozenset) else set(task_chain)
+    except TypeError as exc:
+        raise InvalidArgumentError("task ids in task_chain must be hashable") from exc
     kept = [m for m in messages if m.get("task_id") is None or m.get("task_id") in chain]
     return messages if len(kept) == len(messages) else kept
 

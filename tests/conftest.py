@@ -18,6 +18,7 @@ settings.register_profile(
     derandomize=True,
     deadline=None,
     print_blob=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("nightly", max_examples=5_000, deadline=None)
