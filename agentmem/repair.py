@@ -89,10 +89,6 @@ _OPENAI_PART_KEYS: Final = {
 }
 
 
-def _call_ids(msg: Message) -> list[str]:
-    return [call["id"] for call in msg.get("tool_calls") or ()]
-
-
 def select_task_chain(
     messages: Sequence[Message], task_chain: Collection[int] | None
 ) -> Sequence[Message]:
@@ -125,19 +121,20 @@ def drop_orphan_tool_results(messages: Sequence[Message]) -> Sequence[Message]:
     once); late, duplicate and unknown answers are dropped.
     """
     kept: list[Message] = []
-    open_calls: Counter[str] = Counter()
+    open_calls: list[str] = []
     dropped = False
     for msg in messages:
         role = msg["role"]
         if role == "tool":
             call_id = msg["tool_call_id"]
-            if open_calls[call_id] > 0:
-                open_calls[call_id] -= 1
+            if call_id in open_calls:
+                open_calls.remove(call_id)
                 kept.append(msg)
             else:
                 dropped = True
             continue
-        open_calls = Counter(_call_ids(msg)) if role == "assistant" else Counter()
+        calls = msg.get("tool_calls") if role == "assistant" else None
+        open_calls = [call["id"] for call in calls] if calls else []
         kept.append(msg)
     return kept if dropped else messages
 
@@ -156,26 +153,27 @@ def answer_dangling_tool_calls(messages: Sequence[Message]) -> Sequence[Message]
         msg = messages[i]
         out.append(msg)
         i += 1
-        if msg["role"] != "assistant" or not msg.get("tool_calls"):
+        calls = msg.get("tool_calls") if msg["role"] == "assistant" else None
+        if not calls:
             continue
-        pending = Counter(_call_ids(msg))
+        pending = [call["id"] for call in calls]
         while i < n and messages[i]["role"] == "tool":
-            pending[messages[i]["tool_call_id"]] -= 1
+            call_id = messages[i]["tool_call_id"]
+            if call_id in pending:
+                pending.remove(call_id)
             out.append(messages[i])
             i += 1
-        for call_id in _call_ids(msg):
-            if pending[call_id] > 0:
-                pending[call_id] -= 1
-                changed = True
-                synthetic: Message = {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "content": MISSING_TOOL_RESULT,
-                    "synthesized": True,
-                }
-                if msg.get("task_id") is not None:
-                    synthetic["task_id"] = msg["task_id"]
-                out.append(synthetic)
+        for call_id in pending:
+            changed = True
+            synthetic: Message = {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": MISSING_TOOL_RESULT,
+                "synthesized": True,
+            }
+            if msg.get("task_id") is not None:
+                synthetic["task_id"] = msg["task_id"]
+            out.append(synthetic)
     return out if changed else messages
 
 
@@ -224,34 +222,37 @@ def make_tool_call_ids_unique(messages: Sequence[Message]) -> Sequence[Message]:
     i, n = 0, len(messages)
     while i < n:
         msg = messages[i]
+        out.append(msg)
         i += 1
         calls = msg.get("tool_calls") if msg["role"] == "assistant" else None
         if not calls:
-            out.append(msg)
             continue
-        renamed: dict[str, list[str]] = {}
-        new_calls = []
+        new_ids = []
         for call in calls:
             old = call["id"]
             seen_count[old] += 1
-            new = old
-            if old in used or not _VALID_ID.fullmatch(old):
-                new = _replacement_id(old, seen_count[old], used)
+            valid = old not in used and _VALID_ID.fullmatch(old) is not None
+            new = old if valid else _replacement_id(old, seen_count[old], used)
             used.add(new)
-            renamed.setdefault(old, []).append(new)
-            new_calls.append(call if new == old else {**call, "id": new})
-        if all(a is b for a, b in zip(new_calls, calls, strict=True)):
-            out.append(msg)
-            while i < n and messages[i]["role"] == "tool":
-                out.append(messages[i])
-                i += 1
+            new_ids.append(new)
+        if all(call["id"] == new for call, new in zip(calls, new_ids, strict=True)):
             continue
         changed = True
-        out.append({**msg, "tool_calls": new_calls})
+        out[-1] = {
+            **msg,
+            "tool_calls": [
+                call if call["id"] == new else {**call, "id": new}
+                for call, new in zip(calls, new_ids, strict=True)
+            ],
+        }
+        # The k-th answer to an id in the run follows the k-th call with that id.
+        queues: dict[str, list[str]] = {}
+        for call, new in zip(calls, new_ids, strict=True):
+            queues.setdefault(call["id"], []).append(new)
         while i < n and messages[i]["role"] == "tool":
             tool = messages[i]
             i += 1
-            queue = renamed.get(tool["tool_call_id"])
+            queue = queues.get(tool["tool_call_id"])
             new_id = queue.pop(0) if queue else tool["tool_call_id"]
             out.append(tool if new_id == tool["tool_call_id"] else {**tool, "tool_call_id": new_id})
     return out if changed else messages
