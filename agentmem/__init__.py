@@ -13,17 +13,21 @@ parts from the top level::
 
 from __future__ import annotations
 
+from agentmem.context import ContextManager, ContextSettings, ContextStats, TrimEvent
 from agentmem.errors import (
     AgentMemError,
     ConfigurationError,
+    ContextOverflowError,
     CorruptStoreError,
     InvalidArgumentError,
     InvalidMessageError,
+    SessionNotFoundError,
     StorageError,
     StoreLockedError,
     UnsafePathError,
 )
 from agentmem.history import HistoryObserver, MessageHistory
+from agentmem.memory import Memory, Session, Usage
 from agentmem.messages import (
     INTERNAL_FIELDS,
     Message,
@@ -34,6 +38,16 @@ from agentmem.messages import (
 )
 from agentmem.protocols import LLM, AsyncLLM, Embedder, ProgressReporter, Summarizer, TokenCounter
 from agentmem.repair import MISSING_TOOL_RESULT, build_payload, repair
+from agentmem.session_store import (
+    BillingRecord,
+    Durability,
+    SessionInfo,
+    SessionLock,
+    SessionRecord,
+    SessionStore,
+    SessionWriter,
+)
+from agentmem.stm import ShortTermMemory
 from agentmem.tokens import (
     HeuristicCounter,
     LearningEstimator,
@@ -42,32 +56,55 @@ from agentmem.tokens import (
     count_messages,
     counter_for_model,
 )
+from agentmem.yarn import DEFAULT_ASK_TOOLS, Decision, LLMSummarizer, ThreadSummary, YaRN
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_ASK_TOOLS",
     "INTERNAL_FIELDS",
     "LLM",
     "MISSING_TOOL_RESULT",
     "AgentMemError",
     "AsyncLLM",
+    "BillingRecord",
     "ConfigurationError",
+    "ContextManager",
+    "ContextOverflowError",
+    "ContextSettings",
+    "ContextStats",
     "CorruptStoreError",
+    "Decision",
+    "Durability",
     "Embedder",
     "HeuristicCounter",
     "HistoryObserver",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "LLMSummarizer",
     "LearningEstimator",
+    "Memory",
     "Message",
     "MessageHistory",
     "ProgressReporter",
+    "Session",
+    "SessionInfo",
+    "SessionLock",
+    "SessionNotFoundError",
+    "SessionRecord",
+    "SessionStore",
+    "SessionWriter",
+    "ShortTermMemory",
     "StorageError",
     "StoreLockedError",
     "Summarizer",
+    "ThreadSummary",
     "TiktokenCounter",
     "TokenCounter",
+    "TrimEvent",
     "UnsafePathError",
+    "Usage",
+    "YaRN",
     "__version__",
     "build_payload",
     "count_message",

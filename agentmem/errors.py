@@ -15,6 +15,8 @@ The tree::
     ├── InvalidArgumentError       (ValueError)  a bad argument to a public call
     ├── UnsafePathError            (ValueError)  a path escapes the working directory
     ├── ConfigurationError         (ValueError)  inconsistent settings
+    ├── ContextOverflowError                     the minimum payload cannot fit the window
+    ├── SessionNotFoundError       (KeyError)    no session with that id
     └── StorageError               (OSError)     a store could not be read or written
         ├── CorruptStoreError                    unreadable data, moved aside
         └── StoreLockedError                     another process holds the store
@@ -29,9 +31,11 @@ from pathlib import Path
 __all__ = [
     "AgentMemError",
     "ConfigurationError",
+    "ContextOverflowError",
     "CorruptStoreError",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "SessionNotFoundError",
     "StorageError",
     "StoreLockedError",
     "UnsafePathError",
@@ -72,6 +76,38 @@ class InvalidArgumentError(AgentMemError, ValueError):
 
 class ConfigurationError(AgentMemError, ValueError):
     """Settings that contradict each other or name something that does not exist."""
+
+
+class ContextOverflowError(AgentMemError):
+    """Even the smallest payload (system prompt, anchor, newest unit) cannot fit the window.
+
+    Raised instead of returning a payload the provider would reject. Usually
+    the system prompt plus injections is larger than ``context_window``.
+
+    Attributes:
+        needed: Tokens the minimal payload costs.
+        window: The context window it had to fit.
+    """
+
+    def __init__(self, message: str, *, needed: int, window: int) -> None:
+        self.needed = needed
+        self.window = window
+        super().__init__(message)
+
+
+class SessionNotFoundError(AgentMemError, KeyError):
+    """No session with the given id exists in the store.
+
+    Attributes:
+        session_id: The id that was asked for.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(session_id)
+
+    def __str__(self) -> str:
+        return f"no session with id {self.session_id!r}"
 
 
 class UnsafePathError(AgentMemError, ValueError):

@@ -90,7 +90,7 @@ def _has_unanswered_calls(msg: Mapping[str, Any]) -> bool:
     return msg.get("role") == "assistant" and bool(msg.get("tool_calls"))
 
 
-class MessageHistory:
+class MessageHistory(Sequence[Message]):
     """An agent conversation: validated messages, durable mutations, valid payloads.
 
     Args:
@@ -123,6 +123,9 @@ class MessageHistory:
         self._total = 0
         self._total_n = 0
         self._observer = observer
+        # Incremented by every change other than an append, so windows and caches built on
+        # top of the history know when positions they remember may have moved.
+        self._revision = 0
 
     # ------------------------------------------------------------------ internals
 
@@ -139,6 +142,7 @@ class MessageHistory:
                 self._pindex(start), [m for m in tail if not _is_transient(m)]
             )
         removed = self._messages[start:]
+        self._revision += 1
         self._n_transient += sum(1 for m in tail if _is_transient(m)) - sum(
             1 for m in removed if _is_transient(m)
         )
@@ -164,6 +168,7 @@ class MessageHistory:
         if self._observer is not None and not _is_transient(message):
             self._observer.on_replace(self._pindex(index), message)
         self._messages[index] = message
+        self._revision += 1
         if index < self._total_n:
             # Keep the running total exact: swap the old count for the new one.
             # (If the counter's epoch moved meanwhile, the next read resets everything.)
@@ -388,6 +393,14 @@ class MessageHistory:
     def subagent_instruction_message(self) -> Message | None:
         """The first message marked ``subagent_instructions``, if any."""
         return next((m for m in self._messages if m.get("subagent_instructions")), None)
+
+    @property
+    def revision(self) -> int:
+        """Counts every change that was not a plain append (deletion, truncation, replacement).
+
+        Positions remembered by a window or a cache stay valid while it is unchanged.
+        """
+        return self._revision
 
     @property
     def token_counter(self) -> TokenCounter:

@@ -61,14 +61,17 @@ __all__ = [
     "MISSING_TOOL_RESULT",
     "PROVIDERS",
     "Provider",
+    "RepairStream",
     "answer_dangling_tool_calls",
     "build_payload",
     "drop_empty_assistant_messages",
     "drop_orphan_tool_results",
     "make_tool_call_ids_unique",
+    "openai_view",
     "pad_reasoning_content",
     "repair",
     "select_task_chain",
+    "task_chain_set",
 ]
 
 Provider = Literal["openai", "anthropic"]
@@ -89,25 +92,39 @@ _OPENAI_PART_KEYS: Final = {
 }
 
 
+def task_chain_set(task_chain: Collection[Any] | None) -> frozenset[Any] | None:
+    """Validate a ``task_chain`` argument: ``None`` or a collection of hashable task ids.
+
+    Raises:
+        InvalidArgumentError: anything else (a string, an int, unhashable ids).
+    """
+    if task_chain is None:
+        return None
+    if isinstance(task_chain, str | bytes) or not isinstance(task_chain, Collection):
+        raise InvalidArgumentError(
+            f"task_chain must be a collection of task ids, got {type(task_chain).__name__}"
+        )
+    try:
+        return frozenset(task_chain)
+    except TypeError as exc:
+        raise InvalidArgumentError("task ids in task_chain must be hashable") from exc
+
+
 def select_task_chain(
-    messages: Sequence[Message], task_chain: Collection[int] | None
+    messages: Sequence[Message], task_chain: Collection[Any] | None
 ) -> Sequence[Message]:
     """Keep messages of the active task chain (time machine).
 
     A message tagged with a ``task_id`` outside ``task_chain`` belongs to an
     undone task or a sibling branch and is left out; untagged messages
     (system prompt, injections) always stay. ``None`` keeps everything.
+
+    Raises:
+        InvalidArgumentError: ``task_chain`` is not a collection of task ids.
     """
-    if task_chain is None:
+    chain = task_chain_set(task_chain)
+    if chain is None:
         return messages
-    if isinstance(task_chain, str | bytes) or not isinstance(task_chain, Collection):
-        raise InvalidArgumentError(
-            f"task_chain must be a collection of task ids, got {type(task_chain).__name__}"
-        )
-    try:
-        chain = task_chain if isinstance(task_chain, set | frozenset) else set(task_chain)
-    except TypeError as exc:
-        raise InvalidArgumentError("task ids in task_chain must be hashable") from exc
     kept = [m for m in messages if m.get("task_id") is None or m.get("task_id") in chain]
     return messages if len(kept) == len(messages) else kept
 
@@ -183,16 +200,17 @@ def _is_empty_content(content: Any) -> bool:
 
 def drop_empty_assistant_messages(messages: Sequence[Message]) -> Sequence[Message]:
     """OpenAI/Anthropic: an assistant message must carry content, a refusal or tool calls."""
-    kept = [
-        m
-        for m in messages
-        if m["role"] != "assistant"
-        or m.get("tool_calls")
-        or m.get("refusal")
-        or m.get("audio")
-        or not _is_empty_content(m.get("content"))
-    ]
+    kept = [m for m in messages if m["role"] != "assistant" or not _is_empty_assistant(m)]
     return messages if len(kept) == len(messages) else kept
+
+
+def _is_empty_assistant(msg: Message) -> bool:
+    return (
+        not msg.get("tool_calls")
+        and not msg.get("refusal")
+        and not msg.get("audio")
+        and _is_empty_content(msg.get("content"))
+    )
 
 
 def _replacement_id(original: str, occurrence: int, used: set[str]) -> str:
@@ -280,6 +298,118 @@ def pad_reasoning_content(messages: Sequence[Message], *, force: bool = False) -
     ]
 
 
+class RepairStream:
+    """Passes 1-4 of :func:`repair`, applied one message at a time, resumable.
+
+    :func:`repair` is the reference: small pure passes over a whole list.
+    This class produces exactly the same output (a property test checks it)
+    but consumes messages incrementally and can be :meth:`copy`-ed at any
+    point, so a caller that only ever appends (the context manager, between
+    trims) repairs each message once instead of the whole window per call.
+
+    Output decided so far is in :attr:`out`. Everything in it is final
+    except the run of tool results of the latest assistant message, whose
+    missing answers are only synthesised by :meth:`finish`. Messages in
+    :attr:`out` are the input objects themselves unless repair changed them
+    (renamed ids, synthesised results), and a changed message is created
+    once, so identity caches downstream keep working. Reasoning padding
+    (pass 5) is left to the renderer.
+    """
+
+    __slots__ = ("_open", "_open_index", "_open_msg", "_seen", "_used", "out")
+
+    def __init__(self) -> None:
+        self.out: list[Message] = []
+        self._used: set[str] = set()
+        self._seen: Counter[str] = Counter()
+        self._open: list[tuple[str, str]] = []  # (original id, payload id) still unanswered
+        self._open_msg: Message | None = None
+        self._open_index = 0
+
+    def copy(self) -> RepairStream:
+        """An independent stream in the same state."""
+        other = RepairStream()
+        other.out = list(self.out)
+        other._used = set(self._used)
+        other._seen = Counter(self._seen)
+        other._open = list(self._open)
+        other._open_msg = self._open_msg
+        other._open_index = self._open_index
+        return other
+
+    @property
+    def settled(self) -> int:
+        """Length of the prefix of :attr:`out` that no later message can change."""
+        return len(self.out) if self._open_msg is None else self._open_index
+
+    def _close_run(self) -> None:
+        msg = self._open_msg
+        if msg is None:
+            return
+        for _, payload_id in self._open:
+            synthetic: Message = {
+                "role": "tool",
+                "tool_call_id": payload_id,
+                "content": MISSING_TOOL_RESULT,
+                "synthesized": True,
+            }
+            if msg.get("task_id") is not None:
+                synthetic["task_id"] = msg["task_id"]
+            self.out.append(synthetic)
+        self._open = []
+        self._open_msg = None
+
+    def push(self, msg: Message) -> None:
+        """Feed the next message."""
+        if msg["role"] == "tool":
+            call_id = msg["tool_call_id"]
+            for k, (original, payload_id) in enumerate(self._open):
+                if original == call_id:
+                    del self._open[k]
+                    self.out.append(
+                        msg if payload_id == call_id else {**msg, "tool_call_id": payload_id}
+                    )
+                    return
+            return  # orphan: dropped
+        self._close_run()
+        if msg["role"] != "assistant":
+            self.out.append(msg)
+            return
+        calls = msg.get("tool_calls")
+        if not calls:
+            if not _is_empty_assistant(msg):
+                self.out.append(msg)
+            return
+        pairs = []
+        for call in calls:
+            old = call["id"]
+            self._seen[old] += 1
+            valid = old not in self._used and _VALID_ID.fullmatch(old) is not None
+            new = old if valid else _replacement_id(old, self._seen[old], self._used)
+            self._used.add(new)
+            pairs.append((old, new))
+        if any(old != new for old, new in pairs):
+            msg = {
+                **msg,
+                "tool_calls": [
+                    call if old == new else {**call, "id": new}
+                    for call, (old, new) in zip(calls, pairs, strict=True)
+                ],
+            }
+        self._open_index = len(self.out)
+        self.out.append(msg)
+        self._open = pairs
+        self._open_msg = msg
+
+    def finish(self) -> list[Message]:
+        """The repaired list if the input ended here (the stream itself is unchanged)."""
+        if self._open_msg is None:
+            return list(self.out)
+        tail = self.copy()
+        tail._close_run()
+        return tail.out
+
+
 def repair(
     messages: Sequence[Message], *, force_reasoning_content_pad: bool = False
 ) -> Sequence[Message]:
@@ -303,7 +433,13 @@ def _openai_part(part: dict[str, Any], role: str) -> dict[str, Any]:
     return {k: part[k] for k in keys if k in part}
 
 
-def _openai_view(msg: Message) -> dict[str, Any]:
+def openai_view(msg: Message) -> dict[str, Any]:
+    """The OpenAI Chat Completions form of one repaired message: only the keys its role may send.
+
+    Content parts keep only their documented keys; non-text parts of a tool
+    message become a text placeholder (OpenAI tool messages carry text only).
+    Nested containers are shared with ``msg``: copy before mutating.
+    """
     role = msg["role"]
     allowed = API_FIELDS[role]
     view = {k: v for k, v in msg.items() if k in allowed}
@@ -380,6 +516,6 @@ def build_payload(
     if provider == "anthropic":
         system, turns = to_anthropic(repaired)
         return system, orjson.loads(orjson.dumps(turns))
-    payload = orjson.loads(orjson.dumps([_openai_view(m) for m in repaired]))
+    payload = orjson.loads(orjson.dumps([openai_view(m) for m in repaired]))
     assert isinstance(payload, list)
     return payload

@@ -804,6 +804,37 @@ class LearningEstimator:
             return None
         return units / remaining
 
+    def state(self) -> dict[str, Any]:
+        """The learned calibration, JSON-safe, for a session to persist."""
+        with self._lock:
+            return {
+                "format": "agentmem.estimator",
+                "version": 1,
+                "prior": self._prior,
+                "ratio": self._ratio,
+                "samples": list(self._samples),
+            }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Resume a calibration saved by :meth:`state` (values re-clamped to the bounds).
+
+        Raises:
+            InvalidArgumentError: ``state`` is not an estimator state.
+        """
+        if state.get("format") != "agentmem.estimator":
+            raise InvalidArgumentError(f"not an estimator state: {state.get('format')!r}")
+        try:
+            samples = [self._clamp(_check_ratio("sample", float(x))) for x in state["samples"]]
+            ratio = self._clamp(_check_ratio("ratio", float(state["ratio"])))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"malformed estimator state: {exc}") from exc
+        with self._lock:
+            self._samples.clear()
+            self._samples.extend(samples)
+            if ratio != self._ratio:
+                self._ratio = ratio
+                self.epoch += 1
+
     def __repr__(self) -> str:
         return (
             f"LearningEstimator(chars_per_token={self._ratio:.4g}, samples={self.samples}, "

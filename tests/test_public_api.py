@@ -7,28 +7,50 @@ import importlib
 import agentmem
 
 EXPECTED = [
+    "DEFAULT_ASK_TOOLS",
     "INTERNAL_FIELDS",
     "LLM",
     "MISSING_TOOL_RESULT",
     "AgentMemError",
     "AsyncLLM",
+    "BillingRecord",
     "ConfigurationError",
+    "ContextManager",
+    "ContextOverflowError",
+    "ContextSettings",
+    "ContextStats",
     "CorruptStoreError",
+    "Decision",
+    "Durability",
     "Embedder",
     "HeuristicCounter",
     "HistoryObserver",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "LLMSummarizer",
     "LearningEstimator",
+    "Memory",
     "Message",
     "MessageHistory",
     "ProgressReporter",
+    "Session",
+    "SessionInfo",
+    "SessionLock",
+    "SessionNotFoundError",
+    "SessionRecord",
+    "SessionStore",
+    "SessionWriter",
+    "ShortTermMemory",
     "StorageError",
     "StoreLockedError",
     "Summarizer",
+    "ThreadSummary",
     "TiktokenCounter",
     "TokenCounter",
+    "TrimEvent",
     "UnsafePathError",
+    "Usage",
+    "YaRN",
     "__version__",
     "build_payload",
     "count_message",
@@ -76,7 +98,19 @@ def test_version_is_a_string() -> None:
 
 
 def test_modules_declare_all() -> None:
-    for module in ("errors", "protocols", "messages", "repair", "history", "tokens"):
+    for module in (
+        "errors",
+        "protocols",
+        "messages",
+        "repair",
+        "history",
+        "tokens",
+        "stm",
+        "yarn",
+        "context",
+        "session_store",
+        "memory",
+    ):
         mod = importlib.import_module(f"agentmem.{module}")
         for name in mod.__all__:
             assert hasattr(mod, name), f"agentmem.{module}.__all__ names missing {name}"

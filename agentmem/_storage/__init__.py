@@ -1,0 +1,49 @@
+"""Private storage building blocks shared by agentmem's stores.
+
+* :mod:`agentmem._storage.files`: atomic, fsync'd file replacement and
+  moving unreadable files aside (``<name>.corrupt-<timestamp>``).
+* :mod:`agentmem._storage.sqlite`: WAL connections with a chosen
+  durability, explicit transactions that roll back on any exception, and
+  named append-only migrations checked against one format version.
+
+Nothing here is public API: the stores built on it (:mod:`agentmem.session_store`
+and friends) are. The rules these helpers implement are DESIGN section 8.
+"""
+
+from __future__ import annotations
+
+from agentmem._storage.files import (
+    SQLITE_COMPANIONS,
+    atomic_write_bytes,
+    atomic_write_text,
+    fsync_directory,
+    move_aside,
+)
+from agentmem._storage.sqlite import (
+    DURABILITIES,
+    Durability,
+    Migration,
+    connect,
+    enable_wal,
+    header_problem,
+    is_corruption,
+    migrate,
+    transaction,
+)
+
+__all__ = [
+    "DURABILITIES",
+    "SQLITE_COMPANIONS",
+    "Durability",
+    "Migration",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "connect",
+    "enable_wal",
+    "fsync_directory",
+    "header_problem",
+    "is_corruption",
+    "migrate",
+    "move_aside",
+    "transaction",
+]

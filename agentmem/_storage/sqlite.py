@@ -1,0 +1,416 @@
+"""SQLite plumbing shared by agentmem's databases: connections, transactions, migrations.
+
+Every agentmem database is opened the same way (:func:`connect`):
+
+* **WAL mode.** Readers never block the writer and the writer never blocks
+  readers; a commit appends pages to the ``-wal`` file instead of
+  rewriting the database, and a crash at any instant leaves the last
+  committed state (SQLite replays or discards the log on the next open).
+* **Explicit transactions.** The connection is in autocommit mode
+  (``isolation_level=None``) so Python's ``sqlite3`` never opens a
+  transaction behind our back; every write goes through
+  :func:`transaction`, which issues ``BEGIN IMMEDIATE`` (take the write
+  lock up front, so two writers queue instead of deadlocking on a lock
+  upgrade), ``COMMIT`` on success and ``ROLLBACK`` on *any* exception,
+  ``KeyboardInterrupt`` included.
+* **Durability is a choice, made once per connection.** ``"full"``
+  (``synchronous=FULL``, the default) fsyncs the log on every commit: a
+  write that returned survives power loss. ``"normal"``
+  (``synchronous=NORMAL``) syncs only at checkpoints: a write that returned
+  survives a crash or ``kill -9`` of the process, but the last commits may
+  be lost if the machine loses power. Both keep the database consistent.
+* ``busy_timeout`` of 10 s (another process writing makes us wait, not
+  fail), ``foreign_keys=ON``, ``check_same_thread=False`` (the owner
+  serialises access with its own lock).
+* ``path=None`` opens a private in-memory database that never touches the
+  disk (incognito mode; temporary tables are kept in memory too).
+
+Schema changes are **named, append-only migrations** (:class:`Migration`),
+recorded in a ``migrations(name, applied_at)`` table and applied in order,
+all in one transaction, by :func:`migrate` (the sqlite-utils / simonw/llm
+pattern). A ``meta(key, value)`` table names the database's ``format`` and
+``version``. A reader refuses a database whose version is *newer* than it
+knows, or that records migrations it has never heard of, with a
+:class:`~agentmem.errors.StorageError` naming both versions, instead of
+guessing at a schema it does not understand; it upgrades older ones.
+
+Errors: this module lets :class:`sqlite3.Error` through (callers decide
+what it means for them); :func:`is_corruption` tells an unreadable file
+(``SQLITE_NOTADB``, ``SQLITE_CORRUPT``) from a busy, locked or read-only
+one, which must never be treated as corrupt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from agentmem.errors import StorageError
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "DURABILITIES",
+    "Durability",
+    "Migration",
+    "connect",
+    "enable_wal",
+    "header_problem",
+    "is_corruption",
+    "migrate",
+    "pending_migrations",
+    "transaction",
+]
+
+Durability = Literal["full", "normal"]
+"""``"full"``: fsync on every commit (survives power loss). ``"normal"``: survives process death."""
+
+DURABILITIES: Final = ("full", "normal")
+
+BUSY_TIMEOUT_S: Final = 10.0
+"""How long a statement waits for another connection's lock before failing with SQLITE_BUSY."""
+
+_SQLITE_CORRUPT: Final = 11
+_SQLITE_NOTADB: Final = 26
+
+_SYNCHRONOUS: Final = {"full": "FULL", "normal": "NORMAL"}
+
+_META_SQL: Final = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_MIGRATIONS_SQL: Final = (
+    "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One named schema change. Never edit or reorder a released migration; append a new one.
+
+    Attributes:
+        name: Unique, stable name such as ``"0001_initial"``; recorded once applied.
+        steps: SQL statements run in order, or a function given the connection.
+            Both run inside the migration transaction (so no ``executescript``,
+            which would commit it).
+    """
+
+    name: str
+    """Unique, stable name such as ``"0001_initial"``; recorded once applied."""
+    steps: Sequence[str] | Callable[[sqlite3.Connection], None]
+    """SQL statements run in order, or a function given the connection."""
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """Whether ``exc`` says the file is not a readable SQLite database.
+
+    Only ``SQLITE_NOTADB`` and ``SQLITE_CORRUPT`` (and their extended codes)
+    count. ``SQLITE_BUSY``, ``SQLITE_LOCKED``, ``SQLITE_READONLY``,
+    ``SQLITE_CANTOPEN`` and I/O errors do not: moving such a file aside
+    would throw away a healthy database.
+
+    Args:
+        exc: An exception raised by :mod:`sqlite3`.
+
+    Returns:
+        ``True`` for corruption.
+    """
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    message = str(exc).lower()
+    return "file is not a database" in message or "malformed" in message
+
+
+_HEADER_MAGIC: Final = b"SQLite format 3\x00"
+
+
+def header_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the file at ``path`` cannot be a SQLite database, judging by its 100-byte header.
+
+    Checked *before* SQLite opens the file because SQLite, on failing to
+    read a header, deletes the ``-wal`` and ``-shm`` files beside it when
+    the connection closes, and the log may hold the newest data. A missing
+    or empty file is fine (SQLite creates a new database).
+
+    Args:
+        path: The database file.
+
+    Returns:
+        ``None`` when the header looks valid (or there is no file yet), else a reason.
+
+    Raises:
+        OSError: the file exists but cannot be read.
+    """
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+    except FileNotFoundError:
+        return None
+    if not header:
+        return None
+    if len(header) < 100:
+        return f"truncated header ({len(header)} bytes)"
+    if not header.startswith(_HEADER_MAGIC):
+        return "not a SQLite database (bad magic string)"
+    page_size = int.from_bytes(header[16:18], "big")
+    if page_size == 1:
+        page_size = 65536
+    if page_size < 512 or page_size & (page_size - 1):
+        return f"invalid page size {page_size}"
+    if header[18] not in (1, 2) or header[19] not in (1, 2):
+        return "invalid file format version"
+    if header[21:24] != b"\x40\x20\x20":
+        return "invalid payload fractions"
+    return None
+
+
+def connect(
+    path: str | os.PathLike[str] | None,
+    *,
+    durability: Durability = "full",
+    wal: bool = True,
+) -> sqlite3.Connection:
+    """Open an agentmem SQLite connection (WAL, explicit transactions, chosen durability).
+
+    Args:
+        path: The database file, created when missing (its directory must
+            exist); ``None`` for a private in-memory database.
+        durability: ``"full"`` (fsync every commit) or ``"normal"``.
+        wal: Switch the database to WAL mode now. Pass ``False`` to look at
+            a file before changing it (WAL mode is persistent, so a database
+            that turns out not to be ours must not be switched), then call
+            :func:`enable_wal`.
+
+    Returns:
+        A connection in autocommit mode; use :func:`transaction` to write.
+
+    Raises:
+        StorageError: ``durability`` is unknown, or the filesystem does not
+            support WAL mode.
+        sqlite3.Error: the file could not be opened or read (see
+            :func:`is_corruption`).
+    """
+    if durability not in _SYNCHRONOUS:
+        raise StorageError(f"unknown durability {durability!r}; expected one of {DURABILITIES}")
+    target = ":memory:" if path is None else os.fspath(path)
+    conn = sqlite3.connect(
+        target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if path is None:
+            conn.execute("PRAGMA temp_store = MEMORY")
+        # Reading the schema reads the header: a file that is not a database fails here.
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
+        if durability == "full":
+            # macOS: plain fsync does not reach the platter; F_FULLFSYNC does. No-op elsewhere.
+            conn.execute("PRAGMA fullfsync = ON")
+            conn.execute("PRAGMA checkpoint_fullfsync = ON")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if wal and path is not None:
+            enable_wal(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def enable_wal(conn: sqlite3.Connection, path: str | os.PathLike[str] | None = None) -> None:
+    """Switch a file database to WAL mode (persistent; a no-op when it already is).
+
+    Args:
+        conn: An open connection to a file database.
+        path: The file, for the error message.
+
+    Raises:
+        StorageError: SQLite refused (for example on a filesystem without
+            shared memory, such as some network filesystems).
+        sqlite3.Error: the database could not be read.
+    """
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        where = os.fspath(path) if path is not None else "the database"
+        raise StorageError(
+            f"SQLite refused WAL mode for {where} (got {mode!r}); "
+            "is the file on a network filesystem?",
+            path=None if path is None else Path(os.fspath(path)),
+        )
+
+
+@contextlib.contextmanager
+def transaction(
+    conn: sqlite3.Connection, *, immediate: bool = True
+) -> Iterator[sqlite3.Connection]:
+    """Run a block in one transaction: COMMIT on success, ROLLBACK on any exception.
+
+    Args:
+        conn: A connection from :func:`connect` (autocommit mode).
+        immediate: ``BEGIN IMMEDIATE`` (take the write lock now; for writes)
+            or a deferred ``BEGIN`` (a consistent snapshot for multi-query reads).
+
+    Yields:
+        ``conn``.
+    """
+    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        # COMMIT itself may fail (SQLITE_BUSY, disk full) and leave the transaction open.
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {str(row[0]) for row in rows}
+
+
+def pending_migrations(
+    conn: sqlite3.Connection,
+    *,
+    format_name: str,
+    format_version: int,
+    migrations: Sequence[Migration],
+    path: str | os.PathLike[str] | None = None,
+) -> list[Migration]:
+    """Check a database's format and version and return the migrations it still needs.
+
+    Args:
+        conn: An open connection.
+        format_name: The ``format`` this reader expects in ``meta``.
+        format_version: The newest version this reader understands.
+        migrations: Every migration, oldest first.
+        path: For error messages.
+
+    Returns:
+        The migrations not applied yet, in order (all of them for a new database).
+
+    Raises:
+        StorageError: the database belongs to something else, or was written
+            by a newer version of agentmem.
+        sqlite3.Error: the database could not be read.
+    """
+    where = os.fspath(path) if path is not None else ":memory:"
+    error_path = Path(where) if path is not None else None
+    tables = _tables(conn)
+    if "meta" in tables:
+        meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+        found = meta.get("format")
+        if found != format_name:
+            raise StorageError(
+                f"{where} is not an {format_name} database (its format is {found!r})",
+                path=error_path,
+            )
+        try:
+            version = int(meta.get("version", ""))
+        except ValueError:
+            raise StorageError(
+                f"{where}: unreadable {format_name} version {meta.get('version')!r}",
+                path=error_path,
+            ) from None
+        if version > format_version:
+            raise StorageError(
+                f"{where} is {format_name} version {version}, written by a newer agentmem; "
+                f"this version reads up to version {format_version}. Upgrade agentmem to open it.",
+                path=error_path,
+            )
+    elif tables - {"migrations"}:
+        raise StorageError(
+            f"{where} is a SQLite database but not an {format_name} database "
+            f"(it has tables {sorted(tables)} and no meta table)",
+            path=error_path,
+        )
+    applied: set[str] = set()
+    if "migrations" in tables:
+        applied = {str(row[0]) for row in conn.execute("SELECT name FROM migrations")}
+    unknown = applied - {m.name for m in migrations}
+    if unknown:
+        raise StorageError(
+            f"{where} has migrations this version of agentmem does not know "
+            f"({', '.join(sorted(unknown))}); it was written by a newer agentmem "
+            f"(this version reads up to {format_name} version {format_version})",
+            path=error_path,
+        )
+    return [m for m in migrations if m.name not in applied]
+
+
+def migrate(
+    conn: sqlite3.Connection,
+    *,
+    format_name: str,
+    format_version: int,
+    migrations: Sequence[Migration],
+    path: str | os.PathLike[str] | None = None,
+) -> list[str]:
+    """Bring a database up to ``format_version``: apply pending migrations in one transaction.
+
+    A database that is already current costs one read and no write lock.
+
+    Args:
+        conn: An open connection from :func:`connect`.
+        format_name: Stored as ``meta.format`` (for example ``"agentmem.sessions"``).
+        format_version: Stored as ``meta.version`` once every migration ran.
+        migrations: Every migration, oldest first.
+        path: For error messages.
+
+    Returns:
+        Names of the migrations applied now (empty when none were needed).
+
+    Raises:
+        StorageError: the database is someone else's or newer than this reader.
+        sqlite3.Error: a read or a migration failed (the transaction rolled back).
+    """
+
+    def plan() -> list[Migration] | None:
+        todo = pending_migrations(
+            conn,
+            format_name=format_name,
+            format_version=format_version,
+            migrations=migrations,
+            path=path,
+        )
+        # None: nothing to do at all (no migration pending and the version already recorded).
+        return None if not todo and _version_is_current(conn, format_version) else todo
+
+    if plan() is None:
+        return []
+    applied: list[str] = []
+    with transaction(conn):
+        # Re-check under the write lock: another process may have migrated meanwhile.
+        todo = plan()
+        if todo is None:
+            return []
+        conn.execute(_MIGRATIONS_SQL)
+        conn.execute(_META_SQL)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for migration in todo:
+            if callable(migration.steps):
+                migration.steps(conn)
+            else:
+                for statement in migration.steps:
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (migration.name, stamp)
+            )
+            applied.append(migration.name)
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?), ('version', ?)",
+            (format_name, str(format_version)),
+        )
+    return applied
+
+
+def _version_is_current(conn: sqlite3.Connection, format_version: int) -> bool:
+    if "meta" not in _tables(conn):
+        return False
+    row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+    return row is not None and str(row[0]) == str(format_version)

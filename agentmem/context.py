@@ -1,0 +1,747 @@
+"""ContextManager: the payload for each LLM call, within the model's window.
+
+Every call needs a payload that (a) the provider accepts, (b) fits the
+model's context window, and (c) changes as little as possible from one call
+to the next, so provider prompt caching keeps paying off. The manager builds
+it from four parts, in this order::
+
+    system prompt (+ injections: long-term memory, persona, memory context)
+    thread summary          (YaRN's <thread_summary>, when anything was trimmed)
+    task anchor             (the newest real user message, pinned when a trim passed it)
+    working window          (ShortTermMemory: the newest whole units)
+
+and keeps it inside the window in three stages:
+
+1. **Proactive trim** (before building). When the estimate -- cached
+   per-message counts, O(1) per turn -- passes ``proactive_threshold`` (75%)
+   of the window, whole units are evicted from the front of the working
+   window into YaRN until the estimate is at ``trim_target`` (50%). The gap
+   between the two is hysteresis: a trim frees a quarter of the window, so
+   trims are rare and the prefix stays cacheable for long stretches.
+2. **Validation trim** (just before sending). The repaired payload is counted
+   exactly. If it still passes ``validation_threshold`` (75%) -- a summary
+   that grew, a synthesised result, a single giant tool output -- the window
+   is trimmed to ``trim_target`` again, and if one unit alone is too big its
+   content is truncated *in the payload* (the stored history keeps every
+   character), largest tool outputs first, then the summary, then the anchor.
+3. **Reactive trim** (after the provider rejected the request for length:
+   :meth:`ContextManager.build_after_overflow`). Attempt 1 trims to 50% of
+   the window, attempt 2 to 25%, attempt 3 to the minimum (system prompt,
+   summary, anchor, newest unit). Each adds a *recovery injection*: a neutral
+   note with the summary, the agent's todo list and recent git activity that
+   tells the agent to keep working.
+
+Priority when space is short: system prompt first, then the anchor, then the
+newest units (a newest-first walk that keeps tool calls and their results
+together), then the summary. Before every trim a progress checkpoint is
+written through the ``checkpoint`` callback (the session writes
+``memory/session_progress.md``).
+
+Cost per turn is O(window): counts come from the history's per-message
+cache, OpenAI views of stored messages are cached by identity, and the
+payload is a structural copy (strings shared, containers fresh) rather than
+a re-serialisation. The whole history is never recounted.
+
+Guarantees: the payload satisfies the provider rules of
+:mod:`agentmem.repair`; it always contains the system prompt and the newest
+real user message; its count by the history's token counter never exceeds
+the context window (the system prompt alone exceeding it raises
+:class:`~agentmem.errors.ContextOverflowError`, because no payload can be
+valid then); between trims, appending a message only appends to the payload.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentmem.errors import ContextOverflowError, InvalidArgumentError
+from agentmem.messages import Message, content_text, to_anthropic
+from agentmem.protocols import ProgressReporter
+from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
+from agentmem.stm import ShortTermMemory
+from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
+from agentmem.yarn import YaRN
+
+__all__ = [
+    "ContextManager",
+    "ContextSettings",
+    "ContextStats",
+    "TrimEvent",
+    "truncate_text",
+]
+
+_log = logging.getLogger("agentmem.context")
+
+Stage = Literal[1, 2, 3]
+
+RECOVERY_TAG = "context_recovery"
+TRUNCATION_MARKER = (
+    "\n[... {omitted} characters omitted here to fit the context window; "
+    "the full text is kept in the session archive ...]\n"
+)
+TODO_TOOL_NAMES = frozenset(
+    {"todo_write", "TodoWrite", "write_todos", "update_todos", "todo", "todos", "update_plan"}
+)
+
+
+class ContextSettings(BaseModel):
+    """How the payload is kept inside the window. Fractions are of ``context_window``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context_window: int = Field(default=128_000, ge=256)
+    """Tokens the model accepts in one request (prompt side)."""
+    proactive_threshold: float = Field(default=0.75, gt=0, le=1)
+    """Stage 1 trims when the estimate passes this share of the window."""
+    trim_target: float = Field(default=0.5, gt=0, le=1)
+    """Stages 1 and 2 trim down to this share."""
+    validation_threshold: float = Field(default=0.75, gt=0, le=1)
+    """Stage 2 trims when the exact count of the payload passes this share."""
+    overflow_targets: tuple[float, float, float] = (0.5, 0.25, 0.0)
+    """Stage 3 targets for attempts 1, 2 and 3 (0.0 means: keep only the newest unit)."""
+    summary_max_fraction: float = Field(default=0.1, ge=0, le=0.5)
+    """Room reserved for the thread summary when trimming; a longer summary is truncated."""
+
+    @model_validator(mode="after")
+    def _coherent(self) -> ContextSettings:
+        if self.trim_target > self.proactive_threshold:
+            raise ValueError("trim_target must not exceed proactive_threshold")
+        if self.trim_target > self.validation_threshold:
+            raise ValueError("trim_target must not exceed validation_threshold")
+        if any(not 0 <= t <= 1 for t in self.overflow_targets):
+            raise ValueError("overflow_targets must be shares between 0 and 1")
+        return self
+
+
+@dataclass(frozen=True)
+class TrimEvent:
+    """Passed to the checkpoint callback and the progress reporter before a trim."""
+
+    stage: Stage
+    """1 proactive, 2 validation, 3 reactive (after a provider rejection)."""
+    attempt: int
+    """Stage 3 attempt number (1-3); 0 for stages 1 and 2."""
+    tokens_before: int
+    """Estimated payload tokens before the trim."""
+    target_tokens: int
+    """What the trim aims for."""
+    window_messages: int
+    """Messages in the working window before the trim."""
+
+
+@dataclass
+class ContextStats:
+    """What the last build did (for logs, tests and benchmarks)."""
+
+    tokens: int = 0
+    """Count of the returned payload (OpenAI shape) by the history's counter."""
+    messages: int = 0
+    """Messages in the returned payload (OpenAI shape)."""
+    trims: list[TrimEvent] = field(default_factory=list)
+    """Trims this build performed."""
+    truncated: int = 0
+    """Messages whose content was truncated in the payload."""
+
+
+def truncate_text(text: str, max_chars: int) -> str:
+    """Shorten ``text`` to about ``max_chars`` keeping its head and tail, with a marker.
+
+    Deterministic: the same input gives the same output, so a truncated
+    message stays identical across calls.
+    """
+    if len(text) <= max_chars:
+        return text
+    keep = max(max_chars, 0)
+    head = keep * 2 // 3
+    tail = keep - head
+    omitted = len(text) - head - tail
+    marker = TRUNCATION_MARKER.format(omitted=omitted)
+    return text[:head] + marker + (text[-tail:] if tail else "")
+
+
+def _shrink_json_strings(value: Any, max_chars: int) -> Any:
+    if isinstance(value, str):
+        return truncate_text(value, max_chars)
+    if isinstance(value, list):
+        return [_shrink_json_strings(v, max_chars) for v in value]
+    if isinstance(value, dict):
+        return {k: _shrink_json_strings(v, max_chars) for k, v in value.items()}
+    return value
+
+
+def _fresh(value: Any) -> Any:
+    """Copy containers, share strings and numbers: a deep copy at a fraction of the cost."""
+    if type(value) is dict:
+        return {k: (v if type(v) is str else _fresh(v)) for k, v in value.items()}
+    if type(value) is list:
+        return [_fresh(v) for v in value]
+    return value
+
+
+def _text_of(msg: Mapping[str, Any]) -> str:
+    return content_text(msg.get("content"))
+
+
+@dataclass
+class _Prefix:
+    """Incremental repair state for one window position (valid until a trim or a rewrite)."""
+
+    key: tuple[Any, ...]
+    keep: tuple[Any, ...]  # objects whose identity the key relies on
+    stream: RepairStream
+    upto: int  # history messages consumed (exclusive index)
+    tokens: int  # count of stream.out
+    counted: int  # entries of stream.out included in `tokens`
+
+
+class ContextManager:
+    """Builds provider payloads that fit the window (see the module docstring).
+
+    Args:
+        settings: A :class:`ContextSettings` or a mapping of its fields.
+        checkpoint: Called with a :class:`TrimEvent` before every trim (the
+            session writes its progress checkpoint there). Errors are logged,
+            never raised: a failed checkpoint must not stop the agent.
+        reporter: Receives ``context.trim`` events.
+
+    Raises:
+        InvalidArgumentError: ``settings`` is neither settings nor a mapping.
+        pydantic.ValidationError: a setting is out of range.
+    """
+
+    def __init__(
+        self,
+        settings: ContextSettings | Mapping[str, Any] | None = None,
+        *,
+        checkpoint: Callable[[TrimEvent], None] | None = None,
+        reporter: ProgressReporter | None = None,
+    ) -> None:
+        if settings is None:
+            settings = ContextSettings()
+        elif isinstance(settings, Mapping):
+            settings = ContextSettings(**settings)
+        elif not isinstance(settings, ContextSettings):
+            raise InvalidArgumentError(
+                f"settings must be ContextSettings or a mapping, got {type(settings).__name__}"
+            )
+        self.settings = settings
+        self.checkpoint = checkpoint
+        self.reporter = reporter
+        self.stats = ContextStats()
+        self.last_messages: list[Message] = []
+        self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._system_cache: tuple[Message | None, tuple[str, ...], Message | None] | None = None
+        self._summary_cache: tuple[Any, Message | None] | None = None
+        self._prefix: _Prefix | None = None
+
+    # ------------------------------------------------------------------ public
+
+    def build(
+        self,
+        window: ShortTermMemory,
+        yarn: YaRN | None = None,
+        *,
+        provider: str = "openai",
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        """The payload for the next call (stages 1 and 2).
+
+        Args:
+            window: The working window (its history is the conversation).
+            yarn: Archive that receives evicted messages and supplies the summary.
+            provider: ``"openai"`` or ``"anthropic"``.
+            injections: Texts appended to the system prompt (long-term memory,
+                persona, memory context), in order.
+            task_chain: Active time-machine task ids (messages of other tasks
+                are left out), or ``None``.
+            force_reasoning_content_pad: See :meth:`MessageHistory.to_api`.
+
+        Returns:
+            OpenAI: a list of message dicts. Anthropic: ``(system, messages)``.
+            A fresh structure the caller may modify.
+
+        Raises:
+            InvalidArgumentError: unknown provider.
+            ContextOverflowError: the system prompt alone does not fit the window.
+        """
+        return self._build(
+            window, yarn, provider, injections, task_chain, force_reasoning_content_pad, attempt=0
+        )
+
+    def build_after_overflow(
+        self,
+        window: ShortTermMemory,
+        yarn: YaRN | None = None,
+        attempt: int = 1,
+        *,
+        provider: str = "openai",
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        """The payload after the provider rejected the previous one for length (stage 3).
+
+        Attempts 1 and 2 trim to ``overflow_targets[0]`` and ``[1]`` (50% and
+        25%); attempt 3 keeps only the newest unit and truncates to
+        ``overflow_targets[2]``. Each adds the recovery injection.
+
+        Raises:
+            InvalidArgumentError: ``attempt`` is not 1, 2 or 3, or unknown provider.
+        """
+        if isinstance(attempt, bool) or attempt not in (1, 2, 3):
+            raise InvalidArgumentError(f"attempt must be 1, 2 or 3, got {attempt!r}")
+        return self._build(
+            window,
+            yarn,
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            attempt=attempt,
+        )
+
+    # ------------------------------------------------------------------ pipeline
+
+    def _build(
+        self,
+        window: ShortTermMemory,
+        yarn: YaRN | None,
+        provider: str,
+        injections: Sequence[str],
+        task_chain: Collection[int] | None,
+        force_pad: bool,
+        *,
+        attempt: int,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        if provider not in PROVIDERS:
+            raise InvalidArgumentError(
+                f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
+            )
+        chain = task_chain_set(task_chain)
+        settings = self.settings
+        limit = settings.context_window
+        counter = window.history.token_counter
+        self.stats = ContextStats()
+
+        system = self._system_message(window, injections)
+        system_tokens = count_message(system, counter) if system is not None else 0
+        if system_tokens + REPLY_PRIMING_TOKENS > limit:
+            raise ContextOverflowError(
+                f"the system prompt (with injections) costs {system_tokens} tokens, more than "
+                f"the {limit}-token context window; no payload can fit",
+                needed=system_tokens,
+                window=limit,
+            )
+
+        if attempt:
+            target = int(settings.overflow_targets[min(attempt, 2) - 1] * limit)
+            self._trim(window, yarn, system_tokens, stage=3, attempt=attempt, target=target)
+        elif self._estimate(window, yarn, system_tokens) > settings.proactive_threshold * limit:
+            target = int(settings.trim_target * limit)
+            self._trim(window, yarn, system_tokens, stage=1, attempt=0, target=target)
+
+        messages, total = self._repaired(window, yarn, system, chain)
+        if not attempt and total > settings.validation_threshold * limit:
+            target = int(settings.trim_target * limit)
+            self._trim(window, yarn, system_tokens, stage=2, attempt=0, target=target)
+            messages, total = self._repaired(window, yarn, system, chain)
+
+        if attempt:
+            messages = [*messages, self._recovery_message(window, yarn)]
+            total += count_message(messages[-1], counter)
+            ceiling = int(settings.overflow_targets[attempt - 1] * limit)
+        else:
+            ceiling = int(settings.validation_threshold * limit)
+        ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
+        if total > ceiling:
+            messages, total = self._shrink(messages, window, ceiling, system)
+        if total > limit:
+            raise ContextOverflowError(
+                f"cannot fit the conversation into {limit} tokens (the minimum is {total})",
+                needed=total,
+                window=limit,
+            )
+        self.stats.tokens = total
+        self.stats.messages = len(messages)
+        self.last_messages = messages
+        pad = force_pad or any(
+            m["role"] == "assistant" and isinstance(m.get("reasoning_content"), str)
+            for m in messages
+        )
+        return self._render(messages, provider, pad)
+
+    # ------------------------------------------------------------------ parts
+
+    def _system_message(self, window: ShortTermMemory, injections: Sequence[str]) -> Message | None:
+        """The system prompt (history[0] when it is a system message) with injections appended.
+
+        The same object is returned while neither changes, so downstream caches hold.
+        """
+        history = window.history
+        prompt = history[0] if len(history) and history[0]["role"] == "system" else None
+        extra = tuple(text for text in injections if text and text.strip())
+        cache = self._system_cache
+        if cache is not None and cache[0] is prompt and cache[1] == extra:
+            return cache[2]
+        message: Message | None
+        if not extra:
+            message = prompt
+        else:
+            parts = [_text_of(prompt)] if prompt is not None else []
+            parts.extend(extra)
+            message = {"role": "system", "content": "\n\n".join(p for p in parts if p)}
+        self._system_cache = (prompt, extra, message)
+        return message
+
+    def _summary_message(self, yarn: YaRN | None) -> Message | None:
+        if yarn is None:
+            return None
+        summary = yarn.summary
+        cache = self._summary_cache
+        if cache is not None and cache[0] is summary:
+            cached: Message | None = cache[1]
+            return cached
+        message = yarn.render_message()
+        self._summary_cache = (summary, message)
+        return message
+
+    def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
+        """Cheap payload estimate from cached counts only."""
+        history = window.history
+        total = system_tokens + window.token_count() + REPLY_PRIMING_TOKENS
+        if window.start == 0 and len(history) and history[0]["role"] == "system":
+            total -= history.message_tokens(0)  # the prompt is already in system_tokens
+        summary = self._summary_message(yarn)
+        if summary is not None:
+            total += count_message(summary, history.token_counter)
+        return total
+
+    def _trim(
+        self,
+        window: ShortTermMemory,
+        yarn: YaRN | None,
+        system_tokens: int,
+        *,
+        stage: Stage,
+        attempt: int,
+        target: int,
+    ) -> None:
+        history = window.history
+        before = self._estimate(window, yarn, system_tokens)
+        event = TrimEvent(
+            stage=stage,
+            attempt=attempt,
+            tokens_before=before,
+            target_tokens=target,
+            window_messages=window.message_count(),
+        )
+        self.stats.trims.append(event)
+        self._notify(event)
+        prompt_in_window = window.start == 0 and len(history) and history[0]["role"] == "system"
+        prompt_tokens = history.message_tokens(0) if prompt_in_window else 0
+        reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
+        budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + prompt_tokens
+        if stage == 3 and attempt == 3:
+            evicted = window.evict_to(max_messages=1)
+        else:
+            evicted = window.evict_to(max_tokens=max(budget, 0))
+        if yarn is not None and evicted:
+            prompt = history[0] if len(history) else None
+            anchor = next(
+                (history[i] for i in range(len(history) - 1, -1, -1) if _is_real_user(history[i])),
+                None,
+            )
+            yarn.compress(
+                [m for m in evicted if m is not prompt],
+                current_task=_text_of(anchor) if anchor is not None else None,
+            )
+        self._prefix = None
+        alive = {id(m) for m in window.messages()}
+        self._views = {k: v for k, v in self._views.items() if k in alive}
+        if self.reporter is not None:
+            try:
+                self.reporter.report(
+                    "context.trim",
+                    {
+                        "stage": stage,
+                        "attempt": attempt,
+                        "tokens_before": before,
+                        "target_tokens": target,
+                        "evicted_messages": len(evicted),
+                    },
+                )
+            except Exception:  # a reporter must never break the agent
+                _log.warning("progress reporter failed on context.trim", exc_info=True)
+
+    def _notify(self, event: TrimEvent) -> None:
+        if self.checkpoint is None:
+            return
+        try:
+            self.checkpoint(event)
+        except Exception:
+            _log.warning(
+                "progress checkpoint failed before a stage-%s trim", event.stage, exc_info=True
+            )
+
+    def _repaired(
+        self,
+        window: ShortTermMemory,
+        yarn: YaRN | None,
+        system: Message | None,
+        chain: frozenset[Any] | None,
+    ) -> tuple[list[Message], int]:
+        """The repaired canonical payload and its token count.
+
+        Between trims the window only grows at the end, so the repair stream
+        and the running count are kept and only new messages are processed.
+        """
+        history = window.history
+        counter = history.token_counter
+        summary = self._summary_message(yarn)
+        start = window.start
+        key = (
+            id(history),
+            history.revision,
+            getattr(counter, "epoch", 0),
+            start,
+            window.pinned,
+            id(system),
+            id(summary),
+            chain,
+        )
+        prefix = self._prefix
+        if prefix is None or prefix.key != key or len(history) < prefix.upto:
+            stream = RepairStream()
+            first = start
+            if system is not None:
+                stream.push(system)
+            if summary is not None:
+                stream.push(summary)
+            for i in window.pinned:
+                stream.push(history[i])
+            if first == 0 and len(history) and history[0]["role"] == "system":
+                first = 1
+            tokens = sum(count_message(entry, counter) for entry in stream.out)
+            prefix = _Prefix(key, (system, summary), stream, first, tokens, len(stream.out))
+            self._prefix = prefix
+        stream = prefix.stream
+        for i in range(prefix.upto, len(history)):
+            msg = history[i]
+            if chain is None or msg.get("task_id") is None or msg.get("task_id") in chain:
+                before = len(stream.out)
+                stream.push(msg)
+                for entry in stream.out[before:]:
+                    prefix.tokens += (
+                        history.message_tokens(i) if entry is msg else count_message(entry, counter)
+                    )
+                prefix.counted = len(stream.out)
+        prefix.upto = len(history)
+        messages = stream.finish()
+        total = prefix.tokens + REPLY_PRIMING_TOKENS
+        for entry in messages[len(stream.out) :]:
+            total += count_message(entry, counter)
+        return messages, total
+
+    def _shrink(
+        self,
+        messages: Sequence[Message],
+        window: ShortTermMemory,
+        ceiling: int,
+        system: Message | None,
+    ) -> tuple[list[Message], int]:
+        """Truncate content in the payload until it fits ``ceiling``.
+
+        Order: tool results (largest first), other conversation messages,
+        the thread summary, the task anchor last. The system prompt and
+        mid-conversation system notes are never cut. The stored history is
+        untouched.
+        """
+        counter = window.history.token_counter
+        out = list(messages)
+        sizes = [count_message(m, counter) for m in out]
+        total = REPLY_PRIMING_TOKENS + sum(sizes)
+        anchor = next((m for m in reversed(out) if _is_real_user(m)), None)
+
+        def rank(i: int) -> tuple[int, int]:
+            msg = out[i]
+            if msg is anchor:
+                group = 3
+            elif msg.get("compressed_summary"):
+                group = 2
+            elif msg["role"] == "tool":
+                group = 0
+            else:
+                group = 1
+            return (group, -sizes[i])
+
+        candidates = sorted(
+            (
+                i
+                for i, m in enumerate(out)
+                if m is not system and (m["role"] != "system" or m.get("compressed_summary"))
+            ),
+            key=rank,
+        )
+        for i in candidates:
+            if total <= ceiling:
+                break
+            new_msg = _truncated(out[i], max(sizes[i] - (total - ceiling), 16), sizes[i])
+            if new_msg is None:
+                continue
+            new_size = count_message(new_msg, counter)
+            if new_size >= sizes[i]:
+                continue
+            total += new_size - sizes[i]
+            out[i], sizes[i] = new_msg, new_size
+            self.stats.truncated += 1
+        return out, total
+
+    def _recovery_message(self, window: ShortTermMemory, yarn: YaRN | None) -> Message:
+        """The neutral note added to every stage-3 payload."""
+        history = window.history
+        lines = [
+            f"<{RECOVERY_TAG}>",
+            "The conversation was shortened to fit the model's context window. Earlier "
+            "messages are kept in the session archive and summarized in <thread_summary>.",
+        ]
+        summary = yarn.summary if yarn is not None else None
+        anchor = next(
+            (history[i] for i in range(len(history) - 1, -1, -1) if _is_real_user(history[i])),
+            None,
+        )
+        task = _text_of(anchor).strip() if anchor is not None else ""
+        if not task and summary is not None and summary.current_task:
+            task = summary.current_task
+        if task:
+            lines.append(f"Current task: {truncate_text(task, 600)}")
+        todos = latest_todos(history)
+        if todos:
+            lines.append("Todo list:")
+            lines.extend(f"- {item}" for item in todos)
+        commits = list(summary.commits[-5:]) if summary is not None else []
+        if commits:
+            lines.append("Recent git activity:")
+            lines.extend(f"- {c}" for c in commits)
+        lines.append("Continue with the current task from where you left off.")
+        lines.append(f"</{RECOVERY_TAG}>")
+        return {"role": "system", "content": "\n".join(lines), "synthesized": True}
+
+    def _render(
+        self, messages: Sequence[Message], provider: str, pad: bool
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        if provider == "anthropic":
+            return to_anthropic(messages)
+        views = self._views
+        out = []
+        for msg in messages:
+            cached = views.get(id(msg))
+            if cached is None or cached[0] is not msg:
+                view = openai_view(msg)
+                views[id(msg)] = (msg, view)
+            else:
+                view = cached[1]
+            fresh = _fresh(view)
+            if pad and msg["role"] == "assistant" and "reasoning_content" not in fresh:
+                fresh["reasoning_content"] = ""
+            out.append(fresh)
+        return out
+
+
+def _is_real_user(msg: Mapping[str, Any]) -> bool:
+    return msg.get("role") == "user" and not msg.get("system_injected")
+
+
+def _truncated(msg: Message, max_tokens: int, tokens: int) -> Message | None:
+    """A copy of ``msg`` with its text cut to roughly ``max_tokens`` (None if nothing to cut)."""
+    content = msg.get("content")
+    calls = msg.get("tool_calls") or []
+    size = len(content_text(content)) + sum(len(c["function"]["arguments"]) for c in calls)
+    if size == 0:
+        return None
+    # Scale by this message's own characters per token so the cut lands near the target.
+    max_chars = max(int(size * max_tokens / max(tokens, 1) * 0.9) - len(TRUNCATION_MARKER), 0)
+    new: Message = {**msg, "truncated": True}
+    if isinstance(content, str):
+        new["content"] = truncate_text(content, max_chars)
+    elif isinstance(content, list):
+        texts = [p for p in content if p.get("type") == "text"]
+        share = max_chars // max(len(texts), 1)
+        new["content"] = [
+            {**p, "text": truncate_text(p["text"], share)}
+            if p.get("type") == "text"
+            else {
+                "type": "text",
+                "text": f"[{p.get('type', 'part')} omitted to fit the context window]",
+            }
+            for p in content
+        ]
+    if calls:
+        per_call = max(max_chars // (len(calls) + 1), 64)
+        new["tool_calls"] = [
+            {
+                **c,
+                "function": {
+                    **c["function"],
+                    "arguments": orjson.dumps(
+                        _shrink_json_strings(orjson.loads(c["function"]["arguments"]), per_call)
+                    ).decode(),
+                },
+            }
+            for c in calls
+        ]
+    return new
+
+
+_TODO_STATUS_RE = re.compile(r"^[a-z_ -]{1,20}$")
+
+
+def latest_todos(messages: Sequence[Message], *, scan_limit: int = 400) -> list[str]:
+    """The newest todo list an agent wrote through a todo tool, as display lines.
+
+    Looks at the last ``scan_limit`` messages for a tool call whose name is
+    one of :data:`TODO_TOOL_NAMES` and reads its ``todos`` (or ``items`` /
+    ``plan``) argument: a list of strings or of objects with
+    ``content``/``text``/``step`` and ``status``.
+    """
+    n = len(messages)
+    for i in range(n - 1, max(n - scan_limit, 0) - 1, -1):
+        msg = messages[i]
+        for call in reversed(msg.get("tool_calls") or ()):
+            if call.get("function", {}).get("name") not in TODO_TOOL_NAMES:
+                continue
+            try:
+                args = orjson.loads(call["function"].get("arguments") or "{}")
+            except orjson.JSONDecodeError:
+                continue
+            items = (
+                args.get("todos") or args.get("items") or args.get("plan")
+                if isinstance(args, dict)
+                else None
+            )
+            if not isinstance(items, list):
+                continue
+            lines = []
+            for item in items[:30]:
+                if isinstance(item, str):
+                    lines.append(truncate_text(item, 200))
+                elif isinstance(item, dict):
+                    text = item.get("content") or item.get("text") or item.get("step") or ""
+                    status = item.get("status")
+                    mark = (
+                        f"[{status}] "
+                        if isinstance(status, str) and _TODO_STATUS_RE.match(status)
+                        else ""
+                    )
+                    if isinstance(text, str) and text:
+                        lines.append(mark + truncate_text(text, 200))
+            return lines
+    return []

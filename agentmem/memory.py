@@ -1,0 +1,684 @@
+"""Memory and Session: the facade that wires the parts together.
+
+A host makes one :class:`Memory` per project and opens a :class:`Session`
+per conversation::
+
+    mem = agentmem.Memory(root=".agentmem", working_dir=".")
+    with mem.session(name="fix tests", model="claude-sonnet-4-5", context_window=200_000) as s:
+        s.start_task("Make the failing test pass.")
+        while True:
+            reply = my_llm(s.context(provider="anthropic"))     # fits the window, valid
+            s.record_usage(reply.usage.input_tokens, reply.usage.output_tokens)
+            s.append(reply_message)                             # durable when it returns
+            ...
+        s.finish_task()
+
+The facade owns no logic a part should own. It wires:
+
+* a :class:`~agentmem.history.MessageHistory` whose observer is the session
+  store's writer, so every mutation (through ``s.append`` or ``s.history``)
+  is on disk when the call returns;
+* a :class:`~agentmem.stm.ShortTermMemory` window over that history, whose
+  evictions go to :class:`~agentmem.yarn.YaRN` (which reads the history as
+  its main thread, so nothing is stored twice);
+* a :class:`~agentmem.context.ContextManager` that builds each payload and
+  writes ``memory/session_progress.md`` before every trim;
+* the token counter: the host's, or ``counter_for_model(model)`` -- exact
+  tiktoken for OpenAI models, otherwise a learning estimator that
+  :meth:`Session.record_usage` calibrates with the provider's own counts.
+
+A session is exclusive: a second open of the same id, from this process or
+another, raises :class:`~agentmem.errors.StoreLockedError` until the first is
+closed (or its process dies). Incognito memory writes nothing at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, overload
+
+from agentmem._storage.files import atomic_write_text
+from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_todos
+from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
+from agentmem.history import MessageHistory
+from agentmem.messages import Message, content_text
+from agentmem.protocols import LLM, ProgressReporter, Summarizer, TokenCounter
+from agentmem.session_store import (
+    BillingRecord,
+    Durability,
+    SessionInfo,
+    SessionLock,
+    SessionRecord,
+    SessionStore,
+)
+from agentmem.stm import ShortTermMemory
+from agentmem.tokens import LearningEstimator, counter_for_model
+from agentmem.yarn import YaRN
+
+__all__ = ["Memory", "Session", "Usage"]
+
+_log = logging.getLogger("agentmem.memory")
+
+DEFAULT_MODEL = "gpt-4o"
+DEFAULT_CONTEXT_WINDOW = 128_000
+STATE_FORMAT = "agentmem.session-state"
+STATE_VERSION = 1
+PROGRESS_FILE = Path("memory") / "session_progress.md"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token and cost totals of a session (all requests, memory updates included)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class Memory:
+    """One project's memory: its sessions (and, in later releases, LTM, notes, recall).
+
+    Args:
+        root: Directory for everything agentmem stores. A relative path is
+            taken relative to ``working_dir``. Nothing is written outside it.
+        working_dir: The project the agent works in.
+        llm: The host's model (sync or async callable, see
+            :class:`~agentmem.protocols.LLM`); used by LLM-driven parts.
+        token_counter: Counter for every session; default: chosen per model.
+        incognito: Write nothing at all (sessions live in memory only).
+        ltm_enabled: Inject long-term memory into system prompts.
+        durability: ``"full"`` (default): every append is fsynced before it
+            returns and survives power loss. ``"normal"``: survives a process
+            crash or kill -9, several times faster.
+        summarizer: Optional LLM summarizer for thread summaries (the
+            extractive summary is used without one, and whenever it fails).
+        context: :class:`~agentmem.context.ContextSettings` (or a mapping) used
+            as the default for sessions; ``context_window`` comes from
+            :meth:`session`.
+        reporter: Receives progress events (trims).
+    """
+
+    def __init__(
+        self,
+        root: str | Path = ".agentmem",
+        working_dir: str | Path = ".",
+        llm: LLM | Any | None = None,
+        token_counter: TokenCounter | None = None,
+        incognito: bool = False,
+        ltm_enabled: bool = True,
+        *,
+        durability: Durability = "full",
+        summarizer: Summarizer | None = None,
+        context: ContextSettings | Mapping[str, Any] | None = None,
+        reporter: ProgressReporter | None = None,
+    ) -> None:
+        self.working_dir = Path(working_dir).resolve()
+        root_path = Path(root)
+        self.root = root_path if root_path.is_absolute() else self.working_dir / root_path
+        self.llm = llm
+        self.token_counter = token_counter
+        self.incognito = incognito
+        self.ltm_enabled = ltm_enabled
+        self.summarizer = summarizer
+        self.reporter = reporter
+        if context is None:
+            self._context = ContextSettings()
+        elif isinstance(context, ContextSettings):
+            self._context = context
+        else:
+            self._context = ContextSettings(**context)
+        if incognito:
+            self.sessions = SessionStore(None, durability=durability)
+        else:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.sessions = SessionStore(self.root / "sessions.db", durability=durability)
+        self._open: dict[str, Session] = {}
+        self._closed = False
+
+    def session(
+        self,
+        session_id: str | None = None,
+        name: str | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
+    ) -> Session:
+        """Open a session: a new one, or the stored one when ``session_id`` exists.
+
+        Args:
+            session_id: Id to resume or to create; a new uuid when omitted.
+            name: Display name (updates a resumed session's name when given).
+            model: Model name (default ``"gpt-4o"``); chooses the token counter.
+                A resumed session keeps its stored model unless one is given.
+            context_window: The model's context window in tokens (default
+                128,000; a resumed session keeps its stored window unless given).
+
+        Raises:
+            StoreLockedError: the session is already open (here or in another process).
+            InvalidArgumentError: bad id, or a context window below 256 tokens.
+        """
+        if self._closed:
+            raise InvalidArgumentError("this Memory is closed")
+        if context_window is not None and (
+            isinstance(context_window, bool)
+            or not isinstance(context_window, int)
+            or context_window < 256
+        ):
+            raise InvalidArgumentError(
+                f"context_window must be an int >= 256, got {context_window!r}"
+            )
+        store = self.sessions
+        if session_id is not None and store.exists(session_id):
+            lock = store.lock(session_id)
+            try:
+                record = store.load(session_id)
+                if name is not None and name != record.info.name:
+                    store.rename(session_id, name)
+                session = Session._resume(
+                    self,
+                    record,
+                    lock,
+                    model=model,
+                    context_window=context_window,
+                    name=name,
+                )
+            except BaseException:
+                lock.release()
+                raise
+        else:
+            info = store.create(
+                session_id=session_id,
+                name=name,
+                working_directory=str(self.working_dir),
+                model=model or DEFAULT_MODEL,
+                context_window=context_window or DEFAULT_CONTEXT_WINDOW,
+            )
+            lock = store.lock(info.id)
+            try:
+                session = Session._new(self, info, lock)
+            except BaseException:
+                lock.release()
+                raise
+        self._open[session.id] = session
+        return session
+
+    def _forget(self, session: Session) -> None:
+        self._open.pop(session.id, None)
+
+    def close(self) -> None:
+        """Close every open session and the stores. Idempotent."""
+        if self._closed:
+            return
+        for session in list(self._open.values()):
+            session.close()
+        self.sessions.close()
+        self._closed = True
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "incognito" if self.incognito else str(self.root)
+        return f"Memory({mode})"
+
+
+class Session:
+    """One conversation: durable history, working window, archive and context pipeline.
+
+    Made by :meth:`Memory.session`; not constructed directly.
+
+    Attributes:
+        id: The session id.
+        name: Display name (may be ``None``).
+        model: Model name.
+        context_window: Tokens the model accepts.
+        history: Every message of the session (durable on every mutation).
+        window: The working window over ``history``.
+        yarn: Archive and running summary of what the window evicted.
+        context_manager: Builds each payload.
+        token_counter: Counts tokens for this session's model.
+    """
+
+    def __init__(
+        self,
+        memory: Memory,
+        info: SessionInfo,
+        lock: SessionLock,
+        state: Mapping[str, Any] | None,
+        messages: Sequence[Message],
+        billing: Sequence[BillingRecord],
+        *,
+        model: str,
+        context_window: int,
+        name: str | None,
+    ) -> None:
+        self._memory = memory
+        self._lock = lock
+        self.id: str = info.id
+        self.name = name
+        self.model = model
+        self.context_window = context_window
+        self.created_at: float = info.created_at
+        self.working_directory = info.working_directory
+        self._writer = memory.sessions.writer(self.id)
+        self.token_counter: TokenCounter = memory.token_counter or counter_for_model(model)
+        self.history = MessageHistory(
+            messages, token_counter=self.token_counter, observer=self._writer
+        )
+        state = dict(state or {})
+        # YaRN reads the history as its main thread; its state carries the summary
+        # and any side threads.
+        if state.get("yarn"):
+            self.yarn = YaRN.from_state(
+                state["yarn"], summarizer=memory.summarizer, main_thread=self.history
+            )
+        else:
+            self.yarn = YaRN(summarizer=memory.summarizer, main_thread=self.history)
+        self.window = ShortTermMemory(self.history)
+        if state.get("window"):
+            self.window.restore(state["window"])
+        settings = memory._context.model_copy(update={"context_window": context_window})
+        self.context_manager = ContextManager(
+            settings, checkpoint=self._checkpoint, reporter=memory.reporter
+        )
+        estimator = state.get("estimator")
+        if estimator and isinstance(self.token_counter, LearningEstimator):
+            try:
+                self.token_counter.restore(estimator)
+            except AgentMemError:
+                _log.warning("session %s: ignoring unreadable token calibration", self.id)
+        tasks = state.get("tasks") or {}
+        self._next_task_id: int = int(tasks.get("next_id", 1))
+        self.current_task_id: int | None = tasks.get("current")
+        self._iterations: dict[str, int] = dict(tasks.get("iterations") or {})
+        self._usage = Usage(
+            requests=len(billing),
+            prompt_tokens=sum(b.prompt_tokens for b in billing),
+            completion_tokens=sum(b.completion_tokens for b in billing),
+            cost_usd=sum(b.cost_usd for b in billing),
+        )
+        self._last_payload: list[Message] | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def _new(cls, memory: Memory, info: SessionInfo, lock: SessionLock) -> Session:
+        session = cls(
+            memory,
+            info,
+            lock,
+            None,
+            (),
+            (),
+            model=info.model or DEFAULT_MODEL,
+            context_window=info.context_window or DEFAULT_CONTEXT_WINDOW,
+            name=info.name,
+        )
+        session._save_state()
+        return session
+
+    @classmethod
+    def _resume(
+        cls,
+        memory: Memory,
+        record: SessionRecord,
+        lock: SessionLock,
+        *,
+        model: str | None,
+        context_window: int | None,
+        name: str | None,
+    ) -> Session:
+        info = record.info
+        state = record.state or {}
+        if state and state.get("format") not in (None, STATE_FORMAT):
+            raise InvalidArgumentError(
+                f"session {info.id}: unknown state format {state.get('format')!r}"
+            )
+        if state and isinstance(state.get("version"), int) and state["version"] > STATE_VERSION:
+            raise InvalidArgumentError(
+                f"session {info.id} was saved by a newer agentmem "
+                f"(state version {state['version']})"
+            )
+        return cls(
+            memory,
+            info,
+            lock,
+            state,
+            record.messages,
+            record.billing,
+            model=model or info.model or DEFAULT_MODEL,
+            context_window=context_window or info.context_window or DEFAULT_CONTEXT_WINDOW,
+            name=name if name is not None else info.name,
+        )
+
+    # ------------------------------------------------------------------ turns
+
+    def start_task(self, user_message: str | Mapping[str, Any]) -> int:
+        """Start a task: append the user's turn under a new task id and return the id.
+
+        Args:
+            user_message: The user's text, or a full user message dict.
+
+        Raises:
+            InvalidMessageError: the message is not a valid user message.
+        """
+        self._check_open()
+        message: dict[str, Any]
+        if isinstance(user_message, str):
+            message = {"role": "user", "content": user_message}
+        elif isinstance(user_message, Mapping):
+            message = dict(user_message)
+            if message.get("role") != "user":
+                raise InvalidMessageError("start_task needs a user message", field="role")
+        else:
+            raise InvalidMessageError(
+                f"start_task needs a string or a user message, got {type(user_message).__name__}"
+            )
+        task_id = self._next_task_id
+        message["task_id"] = task_id
+        message.setdefault("created_at", time.time())
+        self.history.append(message)
+        self._next_task_id = task_id + 1
+        self.current_task_id = task_id
+        self._iterations[str(task_id)] = 0
+        self._save_state()
+        return task_id
+
+    def append(self, message: Mapping[str, Any]) -> Message:
+        """Append a message (OpenAI or Anthropic shape); durable when it returns.
+
+        The message is tagged with the current task id unless it has one.
+
+        Returns:
+            The stored copy.
+
+        Raises:
+            InvalidMessageError: invalid message; nothing stored.
+            StorageError: the store could not write it; nothing stored.
+        """
+        self._check_open()
+        if not isinstance(message, Mapping):
+            raise InvalidMessageError(f"expected a message mapping, got {type(message).__name__}")
+        if self.current_task_id is not None and "task_id" not in message:
+            message = {**message, "task_id": self.current_task_id}
+        return self.history.append(message)
+
+    @overload
+    def context(
+        self,
+        provider: Literal["openai"] = ...,
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> list[dict[str, Any]]: ...
+
+    @overload
+    def context(
+        self,
+        provider: Literal["anthropic"],
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> tuple[str | None, list[dict[str, Any]]]: ...
+
+    @overload
+    def context(
+        self,
+        provider: str,
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]: ...
+
+    def context(
+        self,
+        provider: str = "openai",
+        *,
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        """The API-ready payload for the next call, within the context window (stages 1-2).
+
+        Args:
+            provider: ``"openai"`` or ``"anthropic"``.
+            injections: Extra system-prompt texts for this call (persona, memory context).
+            task_chain: Active task ids (time machine); ``None`` for all.
+            force_reasoning_content_pad: Pad ``reasoning_content`` on every assistant message.
+
+        Returns:
+            OpenAI: list of messages. Anthropic: ``(system, messages)``.
+        """
+        self._check_open()
+        return self._finish_build(
+            self.context_manager.build(
+                self.window,
+                self.yarn,
+                provider=provider,
+                injections=injections,
+                task_chain=task_chain,
+                force_reasoning_content_pad=force_reasoning_content_pad,
+            )
+        )
+
+    def context_after_overflow(
+        self,
+        attempt: int,
+        provider: str = "openai",
+        *,
+        reported_tokens: int | None = None,
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        """The payload after the provider rejected the last one for length (stage 3).
+
+        Args:
+            attempt: 1, 2 or 3: trims to 50%, 25% and the minimum.
+            provider: ``"openai"`` or ``"anthropic"``.
+            reported_tokens: The prompt size the provider's error reported,
+                if it did; calibrates a learning token estimator.
+            injections: As for :meth:`context`.
+            task_chain: As for :meth:`context`.
+            force_reasoning_content_pad: As for :meth:`context`.
+
+        Raises:
+            InvalidArgumentError: ``attempt`` is not 1, 2 or 3.
+        """
+        self._check_open()
+        if (
+            reported_tokens is not None
+            and self._last_payload is not None
+            and isinstance(self.token_counter, LearningEstimator)
+        ):
+            self.token_counter.observe(self._last_payload, reported_tokens)
+        return self._finish_build(
+            self.context_manager.build_after_overflow(
+                self.window,
+                self.yarn,
+                attempt,
+                provider=provider,
+                injections=injections,
+                task_chain=task_chain,
+                force_reasoning_content_pad=force_reasoning_content_pad,
+            )
+        )
+
+    def _finish_build(
+        self, payload: list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        if self.context_manager.stats.trims:
+            self._save_state()
+        # What was sent (canonical shape), so record_usage can calibrate the counter.
+        self._last_payload = self.context_manager.last_messages
+        return payload
+
+    def record_usage(
+        self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0
+    ) -> None:
+        """Record one LLM request: billing, iteration count, token calibration.
+
+        Each call counts one LLM iteration of the current task. With a
+        learning estimator, ``prompt_tokens`` (what the provider reported for
+        the last :meth:`context` payload) calibrates the token counter.
+
+        Raises:
+            InvalidArgumentError: negative or non-numeric figures.
+        """
+        self._check_open()
+        for label, value in (
+            ("prompt_tokens", prompt_tokens),
+            ("completion_tokens", completion_tokens),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgumentError(f"{label} must be a non-negative int, got {value!r}")
+        if isinstance(cost_usd, bool) or not isinstance(cost_usd, int | float) or cost_usd < 0:
+            raise InvalidArgumentError(f"cost_usd must be a non-negative number, got {cost_usd!r}")
+        record = BillingRecord(
+            at=time.time(),
+            kind="llm",
+            model=self.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=float(cost_usd),
+        )
+        self._writer.add_billing(record)
+        u = self._usage
+        self._usage = Usage(
+            u.requests + 1,
+            u.prompt_tokens + prompt_tokens,
+            u.completion_tokens + completion_tokens,
+            u.cost_usd + float(cost_usd),
+        )
+        if isinstance(self.token_counter, LearningEstimator) and self._last_payload is not None:
+            self.token_counter.observe(self._last_payload, prompt_tokens)
+        if self.current_task_id is not None:
+            key = str(self.current_task_id)
+            self._iterations[key] = self._iterations.get(key, 0) + 1
+        self._save_state()
+
+    def finish_task(self) -> int | None:
+        """Finish the current task; returns its id (``None`` when no task was running).
+
+        (Memory consolidation at the end of long tasks arrives with the memory updater.)
+        """
+        self._check_open()
+        task_id = self.current_task_id
+        self.current_task_id = None
+        self._save_state()
+        return task_id
+
+    @property
+    def usage(self) -> Usage:
+        """Totals over every recorded request of this session."""
+        return self._usage
+
+    def task_iterations(self, task_id: int | None = None) -> int:
+        """LLM iterations recorded for a task (default: the current one)."""
+        key = task_id if task_id is not None else self.current_task_id
+        return self._iterations.get(str(key), 0) if key is not None else 0
+
+    # ------------------------------------------------------------------ persistence
+
+    def _state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "window": self.window.state(),
+            "yarn": self.yarn.state(),
+            "tasks": {
+                "next_id": self._next_task_id,
+                "current": self.current_task_id,
+                "iterations": self._iterations,
+            },
+        }
+        if isinstance(self.token_counter, LearningEstimator):
+            state["estimator"] = self.token_counter.state()
+        return state
+
+    def _save_state(self) -> None:
+        self._writer.save_state(self._state())
+
+    def _checkpoint(self, event: TrimEvent) -> None:
+        """Write ``memory/session_progress.md`` before a trim (never in incognito mode)."""
+        if self._memory.incognito:
+            return
+        summary = self.yarn.summary
+        anchor = next(
+            (
+                m
+                for m in reversed(self.history)
+                if m["role"] == "user" and not m.get("system_injected")
+            ),
+            None,
+        )
+        lines = [
+            "# Session progress",
+            "",
+            f"- session: {self.name or '(unnamed)'} (`{self.id}`)",
+            f"- written: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, before a "
+            f"stage-{event.stage} context trim "
+            f"({event.tokens_before} -> {event.target_tokens} tokens)",
+            f"- messages: {len(self.history)}; window starts at {self.window.start}",
+            "",
+            "## Current task",
+            "",
+            (content_text(anchor.get("content")) if anchor is not None else "(none)")[:2000],
+            "",
+        ]
+        todos = latest_todos(self.history)
+        if todos:
+            lines += ["## Todo", "", *(f"- {t}" for t in todos), ""]
+        if summary is not None:
+            lines += ["## Summary of earlier work", "", summary.render(), ""]
+        path = self._memory.root / PROGRESS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, "\n".join(lines))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgumentError(f"session {self.id} is closed")
+
+    def close(self) -> None:
+        """Persist the session state and release the session lock. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._save_state()
+        finally:
+            self._closed = True
+            self._lock.release()
+            self._memory._forget(self)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r}, name={self.name!r}, messages={len(self.history)})"

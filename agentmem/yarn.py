@@ -1,0 +1,1126 @@
+"""YaRN: the session's full archive, and a running summary of what left the window.
+
+The working window (:mod:`agentmem.stm`) keeps the conversation inside the
+model's context by evicting the oldest units. Evicted messages are not
+deleted: the session's :class:`~agentmem.history.MessageHistory` still holds
+them, and :class:`YaRN` ("yet another retention net") is the part that
+remembers them *for the model*. It does two things:
+
+* **Archive.** Every message of every thread is kept. The main thread is the
+  session history itself (passed as ``main_thread``, so nothing is stored
+  twice); side threads (sub-agents, tool sessions) are archived here as
+  validated copies. Transient messages are never archived, matching what
+  the history persists.
+* **Compression.** :meth:`YaRN.compress` reads the messages that were just
+  evicted and folds the facts an agent needs to keep working into a
+  :class:`ThreadSummary`: the original request, the latest requests, the
+  current task, git commits seen in tool output, files named in tool
+  arguments, question-and-answer decisions, and tool usage counts. Each
+  compression *merges* into the previous summary, so facts from the first
+  trim survive the tenth (within fixed caps). The summary is rendered as one
+  system message wrapped in ``<thread_summary>``.
+
+Invariants:
+
+* **Extraction never raises** on a valid message, however odd (``None`` or
+  list content, non-JSON tool arguments, missing function names), and costs
+  O(size of the evicted messages): every message is read once, every regex
+  is linear, and merging touches only the bounded summary.
+* **Compressing in pieces equals compressing at once.** The fold carries the
+  two things that can straddle a batch boundary (an assistant question whose
+  answer was not evicted yet, an ``ask_user``-style tool call whose result
+  was not evicted yet), so ``compress(A); compress(B)`` yields the same
+  summary as ``compress(A + B)`` in every field but ``cycles``. Merging is
+  associative, caps included.
+* **Deterministic rendering.** :meth:`ThreadSummary.render` contains no
+  timestamps, ids or "now": the summary message only changes when a
+  compression changes it, so the provider's prompt cache keeps hitting on
+  the payload prefix between trims.
+* **The extractive summary needs no LLM.** An optional
+  :class:`~agentmem.protocols.Summarizer` adds prose (``llm_text``) on top;
+  when it fails, one warning is logged and the extractive summary stands.
+  :class:`LLMSummarizer` adapts any :class:`~agentmem.protocols.LLM`.
+
+What YaRN does not do: it does not decide *when* to trim (the window and the
+context manager do), it does not search the archive (see :mod:`agentmem.recall`),
+and it does not persist itself: :meth:`YaRN.state` and :meth:`YaRN.from_state`
+hand a JSON-ready dict to whichever store the session uses.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import re
+import threading
+import unicodedata
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Annotated, Any, Final
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
+
+from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
+from agentmem.messages import Message, content_text, normalize_messages, sanitize_text
+from agentmem.protocols import LLM, Summarizer
+
+__all__ = [
+    "DEFAULT_ASK_TOOLS",
+    "SUMMARY_INSTRUCTIONS",
+    "Decision",
+    "LLMSummarizer",
+    "ThreadSummary",
+    "YaRN",
+]
+
+logger = logging.getLogger("agentmem.yarn")
+
+FORMAT: Final = "agentmem.thread-summary"
+"""``format`` tag of :meth:`ThreadSummary.to_json` documents."""
+
+FORMAT_VERSION: Final = 1
+"""Current version of the thread-summary format; older versions are upgraded on read."""
+
+STATE_FORMAT: Final = "agentmem.yarn"
+"""``format`` tag of :meth:`YaRN.state` documents."""
+
+STATE_VERSION: Final = 1
+"""Current version of the YaRN state format."""
+
+MAIN_THREAD: Final = "main"
+"""Id of the session's own conversation thread."""
+
+# The caps keep the rendered summary bounded (a few thousand characters at most) whatever
+# the length of the session; the oldest entries go first.
+MAX_USER_REQUESTS: Final = 8
+"""Requests kept in :attr:`ThreadSummary.user_requests`."""
+MAX_COMMITS: Final = 15
+"""Commits kept in :attr:`ThreadSummary.commits`."""
+MAX_FILES: Final = 30
+"""Paths kept in :attr:`ThreadSummary.files_touched`."""
+MAX_DECISIONS: Final = 5
+"""Exchanges kept in :attr:`ThreadSummary.decisions`."""
+MAX_TEXT_CHARS: Final = 300
+"""Requests, the current task, paths and each side of a decision are cut to this length."""
+MAX_SUBJECT_CHARS: Final = 100
+"""Commit subjects are cut to this length."""
+MIN_TASK_WIDTH: Final = 20
+"""A request narrower than this (wide East Asian characters count 2) is not a task."""
+MAX_PENDING_ASKS: Final = 16
+"""Unanswered ask-tool calls carried to the next batch (the oldest are forgotten)."""
+UNKNOWN_TOOL: Final = "unknown"
+"""Name counted for a tool call whose function name is missing."""
+
+DEFAULT_ASK_TOOLS: Final[frozenset[str]] = frozenset(
+    {"ask_user", "ask_followup_question", "interact", "request_user_input", "AskUserQuestion"}
+)
+"""Tool names whose call asks the user something and whose result is the answer."""
+
+SUMMARY_INSTRUCTIONS: Final = (
+    "Summarize the conversation so far for an agent that will continue the work. "
+    "The messages below are leaving the agent's context window and your summary replaces "
+    "them; merge them with the previous summary when there is one. Keep decisions, file "
+    "paths, commands, errors and open questions; drop pleasantries and repetition. "
+    "Be concise. Reply with the summary only, as plain text."
+)
+"""System instruction :class:`LLMSummarizer` sends by default."""
+
+_ELLIPSIS: Final = "..."
+_WHITESPACE: Final = re.compile(r"\s+")
+_WORD: Final = re.compile(r"\w+")
+# A sentence ends at . ! or ? (optionally closed by quotes or brackets) before whitespace,
+# or at a line break.
+_SENTENCE_END: Final = re.compile(r"[.!?][\"')\]]*\s+|\n")
+# `git commit` / `git rebase` / `git cherry-pick`: "[main abc1234] subject",
+# "[main (root-commit) abc1234] subject", "[detached HEAD abc1234] subject", "[abc1234] subject".
+_BRACKET_COMMIT: Final = re.compile(r"^\[(?:(\S[^\]\n]*) )?([0-9a-f]{7,40})\] +(\S[^\n]*)$", re.M)
+# `git log --oneline`: "abc1234 subject", "abc1234 (HEAD -> main, tag: v1) subject".
+_ONELINE_COMMIT: Final = re.compile(r"^([0-9a-f]{7,40})(?: \([^)\n]*\))? +(\S[^\n]*)$", re.M)
+_HEX_LETTER: Final = re.compile(r"[a-f]")
+_PATH_KEYS: Final = ("path", "file_path", "filename", "old_path", "new_path")
+_QUESTION_KEYS: Final = ("question", "message", "prompt", "text")
+_INJECTED_FLAGS: Final = ("system_injected", "session_context", "memory_update")
+# Words that make up replies like "yes", "ok go ahead", "sounds good, continue": a request
+# made only of these is a confirmation, not a task.
+_CONFIRMATION_TEXT: Final = (
+    "yes yeah yep yup y ok okay k sure go ahead please pls continue proceed do it that this "
+    "sounds looks good great fine perfect thanks thank you thx lgtm right correct agreed "
+    "agree carry on keep going done and so alright all exactly no nope with the me for now "
+    "then just let lets s us"
+)
+_CONFIRMATION_WORDS: Final = frozenset(_CONFIRMATION_TEXT.split())
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def _squash(text: str) -> str:
+    """Sanitise ``text`` and collapse every whitespace run to one space (one-line snippets)."""
+    return _WHITESPACE.sub(" ", sanitize_text(text)).strip()
+
+
+def _truncate(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters, ending in ``...`` when cut."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(_ELLIPSIS)] + _ELLIPSIS
+
+
+def _snippet(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    return _truncate(_squash(text), limit)
+
+
+def _is_substantive(text: str) -> bool:
+    """True when ``text`` (already squashed) reads as a task rather than a confirmation."""
+    width = 0
+    for char in text:
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+        if width >= MIN_TASK_WIDTH:
+            break
+    if width < MIN_TASK_WIDTH:
+        return False
+    words = _WORD.findall(text.lower())
+    return not words or not all(word in _CONFIRMATION_WORDS for word in words)
+
+
+def _is_real_user(msg: Mapping[str, Any]) -> bool:
+    return msg.get("role") == "user" and not any(msg.get(flag) for flag in _INJECTED_FLAGS)
+
+
+def _last_sentence(text: str) -> str:
+    """The last sentence of ``text``, which ends with a question mark."""
+    start = 0
+    for match in _SENTENCE_END.finditer(text, 0, len(text) - 1):
+        start = match.end()
+    return text[start:]
+
+
+def _arguments(raw: Any) -> Mapping[str, Any]:
+    """Decoded tool-call arguments; anything that is not a JSON object reads as ``{}``."""
+    if isinstance(raw, Mapping):
+        return raw
+    if not isinstance(raw, str) or not raw.strip():
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        # orjson refuses escaped lone surrogates ("\ud800"); the stdlib decoder accepts them.
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _paths(args: Mapping[str, Any]) -> Iterator[str]:
+    for key in _PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and (path := _snippet(value)):
+            yield path
+    values = args.get("paths")
+    if isinstance(values, list):
+        for value in values:
+            if isinstance(value, str) and (path := _snippet(value)):
+                yield path
+
+
+def _ask_question(name: str, args: Mapping[str, Any]) -> str:
+    for key in _QUESTION_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and (question := _snippet(value)):
+            return question
+    # Claude Code's AskUserQuestion: {"questions": [{"question": ..., "options": [...]}]}.
+    items = args.get("questions")
+    if isinstance(items, list):
+        texts = [item.get("question") if isinstance(item, Mapping) else item for item in items]
+        joined = " / ".join(t for t in texts if isinstance(t, str) and t.strip())
+        if question := _snippet(joined):
+            return question
+    return f"{name}()"
+
+
+def _commits(text: str) -> list[str]:
+    """Commits in one tool output as ``"hash: subject"``, oldest first."""
+    # `git log --oneline` lists newest first; reverse so that newer commits come last.
+    oneline = [
+        (m.group(1), m.group(2))
+        for m in _ONELINE_COMMIT.finditer(text)
+        # A bare hex word must contain a letter, so byte counts (`wc -c`) do not count.
+        if _HEX_LETTER.search(m.group(1))
+    ]
+    found = [f"{h}: {_snippet(s, MAX_SUBJECT_CHARS)}" for h, s in reversed(oneline)]
+    if "[" in text:
+        for m in _BRACKET_COMMIT.finditer(text):
+            if m.group(1) is None and not _HEX_LETTER.search(m.group(2)):
+                continue  # "[1234567] ..." is more likely a log prefix than a commit
+            found.append(f"{m.group(2)}: {_snippet(m.group(3), MAX_SUBJECT_CHARS)}")
+    return found
+
+
+def _commit_key(entry: str) -> str:
+    # Short and full hashes of one commit share their first 7 characters.
+    return entry[:7]
+
+
+def _same(entry: str) -> str:
+    return entry
+
+
+def _dedupe_tail(items: Iterable[str], limit: int, key: Callable[[str], str]) -> tuple[str, ...]:
+    """Keep each key's last occurrence, in order of last occurrence, then the last ``limit``."""
+    latest: dict[str, str] = {}
+    for item in items:
+        k = key(item)
+        latest.pop(k, None)
+        latest[k] = item
+    values = tuple(latest.values())
+    return values[-limit:]
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or "(root)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {error['msg']}{more}"
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+# --------------------------------------------------------------------------- the summary model
+
+
+_Count = Annotated[int, Field(strict=True, ge=0)]
+
+
+class _Counts(Mapping[str, int]):
+    """A read-only, name-sorted mapping, so a shared summary cannot be changed in place."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, int]) -> None:
+        self._data = dict(sorted(data.items()))
+
+    def __getitem__(self, key: str) -> int:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+    def __getstate__(self) -> dict[str, int]:
+        return self._data
+
+    def __setstate__(self, state: dict[str, int]) -> None:
+        self._data = state
+
+
+class Decision(BaseModel):
+    """One question put to the user and the answer given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    question: StrictStr
+    """The question (an ask tool's question argument, or the assistant's last sentence)."""
+
+    answer: StrictStr
+    """The answer (the ask tool's result, or the user's reply)."""
+
+
+class ThreadSummary(BaseModel):
+    """What an agent needs to remember about messages that left its context window.
+
+    Built by :meth:`from_messages` (one batch) and accumulated with
+    :meth:`merge`; :class:`YaRN` does both. Lists are oldest first and capped;
+    see the module constants ``MAX_*``. Instances are immutable.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    original_request: StrictStr | None = None
+    """The first user request ever compressed (at most 300 characters), kept forever."""
+
+    user_requests: tuple[StrictStr, ...] = ()
+    """The last 8 real user requests, each at most 300 characters (cut ones end in ``...``)."""
+
+    current_task: StrictStr | None = None
+    """The task being worked on (at most 300 characters), or ``None`` when none is known."""
+
+    commits: tuple[StrictStr, ...] = ()
+    """Git commits seen in tool output as ``"hash: subject"``, newest last, at most 15."""
+
+    files_touched: tuple[StrictStr, ...] = ()
+    """Paths named in tool-call arguments, most recently named last, at most 30."""
+
+    decisions: tuple[Decision, ...] = ()
+    """The last 5 question-and-answer exchanges with the user."""
+
+    tool_counts: Mapping[StrictStr, _Count] = Field(default_factory=dict)
+    """Number of calls per tool name, accumulated over every compression (read-only)."""
+
+    compressed_messages: _Count = 0
+    """Messages folded into this summary so far."""
+
+    cycles: _Count = 0
+    """Compressions that added messages to this summary."""
+
+    llm_text: StrictStr | None = None
+    """Prose from the last successful :class:`~agentmem.protocols.Summarizer` call, if any."""
+
+    @field_validator("tool_counts", mode="after")
+    @classmethod
+    def _freeze_counts(cls, value: Mapping[str, int]) -> Mapping[str, int]:
+        return value if isinstance(value, _Counts) else _Counts(value)
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_messages(
+        cls,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        current_task: str | None = None,
+        ask_tools: Collection[str] = DEFAULT_ASK_TOOLS,
+    ) -> ThreadSummary:
+        """Extract a summary from one batch of messages, on its own.
+
+        Unlike :meth:`YaRN.compress`, nothing is carried in from an earlier
+        batch: a question whose answer is in another batch is not paired.
+
+        Args:
+            messages: Canonical messages, oldest first.
+            current_task: The task being worked on, when the caller knows it;
+                used when it is substantive (not a confirmation like "ok").
+            ask_tools: Tool names whose call asks the user a question.
+
+        Returns:
+            The summary of ``messages`` (``cycles`` is 1, or 0 when empty).
+
+        Raises:
+            InvalidArgumentError: ``messages`` is not a list of mappings, or
+                ``current_task`` is not a string.
+        """
+        batch = _check_batch(messages)
+        _check_task(current_task)
+        fold = _Fold(_check_ask_tools(ask_tools), None, {})
+        for msg in batch:
+            fold.feed(msg)
+        return fold.summary(current_task)
+
+    def merge(self, other: ThreadSummary) -> ThreadSummary:
+        """Fold a newer summary into this one and return the result.
+
+        Lists are concatenated (this one first), deduplicated where the field
+        says so (a repeated commit or path moves to its newest position), and
+        cut to their caps from the old end. Counts add up. The original
+        request stays this one's; the current task and ``llm_text`` become
+        ``other``'s unless it has none. The operation is associative.
+
+        Args:
+            other: The newer summary.
+
+        Raises:
+            InvalidArgumentError: ``other`` is not a :class:`ThreadSummary`.
+        """
+        if not isinstance(other, ThreadSummary):
+            raise InvalidArgumentError(f"can only merge a ThreadSummary, got {_type_name(other)}")
+        counts = dict(self.tool_counts)
+        for name, count in other.tool_counts.items():
+            counts[name] = counts.get(name, 0) + count
+        return ThreadSummary(
+            original_request=(
+                self.original_request
+                if self.original_request is not None
+                else other.original_request
+            ),
+            user_requests=(self.user_requests + other.user_requests)[-MAX_USER_REQUESTS:],
+            current_task=other.current_task
+            if other.current_task is not None
+            else self.current_task,
+            commits=_dedupe_tail(self.commits + other.commits, MAX_COMMITS, _commit_key),
+            files_touched=_dedupe_tail(self.files_touched + other.files_touched, MAX_FILES, _same),
+            decisions=(self.decisions + other.decisions)[-MAX_DECISIONS:],
+            tool_counts=counts,
+            compressed_messages=self.compressed_messages + other.compressed_messages,
+            cycles=self.cycles + other.cycles,
+            llm_text=other.llm_text if other.llm_text is not None else self.llm_text,
+        )
+
+    # ------------------------------------------------------------------ output
+
+    def render(self) -> str:
+        """The summary as text for the model: deterministic, no timestamps or ids.
+
+        A header line, then ``llm_text`` when present, then each non-empty
+        section: ``Current task:``, ``Earlier requests:`` (the original one
+        first, marked ``[original]``), ``Decisions:``, ``Git commits seen:``,
+        ``Files touched:``, ``Tool usage:`` (by count, then name). The
+        extractive sections follow the LLM text so that exact facts (hashes,
+        paths) survive even when the prose leaves them out.
+        """
+        count = self.compressed_messages
+        noun = "message that is" if count == 1 else "messages that are"
+        blocks = [f"Summary of {count} earlier {noun} no longer shown."]
+        if self.llm_text:
+            blocks.append(self.llm_text)
+        if self.current_task:
+            blocks.append(f"Current task: {self.current_task}")
+        requests = list(self.user_requests)
+        lines = []
+        if self.original_request is not None:
+            lines.append(f"- [original] {self.original_request}")
+            if requests and requests[0] == self.original_request:
+                del requests[0]
+        lines.extend(f"- {request}" for request in requests)
+        if lines:
+            blocks.append("Earlier requests:\n" + "\n".join(lines))
+        if self.decisions:
+            blocks.append(
+                "Decisions:\n"
+                + "\n".join(f"- Q: {d.question}\n  A: {d.answer}" for d in self.decisions)
+            )
+        if self.commits:
+            blocks.append("Git commits seen:\n" + "\n".join(f"- {c}" for c in self.commits))
+        if self.files_touched:
+            blocks.append("Files touched:\n" + "\n".join(f"- {f}" for f in self.files_touched))
+        if self.tool_counts:
+            usage = sorted(self.tool_counts.items(), key=lambda item: (-item[1], item[0]))
+            blocks.append("Tool usage: " + ", ".join(f"{name} x{n}" for name, n in usage))
+        return "\n\n".join(blocks)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict tagged ``{"format": "agentmem.thread-summary", "version": 1}``."""
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "original_request": self.original_request,
+            "user_requests": list(self.user_requests),
+            "current_task": self.current_task,
+            "commits": list(self.commits),
+            "files_touched": list(self.files_touched),
+            "decisions": [{"question": d.question, "answer": d.answer} for d in self.decisions],
+            "tool_counts": dict(self.tool_counts),
+            "compressed_messages": self.compressed_messages,
+            "cycles": self.cycles,
+            "llm_text": self.llm_text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ThreadSummary:
+        """Load what :meth:`to_json` wrote, upgrading older versions.
+
+        Missing fields take their defaults; unknown fields are rejected.
+
+        Raises:
+            InvalidArgumentError: ``data`` is not a thread summary of a known
+                version, or a field has the wrong type; the message names it.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidArgumentError(f"expected a thread summary object, got {_type_name(data)}")
+        if data.get("format") != FORMAT:
+            raise InvalidArgumentError(
+                f"not a thread summary: format is {data.get('format')!r}, expected {FORMAT!r}"
+            )
+        version = data.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InvalidArgumentError(f"thread summary version must be >= 1, got {version!r}")
+        if version > FORMAT_VERSION:
+            raise InvalidArgumentError(
+                f"thread summary version {version} is newer than this agentmem supports "
+                f"({FORMAT_VERSION}); upgrade agentmem"
+            )
+        payload = {k: v for k, v in data.items() if k not in ("format", "version")}
+        while version < FORMAT_VERSION:
+            payload = _UPGRADES[version](payload)
+            version += 1
+        try:
+            return cls.model_validate(payload)
+        except ValidationError as exc:
+            raise InvalidArgumentError(
+                f"invalid thread summary: {_describe_validation(exc)}"
+            ) from exc
+
+
+# One function per past version, each returning the payload of the next version.
+_UPGRADES: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+class _Fold:
+    """Reads messages one at a time, oldest first, into the parts of a summary.
+
+    ``pending_question`` and ``pending_asks`` are the only state that spans
+    messages; :class:`YaRN` carries them from one batch to the next.
+    """
+
+    def __init__(
+        self,
+        ask_tools: frozenset[str],
+        pending_question: str | None,
+        pending_asks: Mapping[str, str],
+    ) -> None:
+        self.ask_tools = ask_tools
+        self.pending_question = pending_question
+        self.pending_asks = dict(pending_asks)
+        self.count = 0
+        self.original: str | None = None
+        self.task: str | None = None
+        self.requests: deque[str] = deque(maxlen=MAX_USER_REQUESTS)
+        self.decisions: deque[Decision] = deque(maxlen=MAX_DECISIONS)
+        self.commits: list[str] = []
+        self.files: list[str] = []
+        self.counts: dict[str, int] = {}
+
+    def feed(self, msg: Mapping[str, Any]) -> None:
+        self.count += 1
+        # An assistant question is answered only by the message right after it.
+        question, self.pending_question = self.pending_question, None
+        role = msg.get("role")
+        if role == "user":
+            if not _is_real_user(msg):
+                return
+            text = _squash(content_text(msg.get("content")))
+            if not text:
+                return
+            request = _truncate(text, MAX_TEXT_CHARS)
+            self.requests.append(request)
+            if self.original is None:
+                self.original = request
+            if _is_substantive(text):
+                self.task = request
+            if question is not None:
+                self.decisions.append(Decision(question=question, answer=request))
+        elif role == "assistant":
+            calls = msg.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    if isinstance(call, Mapping):
+                        self._call(call)
+            text = content_text(msg.get("content")).rstrip()
+            if text.endswith("?") and (asked := _snippet(_last_sentence(text))):
+                self.pending_question = asked
+        elif role == "tool":
+            text = content_text(msg.get("content"))
+            call_id = msg.get("tool_call_id")
+            if isinstance(call_id, str) and call_id in self.pending_asks:
+                asked = self.pending_asks.pop(call_id)
+                answer = _snippet(text) or "(no answer)"
+                self.decisions.append(Decision(question=asked, answer=answer))
+            self.commits.extend(_commits(text))
+
+    def _call(self, call: Mapping[str, Any]) -> None:
+        function = call.get("function")
+        if not isinstance(function, Mapping):
+            function = {}
+        raw_name = function.get("name")
+        name = sanitize_text(raw_name) if isinstance(raw_name, str) and raw_name else UNKNOWN_TOOL
+        self.counts[name] = self.counts.get(name, 0) + 1
+        args = _arguments(function.get("arguments"))
+        self.files.extend(_paths(args))
+        call_id = call.get("id")
+        if name in self.ask_tools and isinstance(call_id, str):
+            self.pending_asks.pop(call_id, None)
+            self.pending_asks[call_id] = _ask_question(name, args)
+            while len(self.pending_asks) > MAX_PENDING_ASKS:
+                del self.pending_asks[next(iter(self.pending_asks))]
+
+    def summary(self, current_task: str | None) -> ThreadSummary:
+        task = self.task
+        if current_task is not None and _is_substantive(squashed := _squash(current_task)):
+            task = _truncate(squashed, MAX_TEXT_CHARS)
+        return ThreadSummary(
+            original_request=self.original,
+            user_requests=tuple(self.requests),
+            current_task=task,
+            commits=_dedupe_tail(self.commits, MAX_COMMITS, _commit_key),
+            files_touched=_dedupe_tail(self.files, MAX_FILES, _same),
+            decisions=tuple(self.decisions),
+            tool_counts=self.counts,
+            compressed_messages=self.count,
+            cycles=1 if self.count else 0,
+        )
+
+
+def _check_batch(messages: Any) -> list[Mapping[str, Any]]:
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise InvalidArgumentError(
+            f"expected a list of message mappings, got {_type_name(messages)}"
+        )
+    batch = list(messages)
+    for i, msg in enumerate(batch):
+        if not isinstance(msg, Mapping):
+            raise InvalidArgumentError(f"message {i} is a {_type_name(msg)}, not a mapping")
+    return batch
+
+
+def _check_task(current_task: Any) -> None:
+    if current_task is not None and not isinstance(current_task, str):
+        raise InvalidArgumentError(
+            f"current_task must be a string or None, got {_type_name(current_task)}"
+        )
+
+
+def _check_ask_tools(ask_tools: Any) -> frozenset[str]:
+    if isinstance(ask_tools, str | bytes) or not isinstance(ask_tools, Iterable):
+        raise InvalidArgumentError(
+            f"ask_tools must be a collection of tool names, got {_type_name(ask_tools)}"
+        )
+    names = frozenset(ask_tools)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise InvalidArgumentError(f"ask_tools must hold strings, got {bad[0]!r}")
+    return names
+
+
+# --------------------------------------------------------------------------- YaRN
+
+
+class YaRN:
+    """The archive of every thread of a session and the running summary of evicted messages.
+
+    Args:
+        summarizer: Optional :class:`~agentmem.protocols.Summarizer` (an LLM,
+            usually via :class:`LLMSummarizer`) whose text is added to the
+            extractive summary.
+        ask_tools: Tool names whose call asks the user a question and whose
+            result is the answer (see :data:`DEFAULT_ASK_TOOLS`).
+        main_thread: The session's own message list, usually its
+            :class:`~agentmem.history.MessageHistory`, which already holds
+            every message. When given, :meth:`thread` reads it instead of
+            keeping a second copy, and :meth:`archive` refuses the main thread.
+            Must be re-iterable (a list or a history, not a generator).
+        summary: A summary to continue from (for example after a resume).
+
+    Raises:
+        InvalidArgumentError: an argument has the wrong type.
+
+    The object is thread-safe; :meth:`compress` holds its lock while the
+    summarizer runs, so compressions apply in order.
+    """
+
+    def __init__(
+        self,
+        *,
+        summarizer: Summarizer | None = None,
+        ask_tools: Collection[str] = DEFAULT_ASK_TOOLS,
+        main_thread: Iterable[Message] | None = None,
+        summary: ThreadSummary | None = None,
+    ) -> None:
+        if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
+            raise InvalidArgumentError(
+                f"summarizer must have a summarize(messages, previous_summary) method, "
+                f"got {_type_name(summarizer)}"
+            )
+        if main_thread is not None and (
+            isinstance(main_thread, str | bytes | Mapping | Iterator)
+            or not isinstance(main_thread, Iterable)
+        ):
+            raise InvalidArgumentError(
+                "main_thread must be a re-iterable sequence of messages (a list or a "
+                f"MessageHistory), got {_type_name(main_thread)}"
+            )
+        if summary is not None and not isinstance(summary, ThreadSummary):
+            raise InvalidArgumentError(
+                f"summary must be a ThreadSummary or None, got {_type_name(summary)}"
+            )
+        self._lock = threading.RLock()
+        self._summarizer = summarizer
+        self._ask_tools = _check_ask_tools(ask_tools)
+        self._main = main_thread
+        self._threads: dict[str, list[Message]] = (
+            {} if main_thread is not None else {MAIN_THREAD: []}
+        )
+        self._summary = summary
+        self._pending_question: str | None = None
+        self._pending_asks: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ archive
+
+    def archive(self, messages: Iterable[Mapping[str, Any]], thread_id: str = MAIN_THREAD) -> None:
+        """Append validated copies of ``messages`` to a thread, creating it if needed.
+
+        Anthropic-shaped messages are converted to the canonical shape;
+        messages marked ``transient`` are skipped. All or nothing: an invalid
+        message leaves the thread unchanged.
+
+        Args:
+            messages: Messages to keep, oldest first.
+            thread_id: The thread (``"main"`` for the session's conversation).
+
+        Raises:
+            InvalidArgumentError: ``thread_id`` is not a non-empty string, or is
+                ``"main"`` while ``main_thread`` was given, or ``messages`` is
+                not a list of messages.
+            InvalidMessageError: a message is invalid (its index is named).
+        """
+        _check_thread_id(thread_id)
+        if thread_id == MAIN_THREAD and self._main is not None:
+            raise InvalidArgumentError(
+                "the main thread is the session history passed as main_thread; "
+                "append to that history instead of archiving to 'main'"
+            )
+        copies = [m for m in normalize_messages(messages) if not m.get("transient")]
+        with self._lock:
+            self._threads.setdefault(thread_id, []).extend(copies)
+
+    def thread(self, thread_id: str = MAIN_THREAD) -> list[Message]:
+        """Every archived message of a thread, oldest first.
+
+        The list is new, the dicts are the stored ones: read them, do not
+        change them. For ``"main"`` with a ``main_thread``, they are that
+        history's own messages (transient ones left out).
+
+        Raises:
+            InvalidArgumentError: no thread has this id.
+        """
+        _check_thread_id(thread_id)
+        if thread_id == MAIN_THREAD and self._main is not None:
+            return [m for m in self._main if not m.get("transient")]
+        with self._lock:
+            messages = self._threads.get(thread_id)
+            if messages is None:
+                known = ", ".join(repr(t) for t in self.thread_ids())
+                raise InvalidArgumentError(f"no thread {thread_id!r} (known: {known})")
+            return list(messages)
+
+    def thread_ids(self) -> list[str]:
+        """``"main"`` first, then the other threads in the order they were created."""
+        with self._lock:
+            return [MAIN_THREAD, *(t for t in self._threads if t != MAIN_THREAD)]
+
+    # ------------------------------------------------------------------ compression
+
+    @property
+    def summary(self) -> ThreadSummary | None:
+        """The running summary, or ``None`` before the first non-empty :meth:`compress`."""
+        return self._summary
+
+    def compress(
+        self, messages: Sequence[Mapping[str, Any]], *, current_task: str | None = None
+    ) -> ThreadSummary:
+        """Fold newly evicted messages into the running summary.
+
+        The extractive summary of ``messages`` is merged into the previous one
+        and stored before the summarizer (if any) runs, so it is kept even if
+        the summarizer fails or the call is interrupted. A summarizer that
+        raises or returns anything but a non-empty string is logged once as a
+        warning on ``agentmem.yarn``; ``llm_text`` then keeps its old value.
+        ``KeyboardInterrupt`` and ``asyncio.CancelledError`` propagate.
+
+        Args:
+            messages: The messages just evicted from the window, oldest first.
+            current_task: The task being worked on, when the caller knows it
+                (for example the newest real user message, still in the
+                window). Ignored when it is only a confirmation like "ok".
+
+        Returns:
+            The new summary. For empty ``messages``, the current summary
+            unchanged (an empty :class:`ThreadSummary` before the first
+            compression; nothing is stored and no cycle is counted).
+
+        Raises:
+            InvalidArgumentError: ``messages`` is not a list of mappings, or
+                ``current_task`` is not a string.
+        """
+        batch = _check_batch(messages)
+        _check_task(current_task)
+        with self._lock:
+            previous = self._summary
+            if not batch:
+                return previous if previous is not None else ThreadSummary()
+            fold = _Fold(self._ask_tools, self._pending_question, self._pending_asks)
+            for msg in batch:
+                fold.feed(msg)
+            merged = (previous or ThreadSummary()).merge(fold.summary(current_task))
+            self._summary = merged
+            self._pending_question = fold.pending_question
+            self._pending_asks = fold.pending_asks
+            if self._summarizer is not None:
+                text = self._summarize(self._summarizer, batch, previous)
+                if text is not None:
+                    merged = merged.model_copy(update={"llm_text": text})
+                    self._summary = merged
+            return merged
+
+    @staticmethod
+    def _summarize(
+        summarizer: Summarizer,
+        batch: list[Mapping[str, Any]],
+        previous: ThreadSummary | None,
+    ) -> str | None:
+        try:
+            result: Any = summarizer.summarize(batch, previous.render() if previous else None)
+        except Exception as exc:
+            logger.warning(
+                "summarizer failed (%s: %s); keeping the extractive thread summary",
+                type(exc).__name__,
+                exc,
+            )
+            return None
+        if inspect.iscoroutine(result):
+            result.close()  # an async summarizer; never leave the coroutine un-awaited
+        if not isinstance(result, str) or not result.strip():
+            logger.warning(
+                "summarizer returned %s instead of a non-empty string; "
+                "keeping the extractive thread summary",
+                "an empty string" if isinstance(result, str) else _type_name(result),
+            )
+            return None
+        return sanitize_text(result.strip())
+
+    def render_message(self) -> Message | None:
+        """The summary as one system message, or ``None`` before the first compression.
+
+        The message is ``{"role": "system", "content":
+        "<thread_summary>\\n...\\n</thread_summary>", "compressed_summary": True}``;
+        a fresh dict each call, identical while the summary is unchanged.
+        """
+        summary = self._summary
+        if summary is None:
+            return None
+        return {
+            "role": "system",
+            "content": f"<thread_summary>\n{summary.render()}\n</thread_summary>",
+            "compressed_summary": True,
+        }
+
+    # ------------------------------------------------------------------ persistence
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-ready snapshot: the summary, the archived threads, the carried fold state.
+
+        The main thread is included only when YaRN owns it (no ``main_thread``
+        was given); otherwise the session persists it with its history.
+        """
+        with self._lock:
+            threads = {tid: list(msgs) for tid, msgs in self._threads.items()}
+            return {
+                "format": STATE_FORMAT,
+                "version": STATE_VERSION,
+                "summary": self._summary.to_json() if self._summary is not None else None,
+                # Stored messages are validated plain JSON: a JSON round trip is a deep copy.
+                "threads": orjson.loads(orjson.dumps(threads)),
+                "pending": {
+                    "question": self._pending_question,
+                    "asks": [[cid, q] for cid, q in self._pending_asks.items()],
+                },
+            }
+
+    @classmethod
+    def from_state(
+        cls,
+        state: Mapping[str, Any],
+        *,
+        summarizer: Summarizer | None = None,
+        ask_tools: Collection[str] = DEFAULT_ASK_TOOLS,
+        main_thread: Iterable[Message] | None = None,
+    ) -> YaRN:
+        """Rebuild a :class:`YaRN` from :meth:`state`.
+
+        Args:
+            state: What :meth:`state` returned (after a JSON round trip).
+            summarizer: As for the constructor (not part of the state).
+            ask_tools: As for the constructor (not part of the state).
+            main_thread: The resumed session's history, when the state was
+                taken with one.
+
+        Raises:
+            InvalidArgumentError: ``state`` is malformed or of an unknown
+                version, or holds its own non-empty main thread while
+                ``main_thread`` is given.
+        """
+        if not isinstance(state, Mapping):
+            raise InvalidArgumentError(f"expected a YaRN state object, got {_type_name(state)}")
+        if state.get("format") != STATE_FORMAT:
+            raise InvalidArgumentError(
+                f"not a YaRN state: format is {state.get('format')!r}, expected {STATE_FORMAT!r}"
+            )
+        version = state.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InvalidArgumentError(f"YaRN state version must be >= 1, got {version!r}")
+        if version > STATE_VERSION:
+            raise InvalidArgumentError(
+                f"YaRN state version {version} is newer than this agentmem supports "
+                f"({STATE_VERSION}); upgrade agentmem"
+            )
+        raw_summary = state.get("summary")
+        summary = ThreadSummary.from_json(raw_summary) if raw_summary is not None else None
+        yarn = cls(
+            summarizer=summarizer, ask_tools=ask_tools, main_thread=main_thread, summary=summary
+        )
+        threads = state.get("threads", {})
+        if not isinstance(threads, Mapping):
+            raise InvalidArgumentError(
+                f"state.threads must be an object, got {_type_name(threads)}"
+            )
+        for tid, messages in threads.items():
+            if not isinstance(tid, str) or not tid:
+                raise InvalidArgumentError(f"state.threads has a bad thread id {tid!r}")
+            if not isinstance(messages, list):
+                raise InvalidArgumentError(
+                    f"state.threads[{tid!r}] must be a list, got {_type_name(messages)}"
+                )
+            if tid == MAIN_THREAD and main_thread is not None:
+                if messages:
+                    raise InvalidArgumentError(
+                        "the state holds its own main thread; do not pass main_thread"
+                    )
+                continue
+            try:
+                yarn._threads[tid] = normalize_messages(messages)
+            except InvalidMessageError as exc:
+                raise InvalidArgumentError(f"state.threads[{tid!r}]: {exc}") from exc
+        pending = state.get("pending", {})
+        if not isinstance(pending, Mapping):
+            raise InvalidArgumentError(
+                f"state.pending must be an object, got {_type_name(pending)}"
+            )
+        question = pending.get("question")
+        if question is not None and not isinstance(question, str):
+            raise InvalidArgumentError("state.pending.question must be a string or null")
+        asks = pending.get("asks", [])
+        if not isinstance(asks, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
+            for pair in asks
+        ):
+            raise InvalidArgumentError("state.pending.asks must be a list of [call_id, question]")
+        yarn._pending_question = question
+        yarn._pending_asks = dict(asks)
+        return yarn
+
+    def __repr__(self) -> str:
+        summary = self._summary
+        folded = summary.compressed_messages if summary is not None else 0
+        return f"YaRN({len(self.thread_ids())} threads, {folded} messages compressed)"
+
+
+def _check_thread_id(thread_id: Any) -> None:
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidArgumentError(f"thread_id must be a non-empty string, got {thread_id!r}")
+
+
+# --------------------------------------------------------------------------- LLM summarizer
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} ... [{len(text) - limit} more characters]"
+
+
+class LLMSummarizer:
+    """A :class:`~agentmem.protocols.Summarizer` backed by any synchronous chat LLM.
+
+    It sends two messages: a system instruction (:data:`SUMMARY_INSTRUCTIONS`
+    unless overridden) and one user message holding the previous summary and
+    the new messages as plain text (``role: content``; tool calls as
+    ``name(arguments)``; tool results and arguments cut to ``max_tool_chars``
+    each). The prompt is a pure function of its inputs: no timestamps.
+
+    Args:
+        llm: A callable ``llm(messages, tools=None) -> dict`` returning an
+            OpenAI-format assistant message.
+        instructions: The system instruction.
+        max_tool_chars: Longest tool result or argument string kept verbatim.
+
+    Raises:
+        InvalidArgumentError: ``llm`` is not callable or is async (an async
+            LLM cannot be driven from the synchronous ``compress``).
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        instructions: str = SUMMARY_INSTRUCTIONS,
+        max_tool_chars: int = 2_000,
+    ) -> None:
+        if not callable(llm):
+            raise InvalidArgumentError(f"llm must be callable, got {_type_name(llm)}")
+        if inspect.iscoroutinefunction(llm) or inspect.iscoroutinefunction(type(llm).__call__):
+            raise InvalidArgumentError(
+                "LLMSummarizer needs a synchronous LLM; compress() cannot await an async one"
+            )
+        if not isinstance(instructions, str) or not instructions.strip():
+            raise InvalidArgumentError("instructions must be a non-empty string")
+        if isinstance(max_tool_chars, bool) or not isinstance(max_tool_chars, int):
+            raise InvalidArgumentError("max_tool_chars must be an int")
+        if max_tool_chars < 1:
+            raise InvalidArgumentError(f"max_tool_chars must be >= 1, got {max_tool_chars}")
+        self._llm = llm
+        self.instructions = instructions
+        self.max_tool_chars = max_tool_chars
+
+    def build_prompt(
+        self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None
+    ) -> list[dict[str, Any]]:
+        """The messages sent to the LLM for one :meth:`summarize` call."""
+        previous = previous_summary.strip() if previous_summary else ""
+        body = (
+            f"Previous summary:\n{previous or '(none)'}\n\n"
+            f"New messages to fold in:\n\n{self._transcript(messages)}"
+        )
+        return [
+            {"role": "system", "content": self.instructions},
+            {"role": "user", "content": sanitize_text(body)},
+        ]
+
+    def _transcript(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        limit = self.max_tool_chars
+        names: dict[str, str] = {}
+        lines: list[str] = []
+        for msg in messages:
+            role = msg.get("role")
+            role = role if isinstance(role, str) else "unknown"
+            text = content_text(msg.get("content")).strip()
+            if role == "tool":
+                call_id = msg.get("tool_call_id")
+                name = names.get(call_id, "tool") if isinstance(call_id, str) else "tool"
+                lines.append(f"tool result ({name}): {_clip(text, limit)}")
+                continue
+            if text:
+                lines.append(f"{role}: {text}")
+            calls = msg.get("tool_calls") if role == "assistant" else None
+            for call in calls if isinstance(calls, list) else ():
+                if not isinstance(call, Mapping):
+                    continue
+                function = call.get("function")
+                function = function if isinstance(function, Mapping) else {}
+                raw_name = function.get("name")
+                name = raw_name if isinstance(raw_name, str) and raw_name else UNKNOWN_TOOL
+                raw_args = function.get("arguments")
+                args = raw_args if isinstance(raw_args, str) else ""
+                if isinstance(call.get("id"), str):
+                    names[call["id"]] = name
+                lines.append(f"assistant called {name}({_clip(args, limit)})")
+        return "\n\n".join(lines) if lines else "(no text)"
+
+    def summarize(self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None) -> str:
+        """Ask the LLM for a summary of ``messages`` merged with ``previous_summary``.
+
+        Returns:
+            The reply's text content, stripped (possibly empty).
+
+        Raises:
+            AgentMemError: the LLM did not return an assistant message dict.
+            Exception: whatever the LLM raises propagates (YaRN logs it).
+        """
+        reply: Any = self._llm(self.build_prompt(messages, previous_summary))
+        if inspect.iscoroutine(reply):
+            reply.close()
+            raise AgentMemError("the LLM returned a coroutine; LLMSummarizer needs a sync LLM")
+        if not isinstance(reply, Mapping):
+            raise AgentMemError(
+                f"the LLM returned {_type_name(reply)}, expected an assistant message dict"
+            )
+        return content_text(reply.get("content")).strip()
