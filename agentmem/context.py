@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, content_text, to_anthropic
-from agentmem.protocols import ProgressReporter
+from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
 from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
@@ -176,13 +176,25 @@ def _shrink_json_strings(value: Any, max_chars: int) -> Any:
     return value
 
 
-def _fresh(value: Any) -> Any:
-    """Copy containers, share strings and numbers: a deep copy at a fraction of the cost."""
-    if type(value) is dict:
-        return {k: (v if type(v) is str else _fresh(v)) for k, v in value.items()}
-    if type(value) is list:
-        return [_fresh(v) for v in value]
-    return value
+def _copy_view(view: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy the containers of an OpenAI message view; strings and numbers are shared.
+
+    As safe as a deep copy for a caller that mutates the payload (strings are
+    immutable) at a fraction of the cost: only lists and dicts are rebuilt.
+    """
+    out = dict(view)
+    content = out.get("content")
+    if type(content) is list:
+        out["content"] = [
+            {k: (dict(v) if type(v) is dict else v) for k, v in part.items()} for part in content
+        ]
+    calls = out.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [{**call, "function": dict(call["function"])} for call in calls]
+    audio = out.get("audio")
+    if type(audio) is dict:
+        out["audio"] = dict(audio)
+    return out
 
 
 def _text_of(msg: Mapping[str, Any]) -> str:
@@ -199,6 +211,11 @@ class _Prefix:
     upto: int  # history messages consumed (exclusive index)
     tokens: int  # count of stream.out
     counted: int  # entries of stream.out included in `tokens`
+    reasoning: bool  # some assistant entry carries reasoning_content
+
+
+def _has_reasoning(msg: Mapping[str, Any]) -> bool:
+    return msg["role"] == "assistant" and isinstance(msg.get("reasoning_content"), str)
 
 
 class ContextManager:
@@ -238,8 +255,9 @@ class ContextManager:
         self.last_messages: list[Message] = []
         self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._system_cache: tuple[Message | None, tuple[str, ...], Message | None] | None = None
-        self._summary_cache: tuple[Any, Message | None] | None = None
+        self._summary_cache: tuple[Any, Message | None, int, int] | None = None
         self._prefix: _Prefix | None = None
+        self._reasoning = False
 
     # ------------------------------------------------------------------ public
 
@@ -373,10 +391,7 @@ class ContextManager:
         self.stats.tokens = total
         self.stats.messages = len(messages)
         self.last_messages = messages
-        pad = force_pad or any(
-            m["role"] == "assistant" and isinstance(m.get("reasoning_content"), str)
-            for m in messages
-        )
+        pad = force_pad or self._reasoning
         return self._render(messages, provider, pad)
 
     # ------------------------------------------------------------------ parts
@@ -402,17 +417,21 @@ class ContextManager:
         self._system_cache = (prompt, extra, message)
         return message
 
-    def _summary_message(self, yarn: YaRN | None) -> Message | None:
+    def _summary_message(
+        self, yarn: YaRN | None, counter: TokenCounter
+    ) -> tuple[Message | None, int]:
+        """YaRN's summary message and its token count, cached while the summary is unchanged."""
         if yarn is None:
-            return None
+            return None, 0
         summary = yarn.summary
+        epoch = getattr(counter, "epoch", 0)
         cache = self._summary_cache
-        if cache is not None and cache[0] is summary:
-            cached: Message | None = cache[1]
-            return cached
+        if cache is not None and cache[0] is summary and cache[3] == epoch:
+            return cache[1], cache[2]
         message = yarn.render_message()
-        self._summary_cache = (summary, message)
-        return message
+        tokens = count_message(message, counter) if message is not None else 0
+        self._summary_cache = (summary, message, tokens, epoch)
+        return message, tokens
 
     def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
         """Cheap payload estimate from cached counts only."""
@@ -420,10 +439,7 @@ class ContextManager:
         total = system_tokens + window.token_count() + REPLY_PRIMING_TOKENS
         if window.start == 0 and len(history) and history[0]["role"] == "system":
             total -= history.message_tokens(0)  # the prompt is already in system_tokens
-        summary = self._summary_message(yarn)
-        if summary is not None:
-            total += count_message(summary, history.token_counter)
-        return total
+        return total + self._summary_message(yarn, history.token_counter)[1]
 
     def _trim(
         self,
@@ -436,6 +452,10 @@ class ContextManager:
         target: int,
     ) -> None:
         history = window.history
+        if stage != 3 and len(window.unit_starts()) <= 1:
+            # Only the newest unit is left: nothing can be evicted, and the payload-level
+            # truncation that follows handles an oversized unit. Not a trim, no checkpoint.
+            return
         before = self._estimate(window, yarn, system_tokens)
         event = TrimEvent(
             stage=stage,
@@ -506,7 +526,7 @@ class ContextManager:
         """
         history = window.history
         counter = history.token_counter
-        summary = self._summary_message(yarn)
+        summary, _ = self._summary_message(yarn, counter)
         start = window.start
         key = (
             id(history),
@@ -531,7 +551,10 @@ class ContextManager:
             if first == 0 and len(history) and history[0]["role"] == "system":
                 first = 1
             tokens = sum(count_message(entry, counter) for entry in stream.out)
-            prefix = _Prefix(key, (system, summary), stream, first, tokens, len(stream.out))
+            reasoning = any(_has_reasoning(entry) for entry in stream.out)
+            prefix = _Prefix(
+                key, (system, summary), stream, first, tokens, len(stream.out), reasoning
+            )
             self._prefix = prefix
         stream = prefix.stream
         for i in range(prefix.upto, len(history)):
@@ -543,12 +566,14 @@ class ContextManager:
                     prefix.tokens += (
                         history.message_tokens(i) if entry is msg else count_message(entry, counter)
                     )
+                    prefix.reasoning = prefix.reasoning or _has_reasoning(entry)
                 prefix.counted = len(stream.out)
         prefix.upto = len(history)
         messages = stream.finish()
         total = prefix.tokens + REPLY_PRIMING_TOKENS
         for entry in messages[len(stream.out) :]:
             total += count_message(entry, counter)
+        self._reasoning = prefix.reasoning
         return messages, total
 
     def _shrink(
@@ -649,7 +674,7 @@ class ContextManager:
                 views[id(msg)] = (msg, view)
             else:
                 view = cached[1]
-            fresh = _fresh(view)
+            fresh = _copy_view(view)
             if pad and msg["role"] == "assistant" and "reasoning_content" not in fresh:
                 fresh["reasoning_content"] = ""
             out.append(fresh)

@@ -196,37 +196,50 @@ class ShortTermMemory:
         starts = self.unit_starts()
         if len(starts) <= 1:
             return []
-        tokens = self.token_count()
-        count = self.message_count()
-
-        def fits() -> bool:
-            if max_tokens is not None and tokens > max_tokens:
-                return False
-            return max_messages is None or count <= max_messages
-
-        old_start = self._start
-        k = 0
-        while k < len(starts) - 1 and not fits():
-            begin, end = starts[k], starts[k + 1]
-            tokens -= sum(history.message_tokens(i) for i in range(begin, end))
-            count -= end - begin
-            k += 1
-        if k == 0:
-            return []
-        new_start = starts[k]
-        evicted = [history[i] for i in range(old_start, new_start)]
-        pins = self._pinned
+        tokens_of = history.message_tokens
+        old_pins = self._pinned
+        contiguous_tokens = self.token_count() - sum(tokens_of(i) for i in old_pins)
+        contiguous_count = len(history) - self._start
+        anchor = None
         if pin_anchor:
             anchor = next(
                 (i for i in range(len(history) - 1, -1, -1) if _is_real_user(history[i])), None
             )
-            if anchor is not None and anchor < new_start:
-                pins = (anchor,)
-            elif anchor is not None:
-                pins = ()
+
+        def pins_for(new_start: int) -> tuple[int, ...]:
+            if not pin_anchor or anchor is None:
+                return old_pins
+            return (anchor,) if anchor < new_start else ()
+
+        def fits(new_start: int, tokens: int, count: int) -> bool:
+            pins = pins_for(new_start)
+            if max_tokens is not None and tokens + sum(tokens_of(i) for i in pins) > max_tokens:
+                return False
+            return max_messages is None or count + len(pins) <= max_messages
+
+        within = (max_tokens is None or self.token_count() <= max_tokens) and (
+            max_messages is None or self.message_count() <= max_messages
+        )
+        if within:
+            return []
+        k = 0
+        while k < len(starts) - 1 and not fits(starts[k], contiguous_tokens, contiguous_count):
+            begin, end = starts[k], starts[k + 1]
+            contiguous_tokens -= sum(tokens_of(i) for i in range(begin, end))
+            contiguous_count -= end - begin
+            k += 1
+        if k == 0:
+            # Nothing to evict: the newest request is back inside the window, so an
+            # older anchor pinned by an earlier trim is no longer needed.
+            self._pinned = pins_for(self._start)
+            self._total = sum(tokens_of(i) for i in self._pinned)
+            self._counted = self._start
+            return []
+        old_start, new_start = self._start, starts[k]
+        evicted = [history[i] for i in range(old_start, new_start)]
         self._start = new_start
-        self._pinned = pins
-        self._total = sum(history.message_tokens(i) for i in pins)
+        self._pinned = pins_for(new_start)
+        self._total = sum(tokens_of(i) for i in self._pinned)
         self._counted = new_start
         if self.on_evict is not None and evicted:
             self.on_evict(evicted)

@@ -11,6 +11,13 @@ Modes::
     python tests/_kill9_child.py hold-lock <db> <session_id>
         Take the session's lock, print "locked", then sleep until killed.
 
+    python tests/_kill9_child.py facade <root> <session_id>
+        Open ``agentmem.Memory(root)`` and the session through the facade
+        (a 2,000-token window, so trims and state saves happen often), then
+        loop: start a task every 8 messages, append the next message with
+        ``s.append``, build ``s.context()``; print each acknowledged history
+        length after ``s.append`` returns.
+
 The parent kills the child with SIGKILL and checks what survived. The
 message stored at each seq is a pure function of the seq
 (:func:`expected_message`), so the parent can verify every body exactly.
@@ -59,12 +66,53 @@ def _hold_lock(db: str, session_id: str) -> None:
         time.sleep(60)
 
 
+def facade_message(k: int) -> dict[str, Any]:
+    """The k-th message the facade child appends (after its task's user turn)."""
+    if k % 3 == 0:
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{k}",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": f'{{"path": "f{k}.py"}}'},
+                }
+            ],
+        }
+    if k % 3 == 1:
+        return {"role": "tool", "tool_call_id": f"call_{k - 1}", "content": f"result {k} " * 40}
+    return {"role": "assistant", "content": f"step {k} done " * 10}
+
+
+def _facade(root: str, session_id: str) -> None:
+    import agentmem
+
+    print("start", flush=True)
+    mem = agentmem.Memory(root=root, working_dir=root)
+    s = mem.session(session_id, context_window=2_000)
+    k = sum(1 for m in s.history if m["role"] != "user")
+    print(f"ready {len(s.history)}", flush=True)
+    while True:
+        if k % 8 == 0 and not s.history.pending_tool_calls():
+            # (a user turn would drop a dangling tool call by design; keep the log simple)
+            s.start_task(f"task number {k // 8}: keep going with the refactoring please")
+            sys.stdout.write(f"{len(s.history)}\n")
+        s.append(facade_message(k))
+        sys.stdout.write(f"{len(s.history)}\n")
+        sys.stdout.flush()
+        s.context()
+        k += 1
+
+
 def main(argv: list[str]) -> None:
     mode, db, session_id = argv
     if mode == "append":
         _append(db, session_id)
     elif mode == "hold-lock":
         _hold_lock(db, session_id)
+    elif mode == "facade":
+        _facade(db, session_id)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

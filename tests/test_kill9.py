@@ -21,8 +21,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from _kill9_child import expected_message
+from _kill9_child import expected_message, facade_message
+from provider_rules import openai_violations
 
+import agentmem
 from agentmem.session_store import SessionStore
 
 CHILD = Path(__file__).with_name("_kill9_child.py")
@@ -35,10 +37,12 @@ pytestmark = [
 ]
 
 
-def _run_once(db: Path, session_id: str, delay: float, *, early: bool) -> list[int]:
+def _run_once(
+    db: Path, session_id: str, delay: float, *, early: bool, mode: str = "append"
+) -> list[int]:
     """Start the child, kill it ``delay`` seconds after its start/ready line; return acked seqs."""
     proc = subprocess.Popen(
-        [sys.executable, str(CHILD), "append", str(db), session_id],
+        [sys.executable, str(CHILD), mode, str(db), session_id],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -103,3 +107,39 @@ def test_kill9_never_loses_an_acknowledged_append(tmp_path: Path) -> None:
     for seq, message in enumerate(record.messages):
         assert message == expected_message(seq), f"seq {seq} differs"
     assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+FACADE_KILLS = 16
+
+
+def test_kill9_through_the_facade(tmp_path: Path) -> None:
+    """Kill an agent loop (append, start_task, context with trims) at random instants."""
+    root = tmp_path / "mem"
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
+        session = mem.session(name="kill -9 facade", context_window=2_000)
+        session_id = session.id
+        session.close()
+    rng = random.Random(SEED + 1)
+    acknowledged = 0
+    for run in range(FACADE_KILLS):
+        delay = rng.uniform(0.02, 0.15)
+        acked = _run_once(root, session_id, delay, early=run % 5 == 0, mode="facade")
+        acknowledged = max([acknowledged, *acked])
+    assert acknowledged > FACADE_KILLS
+
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
+        assert mem.sessions.recovered_from is None
+        s = mem.session(session_id)
+        history = list(s.history)
+        assert len(history) >= acknowledged
+        k = 0
+        for message in history:
+            if message["role"] == "user":
+                assert message["content"].startswith("task number")
+                continue
+            expected = agentmem.normalize_message(facade_message(k))[0]
+            assert {key: message[key] for key in expected} == expected, f"message {k} differs"
+            k += 1
+        payload = s.context()
+        assert openai_violations(payload) == []
+        assert s.window.start <= len(s.history)

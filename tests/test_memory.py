@@ -1,0 +1,330 @@
+"""The facade: Memory and Session, as a host uses them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from provider_rules import anthropic_violations, openai_violations
+
+import agentmem
+from agentmem import (
+    INTERNAL_FIELDS,
+    InvalidArgumentError,
+    InvalidMessageError,
+    LearningEstimator,
+    Memory,
+    StoreLockedError,
+    count_messages,
+)
+
+
+def tool_round(s: agentmem.Session, i: int, output: str = "ok") -> None:
+    s.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"cmd": f"step {i}"})},
+                }
+            ],
+        }
+    )
+    s.append({"role": "tool", "tool_call_id": f"call_{i}", "content": output})
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Any:
+    with Memory(root=tmp_path / ".agentmem", working_dir=tmp_path) as m:
+        yield m
+
+
+def test_new_session_and_exact_resume(mem: Memory, tmp_path: Path) -> None:
+    s = mem.session(name="first", model="gpt-4o", context_window=3_000)
+    s.history.replace_system_prompt("You are a coding agent.")
+    task = s.start_task("Fix the flaky test in tests/test_io.py and commit.")
+    for i in range(40):
+        tool_round(s, i, f"[main {i:03d}abcd] commit {i}\n" + "output " * 40)
+        s.context()
+        s.record_usage(1_000 + i, 50, 0.01)
+    payload = s.context()
+    before = {
+        "history": s.history.to_list(),
+        "window": (s.window.start, s.window.pinned),
+        "summary": s.yarn.summary,
+        "usage": s.usage,
+        "task": s.current_task_id,
+        "iterations": s.task_iterations(),
+    }
+    assert s.window.start > 0, "the 3k window must have trimmed"
+    s.close()
+
+    again = mem.session(s.id)
+    assert again.history.to_list() == before["history"]
+    assert (again.window.start, again.window.pinned) == before["window"]
+    assert again.yarn.summary == before["summary"]
+    assert again.usage == before["usage"]
+    assert again.usage.requests == 40 and again.usage.prompt_tokens == sum(
+        1_000 + i for i in range(40)
+    )
+    assert again.current_task_id == task == before["task"]
+    assert again.task_iterations() == 40
+    assert (again.name, again.model, again.context_window) == ("first", "gpt-4o", 3_000)
+    # the payload after a restart is the payload before it: provider caches stay warm
+    assert again.context() == payload
+
+
+def test_every_append_is_durable_when_it_returns(mem: Memory, tmp_path: Path) -> None:
+    s = mem.session()
+    s.start_task("hello")
+    s.append({"role": "assistant", "content": "hi there"})
+    # a second, independent store on the same files sees both messages at once
+    with agentmem.SessionStore(tmp_path / ".agentmem" / "sessions.db") as other:
+        messages = other.load(s.id).messages
+    assert [m["content"] for m in messages] == ["hello", "hi there"]
+    # mutations through s.history are durable too
+    s.history.pop_last()
+    with agentmem.SessionStore(tmp_path / ".agentmem" / "sessions.db") as other:
+        assert [m["content"] for m in other.load(s.id).messages] == ["hello"]
+
+
+def test_invalid_append_stores_nothing(mem: Memory) -> None:
+    s = mem.session()
+    s.start_task("go")
+    with pytest.raises(InvalidMessageError):
+        s.append({"role": "tool", "content": "no id"})
+    with pytest.raises(InvalidMessageError):
+        s.append("not a message")  # type: ignore[arg-type]
+    assert len(s.history) == 1
+    assert len(mem.sessions.load(s.id).messages) == 1
+
+
+def test_a_session_is_exclusive_in_process(mem: Memory) -> None:
+    s = mem.session(name="solo")
+    with pytest.raises(StoreLockedError):
+        mem.session(s.id)
+    s.close()
+    mem.session(s.id).close()
+
+
+def test_a_session_is_exclusive_across_processes(mem: Memory, tmp_path: Path) -> None:
+    s = mem.session(name="shared")
+    s.start_task("hello")
+    script = textwrap.dedent(
+        f"""
+        import agentmem, sys
+        mem = agentmem.Memory(root={str(tmp_path / ".agentmem")!r}, working_dir={str(tmp_path)!r})
+        try:
+            mem.session({s.id!r})
+        except agentmem.StoreLockedError as err:
+            print("locked:", err)
+            sys.exit(3)
+        print("opened")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "already open" in out.stdout
+    s.close()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "opened" in out.stdout, out.stderr
+
+
+def test_incognito_writes_nothing(tmp_path: Path) -> None:
+    with Memory(root=tmp_path / ".agentmem", working_dir=tmp_path, incognito=True) as mem:
+        s = mem.session(context_window=1_000)
+        s.start_task("secret work")
+        for i in range(30):
+            tool_round(s, i, "data " * 60)
+            s.context()
+        assert [info.id for info in mem.sessions.list()] == [s.id]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_root_is_relative_to_the_working_dir(tmp_path: Path) -> None:
+    with Memory(root="state", working_dir=tmp_path) as mem:
+        assert mem.root == tmp_path.resolve() / "state"
+        mem.session().close()
+    assert (tmp_path / "state" / "sessions.db").exists()
+
+
+def test_tasks_tag_messages(mem: Memory) -> None:
+    s = mem.session()
+    assert s.finish_task() is None
+    first = s.start_task("one")
+    s.append({"role": "assistant", "content": "a"})
+    assert s.finish_task() == first
+    s.append({"role": "assistant", "content": "untagged"})
+    second = s.start_task({"role": "user", "content": "two", "name": "alice"})
+    s.append({"role": "assistant", "content": "b", "task_id": 99})
+    assert second == first + 1
+    assert [m.get("task_id") for m in s.history] == [first, first, None, second, 99]
+    with pytest.raises(InvalidMessageError):
+        s.start_task({"role": "assistant", "content": "not a user"})
+    with pytest.raises(InvalidMessageError):
+        s.start_task(42)  # type: ignore[arg-type]
+
+
+def test_record_usage_validates_and_persists_billing(mem: Memory) -> None:
+    s = mem.session(model="gpt-4.1")
+    s.start_task("go")
+    s.context()
+    s.record_usage(120, 30, 0.002)
+    for bad in ((-1, 0, 0.0), (1.5, 0, 0.0), (1, -2, 0.0), (1, 0, -0.1), (True, 0, 0.0)):
+        with pytest.raises(InvalidArgumentError):
+            s.record_usage(*bad)  # type: ignore[arg-type]
+    billing = mem.sessions.load(s.id).billing
+    assert [(b.prompt_tokens, b.completion_tokens, b.cost_usd, b.model) for b in billing] == [
+        (120, 30, 0.002, "gpt-4.1")
+    ]
+    assert s.usage == agentmem.Usage(1, 120, 30, 0.002)
+
+
+def test_learning_estimator_calibrates_from_usage_and_survives_resume(mem: Memory) -> None:
+    s = mem.session(model="claude-sonnet-4-5", context_window=200_000)
+    assert isinstance(s.token_counter, LearningEstimator)
+    s.start_task("Summarise the design document. " * 20)
+    for _ in range(6):
+        payload = s.context()
+        # the "provider" bills 2 characters per token: twice the default estimate
+        true_tokens = sum(len(json.dumps(m)) for m in payload) // 2
+        s.record_usage(true_tokens)
+        s.append({"role": "assistant", "content": "noted " * 100})
+    ratio = s.token_counter.chars_per_token
+    assert ratio < 3.5
+    s.close()
+    again = mem.session(s.id)
+    assert isinstance(again.token_counter, LearningEstimator)
+    assert again.token_counter.chars_per_token == pytest.approx(ratio)
+
+
+def test_context_after_overflow(mem: Memory) -> None:
+    s = mem.session(model="claude-3-5-haiku", context_window=6_000)
+    s.history.replace_system_prompt("system rules")
+    s.start_task("Port the CLI to click.")
+    for i in range(40):
+        tool_round(s, i, "line\n" * 40)
+    payload = s.context()
+    for attempt in (1, 2, 3):
+        after = s.context_after_overflow(attempt, reported_tokens=9_000)
+        assert openai_violations(after, internal_fields=INTERNAL_FIELDS) == []
+        assert count_messages(after, s.token_counter) < count_messages(payload, s.token_counter)
+        assert "Port the CLI to click." in after[-1]["content"]
+    system, turns = s.context_after_overflow(1, "anthropic")
+    assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+    with pytest.raises(InvalidArgumentError):
+        s.context_after_overflow(0)
+
+
+def test_progress_checkpoint_is_written_before_trims(mem: Memory, tmp_path: Path) -> None:
+    s = mem.session(name="long", context_window=1_500)
+    s.start_task("Rename the module everywhere.")
+    progress = tmp_path / ".agentmem" / "memory" / "session_progress.md"
+    assert not progress.exists()
+    for i in range(30):
+        tool_round(s, i, "renamed file\n" * 10)
+        s.context()
+    text = progress.read_text()
+    assert "Rename the module everywhere." in text
+    assert s.id in text and "stage-1" in text
+
+
+def test_exports(mem: Memory, tmp_path: Path) -> None:
+    s = mem.session(name="export me")
+    s.start_task("<script>alert(1)</script>")
+    s.append({"role": "assistant", "content": "done"})
+    json_path = mem.sessions.export(s.id, tmp_path / "out.json")
+    data = json.loads(json_path.read_text())
+    assert data["format"] == "agentmem.session-export"
+    assert [m["content"] for m in data["messages"]] == ["<script>alert(1)</script>", "done"]
+    html_path = mem.sessions.export(s.id, tmp_path / "out.html")
+    page = html_path.read_text()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+
+
+def test_closed_session_and_memory(tmp_path: Path) -> None:
+    mem = Memory(root=tmp_path / "m", working_dir=tmp_path)
+    s = mem.session()
+    s.close()
+    s.close()  # idempotent
+    for call in (
+        lambda: s.append({"role": "user", "content": "x"}),
+        s.context,
+        lambda: s.start_task("x"),
+    ):
+        with pytest.raises(InvalidArgumentError, match="closed"):
+            call()
+    open_one = mem.session()
+    mem.close()
+    mem.close()
+    with pytest.raises(InvalidArgumentError):
+        open_one.context()
+    with pytest.raises(InvalidArgumentError):
+        mem.session()
+
+
+def test_resume_can_rename_and_change_window(mem: Memory) -> None:
+    s = mem.session(name="old", context_window=10_000)
+    s.close()
+    again = mem.session(s.id, name="new", context_window=20_000)
+    assert again.name == "new" and again.context_window == 20_000
+    assert mem.sessions.info(s.id).name == "new"
+    again.close()
+    with pytest.raises(InvalidArgumentError):
+        mem.session(context_window=10)
+
+
+def test_session_id_of_a_new_session(mem: Memory) -> None:
+    s = mem.session("my-session-1")
+    assert s.id == "my-session-1"
+    assert "my-session-1" in repr(s)
+    assert "Memory(" in repr(mem)
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("task"), st.text(min_size=1, max_size=80)),
+            st.tuples(st.just("tool"), st.sampled_from([10, 400, 3_000, 20_000])),
+            st.tuples(st.just("say"), st.text(max_size=200)),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([1_000, 4_000]),
+)
+def test_facade_context_budget_anchor_validity(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, Any]], window: int
+) -> None:
+    root = tmp_path_factory.mktemp("facade")
+    with Memory(root=root, working_dir=root, durability="normal") as mem:
+        s = mem.session(context_window=window)
+        s.history.replace_system_prompt("You are an agent.")
+        anchor = None
+        for i, (kind, value) in enumerate(steps):
+            if kind == "task":
+                s.start_task(value)
+                anchor = value
+            elif kind == "tool":
+                tool_round(s, i, "x" * value)
+            else:
+                s.append({"role": "assistant", "content": value})
+            payload = s.context()
+            assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+            assert count_messages(payload, s.token_counter) <= window
+            assert payload[0]["content"] == "You are an agent."
+            if anchor is not None:
+                assert any(m["role"] == "user" and m["content"] == anchor for m in payload)
+            system, turns = s.context("anthropic")
+            assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
