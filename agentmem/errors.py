@@ -17,6 +17,7 @@ The tree::
     ├── ConfigurationError         (ValueError)  inconsistent settings
     ├── ContextOverflowError                     the minimum payload cannot fit the window
     ├── SessionNotFoundError       (KeyError)    no session with that id
+    ├── ScriptExhaustedError       (AssertionError) agentmem.testing: a ScriptedLLM ran out
     └── StorageError               (OSError)     a store could not be read or written
         ├── CorruptStoreError                    unreadable data, moved aside
         └── StoreLockedError                     another process holds the store

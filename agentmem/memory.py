@@ -69,6 +69,7 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 STATE_FORMAT = "agentmem.session-state"
 STATE_VERSION = 1
 PROGRESS_FILE = Path("memory") / "session_progress.md"
+SESSIONS_FILE = "sessions.sqlite"
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class Memory:
             self.sessions = SessionStore(None, durability=durability)
         else:
             self.root.mkdir(parents=True, exist_ok=True)
-            self.sessions = SessionStore(self.root / "sessions.db", durability=durability)
+            self.sessions = SessionStore(self.root / SESSIONS_FILE, durability=durability)
         self._open: dict[str, Session] = {}
         self._closed = False
 

@@ -156,6 +156,19 @@ def drop_orphan_tool_results(messages: Sequence[Message]) -> Sequence[Message]:
     return kept if dropped else messages
 
 
+def _missing_result(call_id: str, caller: Message) -> Message:
+    """The synthesised answer to an unanswered call of ``caller`` (same task, marked)."""
+    synthetic: Message = {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": MISSING_TOOL_RESULT,
+        "synthesized": True,
+    }
+    if caller.get("task_id") is not None:
+        synthetic["task_id"] = caller["task_id"]
+    return synthetic
+
+
 def answer_dangling_tool_calls(messages: Sequence[Message]) -> Sequence[Message]:
     """OpenAI/Anthropic: every tool call is answered before the next non-tool message.
 
@@ -182,15 +195,7 @@ def answer_dangling_tool_calls(messages: Sequence[Message]) -> Sequence[Message]
             i += 1
         for call_id in pending:
             changed = True
-            synthetic: Message = {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "content": MISSING_TOOL_RESULT,
-                "synthesized": True,
-            }
-            if msg.get("task_id") is not None:
-                synthetic["task_id"] = msg["task_id"]
-            out.append(synthetic)
+            out.append(_missing_result(call_id, msg))
     return out if changed else messages
 
 
@@ -347,15 +352,7 @@ class RepairStream:
         if msg is None:
             return
         for _, payload_id in self._open:
-            synthetic: Message = {
-                "role": "tool",
-                "tool_call_id": payload_id,
-                "content": MISSING_TOOL_RESULT,
-                "synthesized": True,
-            }
-            if msg.get("task_id") is not None:
-                synthetic["task_id"] = msg["task_id"]
-            self.out.append(synthetic)
+            self.out.append(_missing_result(payload_id, msg))
         self._open = []
         self._open_msg = None
 

@@ -19,49 +19,20 @@ What the ratios should show:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from _transcripts import transcript
+
 from agentmem import MessageHistory, TiktokenCounter
 from agentmem.protocols import TokenCounter
 
-LOREM = (
-    "The build failed because the fixture path is resolved relative to the working "
-    "directory; switching to importlib.resources fixes it on every platform. "
-)
-
 
 def make_messages(n: int) -> list[dict[str, Any]]:
-    """A realistic agent transcript: user turns, tool calls with results, answers."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent. " * 20}]
-    i = 0
-    while len(out) < n:
-        out.append({"role": "user", "content": f"Task {i}: " + LOREM, "task_id": i})
-        call_id = f"call_{i}"
-        out.append(
-            {
-                "role": "assistant",
-                "content": "Let me check.",
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {
-                            "name": "read_file",
-                            "arguments": json.dumps({"path": f"src/m{i}.py"}),
-                        },
-                    }
-                ],
-                "task_id": i,
-            }
-        )
-        out.append({"role": "tool", "tool_call_id": call_id, "content": LOREM * 4, "task_id": i})
-        out.append({"role": "assistant", "content": LOREM * 2, "task_id": i})
-        i += 1
-    return out[:n]
+    """A realistic agent transcript starting with a system prompt."""
+    return transcript(n, system=True)
 
 
 def best_of(fn: Callable[[], Any], repeat: int = 5) -> float:

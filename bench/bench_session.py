@@ -45,44 +45,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _transcripts import transcript
+
 import agentmem
 from agentmem.tokens import TiktokenCounter
 
 WINDOW = 32_000
 TURNS = 300
-LOREM = (
-    "The build failed because the fixture path is resolved relative to the working "
-    "directory; switching to importlib.resources fixes it on every platform. "
-)
-
-
-def transcript(n: int, offset: int = 0) -> list[dict[str, Any]]:
-    """An agent transcript: user turns, tool calls with results, answers (~60 tokens/message)."""
-    out: list[dict[str, Any]] = []
-    i = offset
-    while len(out) < n:
-        call_id = f"call_{i}"
-        out.append({"role": "user", "content": f"Task {i}: " + LOREM})
-        out.append(
-            {
-                "role": "assistant",
-                "content": "Let me check.",
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {
-                            "name": "read_file",
-                            "arguments": json.dumps({"path": f"src/m{i}.py"}),
-                        },
-                    }
-                ],
-            }
-        )
-        out.append({"role": "tool", "tool_call_id": call_id, "content": LOREM * 3})
-        out.append({"role": "assistant", "content": LOREM})
-        i += 1
-    return out[:n]
 
 
 def median_us(samples: list[float]) -> float:
@@ -97,7 +66,7 @@ def timed(fn: Callable[[], Any]) -> float:
 
 def seed_session(root: Path, n: int) -> str:
     """Create a session holding n messages, written in bulk (setup, not measured)."""
-    store = agentmem.SessionStore(root / "sessions.db", durability="normal")
+    store = agentmem.SessionStore(root / "sessions.sqlite", durability="normal")
     info = store.create(model="gpt-4o", context_window=WINDOW, name=f"bench-{n}")
     writer = store.writer(info.id)
     messages = [agentmem.normalize_message(m)[0] for m in transcript(n)]

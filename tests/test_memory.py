@@ -89,12 +89,12 @@ def test_every_append_is_durable_when_it_returns(mem: Memory, tmp_path: Path) ->
     s.start_task("hello")
     s.append({"role": "assistant", "content": "hi there"})
     # a second, independent store on the same files sees both messages at once
-    with agentmem.SessionStore(tmp_path / ".agentmem" / "sessions.db") as other:
+    with agentmem.SessionStore(tmp_path / ".agentmem" / "sessions.sqlite") as other:
         messages = other.load(s.id).messages
     assert [m["content"] for m in messages] == ["hello", "hi there"]
     # mutations through s.history are durable too
     s.history.pop_last()
-    with agentmem.SessionStore(tmp_path / ".agentmem" / "sessions.db") as other:
+    with agentmem.SessionStore(tmp_path / ".agentmem" / "sessions.sqlite") as other:
         assert [m["content"] for m in other.load(s.id).messages] == ["hello"]
 
 
@@ -155,7 +155,7 @@ def test_root_is_relative_to_the_working_dir(tmp_path: Path) -> None:
     with Memory(root="state", working_dir=tmp_path) as mem:
         assert mem.root == tmp_path.resolve() / "state"
         mem.session().close()
-    assert (tmp_path / "state" / "sessions.db").exists()
+    assert (tmp_path / "state" / "sessions.sqlite").exists()
 
 
 def test_tasks_tag_messages(mem: Memory) -> None:

@@ -60,3 +60,30 @@ def use_llm(llm: agentmem.LLM, history: MessageHistory) -> None:
 
 
 use_llm(MyLLM(), build_history())
+
+
+def session_loop(tmp: str) -> agentmem.Usage:
+    from agentmem.testing import ScriptedLLM, tool_call
+
+    llm = ScriptedLLM([tool_call("ls", {"path": "."}), {"role": "assistant", "content": "done"}])
+    with (
+        agentmem.Memory(root=tmp, working_dir=tmp, durability="normal") as mem,
+        mem.session(name="typed", model="gpt-4o", context_window=32_000) as s,
+    ):
+        task: int = s.start_task("list the files")
+        while True:
+            payload: list[dict[str, Any]] = s.context()
+            reply = llm(payload)
+            usage = reply.pop("usage")
+            s.record_usage(usage["prompt_tokens"], usage["completion_tokens"])
+            s.append(reply)
+            if not reply.get("tool_calls"):
+                break
+            for call in reply["tool_calls"]:
+                s.append({"role": "tool", "tool_call_id": call["id"], "content": "a.py"})
+        system, turns = s.context("anthropic")
+        retry = s.context_after_overflow(1)
+        assert s.finish_task() == task and isinstance(retry, list) and turns
+        infos: list[agentmem.SessionInfo] = mem.sessions.list()
+        assert infos and (system is None or isinstance(system, str))
+        return s.usage
