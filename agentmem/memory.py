@@ -281,16 +281,22 @@ class Session:
         )
         state = dict(state or {})
         # YaRN reads the history as its main thread; its state carries the summary
-        # and any side threads.
+        # and any side threads. A state part that cannot be read is reported and
+        # replaced by a fresh one: the messages, which matter most, are intact.
+        self.yarn = YaRN(summarizer=memory.summarizer, main_thread=self.history)
         if state.get("yarn"):
-            self.yarn = YaRN.from_state(
-                state["yarn"], summarizer=memory.summarizer, main_thread=self.history
-            )
-        else:
-            self.yarn = YaRN(summarizer=memory.summarizer, main_thread=self.history)
+            try:
+                self.yarn = YaRN.from_state(
+                    state["yarn"], summarizer=memory.summarizer, main_thread=self.history
+                )
+            except AgentMemError as exc:
+                _log.warning("session %s: thread summary not restored (%s)", self.id, exc)
         self.window = ShortTermMemory(self.history)
         if state.get("window"):
-            self.window.restore(state["window"])
+            try:
+                self.window.restore(state["window"])
+            except AgentMemError as exc:
+                _log.warning("session %s: window position not restored (%s)", self.id, exc)
         settings = memory._context.model_copy(update={"context_window": context_window})
         self.context_manager = ContextManager(
             settings, checkpoint=self._checkpoint, reporter=memory.reporter
@@ -299,12 +305,24 @@ class Session:
         if estimator and isinstance(self.token_counter, LearningEstimator):
             try:
                 self.token_counter.restore(estimator)
-            except AgentMemError:
-                _log.warning("session %s: ignoring unreadable token calibration", self.id)
-        tasks = state.get("tasks") or {}
-        self._next_task_id: int = int(tasks.get("next_id", 1))
-        self.current_task_id: int | None = tasks.get("current")
-        self._iterations: dict[str, int] = dict(tasks.get("iterations") or {})
+            except AgentMemError as exc:
+                _log.warning("session %s: token calibration not restored (%s)", self.id, exc)
+        raw_tasks = state.get("tasks")
+        tasks: dict[str, Any] = raw_tasks if isinstance(raw_tasks, dict) else {}
+        # Task ids only grow: never reuse one that a stored message already carries.
+        used = [m["task_id"] for m in messages if type(m.get("task_id")) is int]
+        stored_next = tasks.get("next_id")
+        self._next_task_id: int = max(
+            stored_next if type(stored_next) is int else 1, max(used, default=0) + 1
+        )
+        current = tasks.get("current")
+        self.current_task_id: int | None = current if type(current) is int else None
+        iterations = tasks.get("iterations")
+        self._iterations: dict[str, int] = {
+            str(k): v
+            for k, v in (iterations.items() if isinstance(iterations, dict) else ())
+            if type(v) is int
+        }
         self._usage = Usage(
             requests=len(billing),
             prompt_tokens=sum(b.prompt_tokens for b in billing),

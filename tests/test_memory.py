@@ -328,3 +328,44 @@ def test_facade_context_budget_anchor_validity(
                 assert any(m["role"] == "user" and m["content"] == anchor for m in payload)
             system, turns = s.context("anthropic")
             assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_unreadable_state_parts_fall_back_with_a_warning(
+    mem: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = mem.session(context_window=1_000)
+    s.start_task("task")
+    for i in range(20):
+        tool_round(s, i, "x" * 300)
+        s.context()
+    session_id, n = s.id, len(s.history)
+    s.close()
+    writer = mem.sessions.writer(session_id)
+    writer.save_state(
+        {
+            "format": "agentmem.session-state",
+            "version": 1,
+            "window": {"format": "agentmem.window", "version": 1, "start": "nope"},
+            "yarn": {"format": "not-yarn"},
+            "tasks": {"next_id": "x", "current": [1], "iterations": {"1": "many"}},
+        }
+    )
+    with caplog.at_level("WARNING", logger="agentmem.memory"):
+        again = mem.session(session_id)
+    assert len(again.history) == n
+    assert "window position not restored" in caplog.text
+    assert "thread summary not restored" in caplog.text
+    assert again.start_task("next") == 2  # never reuses task id 1
+    payload = again.context()
+    assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_a_state_from_a_newer_agentmem_is_refused(mem: Memory) -> None:
+    s = mem.session()
+    s.close()
+    mem.sessions.writer(s.id).save_state({"format": "agentmem.session-state", "version": 99})
+    with pytest.raises(InvalidArgumentError, match="newer agentmem"):
+        mem.session(s.id)
+    # the failed open released the session lock
+    mem.sessions.writer(s.id).save_state({})
+    mem.session(s.id).close()
