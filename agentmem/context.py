@@ -86,6 +86,7 @@ TRUNCATION_MARKER = (
     "\n[... {omitted} characters omitted here to fit the context window; "
     "the full text is kept in the session archive ...]\n"
 )
+SHORT_TRUNCATION_MARKER = "[... {omitted} characters omitted ...]"
 TODO_TOOL_NAMES = frozenset(
     {"todo_write", "TodoWrite", "write_todos", "update_todos", "todo", "todos", "update_plan"}
 )
@@ -153,17 +154,21 @@ class ContextStats:
 def truncate_text(text: str, max_chars: int) -> str:
     """Shorten ``text`` to about ``max_chars`` keeping its head and tail, with a marker.
 
+    The result is at most about ``max_chars`` long, marker included.
     Deterministic: the same input gives the same output, so a truncated
-    message stays identical across calls.
+    message stays identical across calls. When little room is left a short
+    marker is used, so the marker never costs more than the text it replaces.
     """
     if len(text) <= max_chars:
         return text
-    keep = max(max_chars, 0)
+    template = (
+        TRUNCATION_MARKER if max_chars >= 4 * len(TRUNCATION_MARKER) else SHORT_TRUNCATION_MARKER
+    )
+    keep = max(max_chars - len(template) - 8, 0)  # 8: room for the count in the marker
     head = keep * 2 // 3
     tail = keep - head
     omitted = len(text) - head - tail
-    marker = TRUNCATION_MARKER.format(omitted=omitted)
-    return text[:head] + marker + (text[-tail:] if tail else "")
+    return text[:head] + template.format(omitted=omitted) + (text[-tail:] if tail else "")
 
 
 def _shrink_json_strings(value: Any, max_chars: int) -> Any:
@@ -381,7 +386,7 @@ class ContextManager:
             ceiling = int(settings.validation_threshold * limit)
         ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
         if total > ceiling:
-            messages, total = self._shrink(messages, window, ceiling, system)
+            messages, total = self._shrink(messages, window, ceiling, system, limit)
         if total > limit:
             raise ContextOverflowError(
                 f"cannot fit the conversation into {limit} tokens (the minimum is {total})",
@@ -582,13 +587,14 @@ class ContextManager:
         window: ShortTermMemory,
         ceiling: int,
         system: Message | None,
+        anchor_ceiling: int,
     ) -> tuple[list[Message], int]:
         """Truncate content in the payload until it fits ``ceiling``.
 
-        Order: tool results (largest first), other conversation messages,
-        the thread summary, the task anchor last. The system prompt and
-        mid-conversation system notes are never cut. The stored history is
-        untouched.
+        Order: tool results (largest first), other conversation messages
+        (mid-conversation system notes included), the thread summary, and the
+        task anchor only as a last resort. The system prompt and the recovery
+        note are never cut. The stored history is untouched.
         """
         counter = window.history.token_counter
         out = list(messages)
@@ -598,9 +604,7 @@ class ContextManager:
 
         def rank(i: int) -> tuple[int, int]:
             msg = out[i]
-            if msg is anchor:
-                group = 3
-            elif msg.get("compressed_summary"):
+            if msg.get("compressed_summary"):
                 group = 2
             elif msg["role"] == "tool":
                 group = 0
@@ -608,26 +612,31 @@ class ContextManager:
                 group = 1
             return (group, -sizes[i])
 
-        candidates = sorted(
+        # Never cut: the system prompt, the recovery note; the anchor only as a last resort.
+        others = sorted(
             (
                 i
                 for i, m in enumerate(out)
-                if m is not system and (m["role"] != "system" or m.get("compressed_summary"))
+                if m is not system and m is not anchor and not m.get("synthesized")
             ),
             key=rank,
         )
-        for i in candidates:
-            if total <= ceiling:
-                break
-            new_msg = _truncated(out[i], max(sizes[i] - (total - ceiling), 16), sizes[i])
-            if new_msg is None:
-                continue
-            new_size = count_message(new_msg, counter)
-            if new_size >= sizes[i]:
-                continue
-            total += new_size - sizes[i]
-            out[i], sizes[i] = new_msg, new_size
-            self.stats.truncated += 1
+        last = [i for i, m in enumerate(out) if m is anchor]
+        # Everything else is cut down to the target first (two rounds, since a cut lands
+        # only near its aim); the anchor is cut only if the window itself is exceeded.
+        for candidates, bound in ((others, ceiling), (others, ceiling), (last, anchor_ceiling)):
+            for i in candidates:
+                if total <= bound:
+                    break
+                new_msg = _truncated(out[i], max(sizes[i] - (total - bound), 8), sizes[i])
+                if new_msg is None:
+                    continue
+                new_size = count_message(new_msg, counter)
+                if new_size >= sizes[i]:
+                    continue
+                total += new_size - sizes[i]
+                out[i], sizes[i] = new_msg, new_size
+                self.stats.truncated += 1
         return out, total
 
     def _recovery_message(self, window: ShortTermMemory, yarn: YaRN | None) -> Message:
@@ -647,7 +656,7 @@ class ContextManager:
         if not task and summary is not None and summary.current_task:
             task = summary.current_task
         if task:
-            lines.append(f"Current task: {truncate_text(task, 600)}")
+            lines.append(f"Current task: {truncate_text(task, 300)}")
         todos = latest_todos(history)
         if todos:
             lines.append("Todo list:")
@@ -693,7 +702,7 @@ def _truncated(msg: Message, max_tokens: int, tokens: int) -> Message | None:
     if size == 0:
         return None
     # Scale by this message's own characters per token so the cut lands near the target.
-    max_chars = max(int(size * max_tokens / max(tokens, 1) * 0.9) - len(TRUNCATION_MARKER), 0)
+    max_chars = int(size * max_tokens / max(tokens, 1) * 0.9)
     new: Message = {**msg, "truncated": True}
     if isinstance(content, str):
         new["content"] = truncate_text(content, max_chars)

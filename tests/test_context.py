@@ -464,8 +464,14 @@ def test_latest_todos() -> None:
 
 def test_truncate_text_is_deterministic_and_bounded() -> None:
     text = "a" * 1_000 + "MIDDLE" + "z" * 1_000
-    out = truncate_text(text, 300)
-    assert out == truncate_text(text, 300)
-    assert out.startswith("a" * 200) and out.endswith("z" * 100)
-    assert "1706 characters omitted" in out
+    for limit in (40, 300, 1_000):
+        out = truncate_text(text, limit)
+        assert out == truncate_text(text, limit)
+        assert len(out) <= limit + 8
+        assert "characters omitted" in out and "MIDDLE" not in out
+        assert out.startswith("a") or limit < 60
+    long = truncate_text(text, 1_000)
+    assert long.startswith("a" * 500) and long.endswith("z" * 250)
+    assert "the full text is kept in the session archive" in long
+    assert "[... " in truncate_text(text, 300)
     assert truncate_text("short", 300) == "short"
