@@ -21,9 +21,10 @@ and keeps it inside the window in three stages:
 2. **Validation trim** (just before sending). The repaired payload is counted
    exactly. If it still passes ``validation_threshold`` (75%) -- a summary
    that grew, a synthesised result, a single giant tool output -- the window
-   is trimmed to ``trim_target`` again, and if one unit alone is too big its
+   is trimmed to ``trim_target`` again, and if one unit alone is too big
    content is truncated *in the payload* (the stored history keeps every
-   character), largest tool outputs first, then the summary, then the anchor.
+   character): the summary first, then the largest tool outputs, then other
+   messages, the anchor only if the window itself would be exceeded.
 3. **Reactive trim** (after the provider rejected the request for length:
    :meth:`ContextManager.build_after_overflow`). Attempt 1 trims to 50% of
    the window, attempt 2 to 25%, attempt 3 to the minimum (system prompt,
@@ -591,10 +592,12 @@ class ContextManager:
     ) -> tuple[list[Message], int]:
         """Truncate content in the payload until it fits ``ceiling``.
 
-        Order: tool results (largest first), other conversation messages
-        (mid-conversation system notes included), the thread summary, and the
-        task anchor only as a last resort. The system prompt and the recovery
-        note are never cut. The stored history is untouched.
+        Order, following the design's priority (system prompt, anchor, newest
+        units, summary): the thread summary first, then tool results (largest
+        first), then other conversation messages (mid-conversation system
+        notes included), and the task anchor only as a last resort. The
+        system prompt and the recovery note are never cut. The stored history
+        is untouched.
         """
         counter = window.history.token_counter
         out = list(messages)
@@ -603,13 +606,15 @@ class ContextManager:
         anchor = next((m for m in reversed(out) if _is_real_user(m)), None)
 
         def rank(i: int) -> tuple[int, int]:
+            # What to preserve, most important last: the summary gives way first, then
+            # tool outputs (largest first), then other messages of the newest units.
             msg = out[i]
             if msg.get("compressed_summary"):
-                group = 2
-            elif msg["role"] == "tool":
                 group = 0
-            else:
+            elif msg["role"] == "tool":
                 group = 1
+            else:
+                group = 2
             return (group, -sizes[i])
 
         # Never cut: the system prompt, the recovery note; the anchor only as a last resort.
