@@ -63,7 +63,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
-from agentmem.messages import Message, content_text, to_anthropic
+from agentmem.messages import Message, TurnCache, content_text, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
@@ -260,6 +260,7 @@ class ContextManager:
         self.stats = ContextStats()
         self.last_messages: list[Message] = []
         self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._turns: TurnCache = {}
         self._system_cache: tuple[Message | None, tuple[str, ...], Message | None] | None = None
         self._summary_cache: tuple[Any, Message | None, int, int] | None = None
         self._prefix: _Prefix | None = None
@@ -493,6 +494,7 @@ class ContextManager:
         self._prefix = None
         alive = {id(m) for m in window.messages()}
         self._views = {k: v for k, v in self._views.items() if k in alive}
+        self._turns = {k: v for k, v in self._turns.items() if k in alive}
         if self.reporter is not None:
             try:
                 self.reporter.report(
@@ -678,7 +680,7 @@ class ContextManager:
         self, messages: Sequence[Message], provider: str, pad: bool
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         if provider == "anthropic":
-            return to_anthropic(messages)
+            return to_anthropic(messages, cache=self._turns)
         views = self._views
         out = []
         for msg in messages:

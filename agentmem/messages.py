@@ -832,102 +832,154 @@ def _system_text(content: Any) -> str:
     return content_text(content)
 
 
-def _turns(messages: Sequence[Message]) -> tuple[list[str], list[dict[str, Any]]]:
+def _message_turn(msg: Message) -> dict[str, Any] | None:
+    """One canonical message as an (unmerged) Anthropic turn; ``None`` when it carries nothing.
+
+    A system message here is a mid-conversation note (leading ones are the
+    system prompt and never reach this function).
+    """
+    role = msg["role"]
+    if role == "system":
+        text = _system_text(msg.get("content"))
+        if not text.strip():
+            return None
+        note = f"<{SYSTEM_NOTE_TAG}>\n{text}\n</{SYSTEM_NOTE_TAG}>"
+        return {"role": "user", "content": [{"type": "text", "text": note}]}
+    if role == "user":
+        blocks = [b for b in _content_blocks(msg.get("content")) if not _is_blank_text(b)]
+        return {"role": "user", "content": blocks or [_placeholder(EMPTY_USER_PLACEHOLDER)]}
+    if role == "tool":
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg["tool_call_id"]}
+        inner = [b for b in _content_blocks(msg.get("content")) if not _is_blank_text(b)]
+        if len(inner) == 1 and inner[0]["type"] == "text":
+            result["content"] = inner[0]["text"]
+        elif inner:
+            result["content"] = inner
+        if msg.get("is_error") is True:
+            result["is_error"] = True
+        return {"role": "user", "content": [result]}
+    blocks = []
+    for block in msg.get("thinking_blocks") or ():
+        if block.get("type") == "thinking" and isinstance(block.get("signature"), str):
+            blocks.append(
+                {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}
+            )
+        elif block.get("type") == "redacted_thinking" and isinstance(block.get("data"), str):
+            blocks.append({"type": "redacted_thinking", "data": block["data"]})
+    texts = _content_blocks(msg.get("content"))
+    refusal = msg.get("refusal")
+    if isinstance(refusal, str):
+        texts.append({"type": "text", "text": refusal})
+    for block in texts:
+        if block["type"] == "text":
+            # Anthropic rejects a final assistant turn ending in whitespace; trimming
+            # every assistant text keeps the payload prefix stable as turns are added.
+            block["text"] = block["text"].rstrip()
+        if not _is_blank_text(block):
+            blocks.append(block)
+    for call in msg.get("tool_calls") or ():
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": call["function"]["name"],
+                "input": orjson.loads(call["function"]["arguments"]),
+            }
+        )
+    return {"role": "assistant", "content": blocks} if blocks else None
+
+
+TurnCache = dict[int, tuple[Message, "dict[str, Any] | None"]]
+"""Identity cache of :func:`_message_turn` results (see :func:`to_anthropic`)."""
+
+
+def _turns(
+    messages: Sequence[Message], cache: TurnCache | None = None
+) -> tuple[list[str], list[dict[str, Any]]]:
     """Convert canonical messages to unmerged Anthropic turns, splitting out the system prompt."""
     system_parts: list[str] = []
     turns: list[dict[str, Any]] = []
     leading = True
     for msg in messages:
-        role = msg["role"]
-        if role == "system":
+        if leading and msg["role"] == "system":
             text = _system_text(msg.get("content"))
-            if leading:
-                if text.strip():
-                    system_parts.append(text)
-            elif text.strip():
-                note = f"<{SYSTEM_NOTE_TAG}>\n{text}\n</{SYSTEM_NOTE_TAG}>"
-                turns.append({"role": "user", "content": [{"type": "text", "text": note}]})
+            if text.strip():
+                system_parts.append(text)
             continue
         leading = False
-        if role == "user":
-            blocks = [b for b in _content_blocks(msg.get("content")) if not _is_blank_text(b)]
-            if not blocks:
-                blocks = [_placeholder(EMPTY_USER_PLACEHOLDER)]
-            turns.append({"role": "user", "content": blocks})
-        elif role == "tool":
-            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg["tool_call_id"]}
-            inner = [b for b in _content_blocks(msg.get("content")) if not _is_blank_text(b)]
-            if len(inner) == 1 and inner[0]["type"] == "text":
-                result["content"] = inner[0]["text"]
-            elif inner:
-                result["content"] = inner
-            if msg.get("is_error") is True:
-                result["is_error"] = True
-            turns.append({"role": "user", "content": [result]})
+        if cache is None:
+            turn = _message_turn(msg)
         else:
-            blocks = []
-            for block in msg.get("thinking_blocks") or ():
-                if block.get("type") == "thinking" and isinstance(block.get("signature"), str):
-                    blocks.append(
-                        {
-                            "type": "thinking",
-                            "thinking": block["thinking"],
-                            "signature": block["signature"],
-                        }
-                    )
-                elif block.get("type") == "redacted_thinking" and isinstance(
-                    block.get("data"), str
-                ):
-                    blocks.append({"type": "redacted_thinking", "data": block["data"]})
-            texts = _content_blocks(msg.get("content"))
-            refusal = msg.get("refusal")
-            if isinstance(refusal, str):
-                texts.append({"type": "text", "text": refusal})
-            for block in texts:
-                if block["type"] == "text":
-                    # Anthropic rejects a final assistant turn ending in whitespace; trimming
-                    # every assistant text keeps the payload prefix stable as turns are added.
-                    block["text"] = block["text"].rstrip()
-                if not _is_blank_text(block):
-                    blocks.append(block)
-            for call in msg.get("tool_calls") or ():
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call["id"],
-                        "name": call["function"]["name"],
-                        "input": orjson.loads(call["function"]["arguments"]),
-                    }
-                )
-            if blocks:
-                turns.append({"role": "assistant", "content": blocks})
+            cached = cache.get(id(msg))
+            if cached is None or cached[0] is not msg:
+                cached = (msg, _message_turn(msg))
+                cache[id(msg)] = cached
+            turn = cached[1]
+        if turn is not None:
+            turns.append(turn)
     return system_parts, turns
 
 
-def _merge_same_role(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _merge_same_role(turns: list[dict[str, Any]], *, copy: bool = False) -> list[dict[str, Any]]:
     """Anthropic: roles alternate. Merge runs of same-role turns into one turn.
 
     In a merged user turn the ``tool_result`` blocks come first (the API
     requires it), other blocks keep their order. In a merged assistant turn
-    thinking blocks move to the front, where the API expects them.
+    thinking blocks move to the front, where the API expects them. Turn
+    dicts and content lists are always new; with ``copy`` the blocks are
+    copied too (their strings are shared).
     """
     merged: list[dict[str, Any]] = []
+    runs: list[int] = []  # how many turns went into each merged turn
     for turn in turns:
+        blocks = [_copy_block(b) for b in turn["content"]] if copy else list(turn["content"])
         if merged and merged[-1]["role"] == turn["role"]:
-            merged[-1]["content"].extend(turn["content"])
+            merged[-1]["content"].extend(blocks)
+            runs[-1] += 1
         else:
-            merged.append({"role": turn["role"], "content": list(turn["content"])})
-    for turn in merged:
-        front = "tool_result" if turn["role"] == "user" else "thinking"
+            merged.append({"role": turn["role"], "content": blocks})
+            runs.append(1)
+    for turn, run in zip(merged, runs, strict=True):
+        if run == 1:
+            continue  # a single message's blocks are already in API order
+        front = _FRONT_BLOCKS[turn["role"]]
         blocks = turn["content"]
-        first = [b for b in blocks if b["type"] in (front, f"redacted_{front}")]
+        first = [b for b in blocks if b["type"] in front]
         if first and len(first) != len(blocks):
-            rest = [b for b in blocks if b["type"] not in (front, f"redacted_{front}")]
-            turn["content"] = first + rest
+            turn["content"] = first + [b for b in blocks if b["type"] not in front]
     return merged
 
 
-def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:
+_FRONT_BLOCKS: Final = {
+    "user": frozenset({"tool_result"}),
+    "assistant": frozenset({"thinking", "redacted_thinking"}),
+}
+
+
+def _copy_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy one Anthropic block: every dict and list new, strings and numbers shared."""
+    out = dict(block)
+    kind = out["type"]
+    if kind == "tool_use":
+        out["input"] = _copy_json(out["input"])
+    elif kind in ("image", "document"):
+        out["source"] = dict(out["source"])
+    elif kind == "tool_result" and type(out.get("content")) is list:
+        out["content"] = [_copy_block(b) for b in out["content"]]
+    return out
+
+
+def _copy_json(value: Any) -> Any:
+    if type(value) is dict:
+        return {k: (v if type(v) is str else _copy_json(v)) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def to_anthropic(
+    messages: Sequence[Message], *, cache: TurnCache | None = None
+) -> tuple[str | None, list[dict[str, Any]]]:
     """Convert repaired canonical messages to an Anthropic ``(system, messages)`` pair.
 
     ``messages`` must already satisfy the OpenAI pairing rules (every tool
@@ -936,11 +988,15 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[str | None, list[dict[str
 
     Leading system messages become the ``system`` string (``None`` when
     there is none); later system messages become user text wrapped in
-    ``<system-reminder>`` so they keep their position. The result's blocks
-    are fresh objects.
+    ``<system-reminder>`` so they keep their position.
+
+    With ``cache`` (a dict the caller keeps between calls), each message is
+    converted once while the same object is passed again, and the result is
+    assembled from copies of the cached blocks. Either way the result is
+    the caller's to modify.
     """
-    system_parts, turns = _turns(messages)
-    merged = _merge_same_role(turns)
+    system_parts, turns = _turns(messages, cache)
+    merged = _merge_same_role(turns, copy=cache is not None)
     if merged and merged[0]["role"] != "user":
         merged.insert(
             0, {"role": "user", "content": [{"type": "text", "text": LEADING_USER_PLACEHOLDER}]}
