@@ -261,7 +261,9 @@ class ContextManager:
         self.last_messages: list[Message] = []
         self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._turns: TurnCache = {}
-        self._system_cache: tuple[Message | None, tuple[str, ...], Message | None] | None = None
+        self._system_cache: (
+            tuple[Message | None, tuple[str, ...], Message | None, int, int] | None
+        ) = None
         self._summary_cache: tuple[Any, Message | None, int, int] | None = None
         self._prefix: _Prefix | None = None
         self._reasoning = False
@@ -357,8 +359,7 @@ class ContextManager:
         counter = window.history.token_counter
         self.stats = ContextStats()
 
-        system = self._system_message(window, injections)
-        system_tokens = count_message(system, counter) if system is not None else 0
+        system, system_tokens = self._system_message(window, injections)
         if system_tokens + REPLY_PRIMING_TOKENS > limit:
             raise ContextOverflowError(
                 f"the system prompt (with injections) costs {system_tokens} tokens, more than "
@@ -368,7 +369,7 @@ class ContextManager:
             )
 
         if attempt:
-            target = int(settings.overflow_targets[min(attempt, 2) - 1] * limit)
+            target = int(settings.overflow_targets[attempt - 1] * limit)
             self._trim(window, yarn, system_tokens, stage=3, attempt=attempt, target=target)
         elif self._estimate(window, yarn, system_tokens) > settings.proactive_threshold * limit:
             target = int(settings.trim_target * limit)
@@ -403,17 +404,22 @@ class ContextManager:
 
     # ------------------------------------------------------------------ parts
 
-    def _system_message(self, window: ShortTermMemory, injections: Sequence[str]) -> Message | None:
-        """The system prompt (history[0] when it is a system message) with injections appended.
+    def _system_message(
+        self, window: ShortTermMemory, injections: Sequence[str]
+    ) -> tuple[Message | None, int]:
+        """The system prompt (history[0] when it is a system message) with injections appended,
+        and its token count.
 
         The same object is returned while neither changes, so downstream caches hold.
         """
         history = window.history
+        counter = history.token_counter
+        epoch = getattr(counter, "epoch", 0)
         prompt = history[0] if len(history) and history[0]["role"] == "system" else None
         extra = tuple(text for text in injections if text and text.strip())
         cache = self._system_cache
-        if cache is not None and cache[0] is prompt and cache[1] == extra:
-            return cache[2]
+        if cache is not None and cache[0] is prompt and cache[1] == extra and cache[4] == epoch:
+            return cache[2], cache[3]
         message: Message | None
         if not extra:
             message = prompt
@@ -421,8 +427,9 @@ class ContextManager:
             parts = [_text_of(prompt)] if prompt is not None else []
             parts.extend(extra)
             message = {"role": "system", "content": "\n\n".join(p for p in parts if p)}
-        self._system_cache = (prompt, extra, message)
-        return message
+        tokens = count_message(message, counter) if message is not None else 0
+        self._system_cache = (prompt, extra, message, tokens, epoch)
+        return message, tokens
 
     def _summary_message(
         self, yarn: YaRN | None, counter: TokenCounter
