@@ -63,7 +63,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
-from agentmem.messages import Message, TurnCache, content_text, to_anthropic
+from agentmem.messages import Message, TurnCache, content_text, is_real_user, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
@@ -490,13 +490,10 @@ class ContextManager:
             evicted = window.evict_to(max_tokens=max(budget, 0))
         if yarn is not None and evicted:
             prompt = history[0] if len(history) else None
-            anchor = next(
-                (history[i] for i in range(len(history) - 1, -1, -1) if _is_real_user(history[i])),
-                None,
-            )
+            anchor = history.last_real_user_index()
             yarn.compress(
                 [m for m in evicted if m is not prompt],
-                current_task=_text_of(anchor) if anchor is not None else None,
+                current_task=_text_of(history[anchor]) if anchor is not None else None,
             )
         self._prefix = None
         alive = {id(m) for m in window.messages()}
@@ -612,7 +609,7 @@ class ContextManager:
         out = list(messages)
         sizes = [count_message(m, counter) for m in out]
         total = REPLY_PRIMING_TOKENS + sum(sizes)
-        anchor = next((m for m in reversed(out) if _is_real_user(m)), None)
+        anchor = next((m for m in reversed(out) if is_real_user(m)), None)
 
         def rank(i: int) -> tuple[int, int]:
             # What to preserve, most important last: the summary gives way first, then
@@ -662,11 +659,8 @@ class ContextManager:
             "messages are kept in the session archive and summarized in <thread_summary>.",
         ]
         summary = yarn.summary if yarn is not None else None
-        anchor = next(
-            (history[i] for i in range(len(history) - 1, -1, -1) if _is_real_user(history[i])),
-            None,
-        )
-        task = _text_of(anchor).strip() if anchor is not None else ""
+        anchor = history.last_real_user_index()
+        task = _text_of(history[anchor]).strip() if anchor is not None else ""
         if not task and summary is not None and summary.current_task:
             task = summary.current_task
         if task:
@@ -702,10 +696,6 @@ class ContextManager:
                 fresh["reasoning_content"] = ""
             out.append(fresh)
         return out
-
-
-def _is_real_user(msg: Mapping[str, Any]) -> bool:
-    return msg.get("role") == "user" and not msg.get("system_injected")
 
 
 def _truncated(msg: Message, max_tokens: int, tokens: int) -> Message | None:

@@ -44,7 +44,7 @@ from typing import Any, Literal, Protocol, overload
 import orjson
 
 from agentmem.errors import InvalidArgumentError, InvalidMessageError
-from agentmem.messages import Message, normalize_message, normalize_messages
+from agentmem.messages import Message, is_real_user, normalize_message, normalize_messages
 from agentmem.protocols import TokenCounter
 from agentmem.repair import build_payload
 from agentmem.tokens import HeuristicCounter, count_message
@@ -364,13 +364,12 @@ class MessageHistory(Sequence[Message]):
 
     def real_user_messages(self) -> list[Message]:
         """User messages typed by the user (not ``system_injected``)."""
-        return [m for m in self._messages if m["role"] == "user" and not m.get("system_injected")]
+        return [m for m in self._messages if is_real_user(m)]
 
     def last_real_user_index(self) -> int | None:
         """Index of the newest real (not ``system_injected``) user message."""
         for i in range(len(self._messages) - 1, -1, -1):
-            msg = self._messages[i]
-            if msg["role"] == "user" and not msg.get("system_injected"):
+            if is_real_user(self._messages[i]):
                 return i
         return None
 

@@ -640,14 +640,8 @@ class Session:
         if self._memory.incognito:
             return
         summary = self.yarn.summary
-        anchor = next(
-            (
-                m
-                for m in reversed(self.history)
-                if m["role"] == "user" and not m.get("system_injected")
-            ),
-            None,
-        )
+        index = self.history.last_real_user_index()
+        anchor = self.history[index] if index is not None else None
         lines = [
             "# Session progress",
             "",

@@ -63,6 +63,7 @@ __all__ = [
     "content_text",
     "from_anthropic",
     "is_anthropic_message",
+    "is_real_user",
     "normalize_message",
     "normalize_messages",
     "sanitize_text",
@@ -426,6 +427,14 @@ def _validate_canonical(msg: Message, index: int) -> Message:
             "expected a list of Anthropic thinking blocks", index=index, field="thinking_blocks"
         )
     return msg
+
+
+def is_real_user(message: Mapping[str, Any]) -> bool:
+    """True for a user message the user typed: role ``user`` and not ``system_injected``.
+
+    The newest one is the task anchor the context pipeline always keeps.
+    """
+    return message.get("role") == "user" and not message.get("system_injected")
 
 
 def is_anthropic_message(message: Mapping[str, Any]) -> bool:

@@ -29,16 +29,12 @@ from typing import Any
 
 from agentmem.errors import InvalidArgumentError
 from agentmem.history import MessageHistory
-from agentmem.messages import Message
+from agentmem.messages import Message, is_real_user
 
 __all__ = ["ShortTermMemory"]
 
 STATE_FORMAT = "agentmem.window"
 STATE_VERSION = 1
-
-
-def _is_real_user(msg: Mapping[str, Any]) -> bool:
-    return msg.get("role") == "user" and not msg.get("system_injected")
 
 
 class ShortTermMemory:
@@ -116,9 +112,7 @@ class ShortTermMemory:
         while 0 < start < n and history[start]["role"] == "tool":
             start -= 1
         self._start = start
-        self._pinned = tuple(
-            i for i in self._pinned if 0 <= i < start and _is_real_user(history[i])
-        )
+        self._pinned = tuple(i for i in self._pinned if 0 <= i < start and is_real_user(history[i]))
         self._total = sum(history.message_tokens(i) for i in self._pinned)
         self._counted = start
         self._revision = history.revision
@@ -200,11 +194,7 @@ class ShortTermMemory:
         old_pins = self._pinned
         contiguous_tokens = self.token_count() - sum(tokens_of(i) for i in old_pins)
         contiguous_count = len(history) - self._start
-        anchor = None
-        if pin_anchor:
-            anchor = next(
-                (i for i in range(len(history) - 1, -1, -1) if _is_real_user(history[i])), None
-            )
+        anchor = history.last_real_user_index() if pin_anchor else None
 
         def pins_for(new_start: int) -> tuple[int, ...]:
             if not pin_anchor or anchor is None:
