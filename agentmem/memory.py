@@ -43,6 +43,7 @@ from types import TracebackType
 from typing import Any, Literal, overload
 
 from agentmem._storage.files import atomic_write_text
+from agentmem._storage.formats import check_format
 from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_todos
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.history import MessageHistory
@@ -363,14 +364,9 @@ class Session:
     ) -> Session:
         info = record.info
         state = record.state or {}
-        if state and state.get("format") not in (None, STATE_FORMAT):
-            raise InvalidArgumentError(
-                f"session {info.id}: unknown state format {state.get('format')!r}"
-            )
-        if state and isinstance(state.get("version"), int) and state["version"] > STATE_VERSION:
-            raise InvalidArgumentError(
-                f"session {info.id} was saved by a newer agentmem "
-                f"(state version {state['version']})"
+        if state:  # {} is a session whose state was never saved (or was quarantined)
+            check_format(
+                state, kind=STATE_FORMAT, version=STATE_VERSION, what=f"session {info.id} state"
             )
         return cls(
             memory,

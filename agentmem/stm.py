@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agentmem._storage.formats import check_format
 from agentmem.errors import InvalidArgumentError
 from agentmem.history import MessageHistory
 from agentmem.messages import Message, is_real_user
@@ -253,13 +254,7 @@ class ShortTermMemory:
         Raises:
             InvalidArgumentError: ``state`` is not a window state.
         """
-        if state.get("format") != STATE_FORMAT:
-            raise InvalidArgumentError(f"not a window state: format={state.get('format')!r}")
-        version = state.get("version")
-        if not isinstance(version, int) or version > STATE_VERSION:
-            raise InvalidArgumentError(
-                f"window state version {version!r} is newer than this agentmem ({STATE_VERSION})"
-            )
+        check_format(state, kind=STATE_FORMAT, version=STATE_VERSION, what="window state")
         start = state.get("start", 0)
         pinned = state.get("pinned", [])
         if not isinstance(start, int) or not all(isinstance(i, int) for i in pinned):

@@ -67,6 +67,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from agentmem._storage.formats import check_format
 from agentmem.errors import InvalidArgumentError
 from agentmem.protocols import TokenCounter
 
@@ -125,6 +126,7 @@ MEDIA_PART_TYPES = frozenset({"image_url", "image", "input_audio", "file"})
 MIN_OBSERVATION_UNITS = 200
 """Observations with less text than this (in units) are too noisy to learn from."""
 
+ESTIMATOR_FORMAT = "agentmem.estimator"
 _EPOCH_THRESHOLD = 0.005
 _CEIL_SLACK = 1e-12
 
@@ -808,7 +810,7 @@ class LearningEstimator:
         """The learned calibration, JSON-safe, for a session to persist."""
         with self._lock:
             return {
-                "format": "agentmem.estimator",
+                "format": ESTIMATOR_FORMAT,
                 "version": 1,
                 "prior": self._prior,
                 "ratio": self._ratio,
@@ -821,8 +823,7 @@ class LearningEstimator:
         Raises:
             InvalidArgumentError: ``state`` is not an estimator state.
         """
-        if state.get("format") != "agentmem.estimator":
-            raise InvalidArgumentError(f"not an estimator state: {state.get('format')!r}")
+        check_format(state, kind=ESTIMATOR_FORMAT, version=1, what="estimator state")
         try:
             samples = [self._clamp(_check_ratio("sample", float(x))) for x in state["samples"]]
             ratio = self._clamp(_check_ratio("ratio", float(state["ratio"])))

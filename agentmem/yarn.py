@@ -62,6 +62,7 @@ from typing import Annotated, Any, Final
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
+from agentmem._storage.formats import check_format
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.messages import Message, content_text, normalize_messages, sanitize_text
 from agentmem.protocols import LLM, Summarizer
@@ -523,20 +524,7 @@ class ThreadSummary(BaseModel):
             InvalidArgumentError: ``data`` is not a thread summary of a known
                 version, or a field has the wrong type; the message names it.
         """
-        if not isinstance(data, Mapping):
-            raise InvalidArgumentError(f"expected a thread summary object, got {_type_name(data)}")
-        if data.get("format") != FORMAT:
-            raise InvalidArgumentError(
-                f"not a thread summary: format is {data.get('format')!r}, expected {FORMAT!r}"
-            )
-        version = data.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise InvalidArgumentError(f"thread summary version must be >= 1, got {version!r}")
-        if version > FORMAT_VERSION:
-            raise InvalidArgumentError(
-                f"thread summary version {version} is newer than this agentmem supports "
-                f"({FORMAT_VERSION}); upgrade agentmem"
-            )
+        version = check_format(data, kind=FORMAT, version=FORMAT_VERSION, what="thread summary")
         payload = {k: v for k, v in data.items() if k not in ("format", "version")}
         while version < FORMAT_VERSION:
             payload = _UPGRADES[version](payload)
@@ -939,20 +927,7 @@ class YaRN:
                 version, or holds its own non-empty main thread while
                 ``main_thread`` is given.
         """
-        if not isinstance(state, Mapping):
-            raise InvalidArgumentError(f"expected a YaRN state object, got {_type_name(state)}")
-        if state.get("format") != STATE_FORMAT:
-            raise InvalidArgumentError(
-                f"not a YaRN state: format is {state.get('format')!r}, expected {STATE_FORMAT!r}"
-            )
-        version = state.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise InvalidArgumentError(f"YaRN state version must be >= 1, got {version!r}")
-        if version > STATE_VERSION:
-            raise InvalidArgumentError(
-                f"YaRN state version {version} is newer than this agentmem supports "
-                f"({STATE_VERSION}); upgrade agentmem"
-            )
+        check_format(state, kind=STATE_FORMAT, version=STATE_VERSION, what="YaRN state")
         raw_summary = state.get("summary")
         summary = ThreadSummary.from_json(raw_summary) if raw_summary is not None else None
         yarn = cls(

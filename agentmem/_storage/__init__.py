@@ -2,6 +2,8 @@
 
 * :mod:`agentmem._storage.files`: atomic, fsync'd file replacement and
   moving unreadable files aside (``<name>.corrupt-<timestamp>``).
+* :mod:`agentmem._storage.formats`: the ``{"format", "version"}`` header check
+  every versioned structure goes through when it is read back.
 * :mod:`agentmem._storage.sqlite`: WAL connections with a chosen
   durability, explicit transactions that roll back on any exception, and
   named append-only migrations checked against one format version.
