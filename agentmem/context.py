@@ -415,7 +415,7 @@ class ContextManager:
         history = window.history
         counter = history.token_counter
         epoch = getattr(counter, "epoch", 0)
-        prompt = history[0] if len(history) and history[0]["role"] == "system" else None
+        prompt = history[0] if history.has_system_prompt() else None
         extra = tuple(text for text in injections if text and text.strip())
         cache = self._system_cache
         if cache is not None and cache[0] is prompt and cache[1] == extra and cache[4] == epoch:
@@ -450,10 +450,9 @@ class ContextManager:
     def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
         """Cheap payload estimate from cached counts only."""
         history = window.history
-        total = system_tokens + window.token_count() + REPLY_PRIMING_TOKENS
-        if window.start == 0 and len(history) and history[0]["role"] == "system":
-            total -= history.message_tokens(0)  # the prompt is already in system_tokens
-        return total + self._summary_message(yarn, history.token_counter)[1]
+        # The window's own count includes a prompt at index 0, already in system_tokens.
+        total = system_tokens + window.token_count() - _prompt_tokens_in(window)
+        return total + REPLY_PRIMING_TOKENS + self._summary_message(yarn, history.token_counter)[1]
 
     def _trim(
         self,
@@ -480,10 +479,8 @@ class ContextManager:
         )
         self.stats.trims.append(event)
         self._notify(event)
-        prompt_in_window = window.start == 0 and len(history) and history[0]["role"] == "system"
-        prompt_tokens = history.message_tokens(0) if prompt_in_window else 0
         reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
-        budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + prompt_tokens
+        budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + _prompt_tokens_in(window)
         if stage == 3 and attempt == 3:
             evicted = window.evict_to(max_messages=1)
         else:
@@ -560,8 +557,8 @@ class ContextManager:
                 stream.push(summary)
             for i in window.pinned:
                 stream.push(history[i])
-            if first == 0 and len(history) and history[0]["role"] == "system":
-                first = 1
+            if first == 0 and history.has_system_prompt():
+                first = 1  # already pushed as `system`
             tokens = sum(count_message(entry, counter) for entry in stream.out)
             reasoning = any(_has_reasoning(entry) for entry in stream.out)
             prefix = _Prefix(
@@ -696,6 +693,12 @@ class ContextManager:
                 fresh["reasoning_content"] = ""
             out.append(fresh)
         return out
+
+
+def _prompt_tokens_in(window: ShortTermMemory) -> int:
+    """Tokens of the system prompt when the window still starts at it (index 0), else 0."""
+    history = window.history
+    return history.message_tokens(0) if window.start == 0 and history.has_system_prompt() else 0
 
 
 def _truncated(msg: Message, max_tokens: int, tokens: int) -> Message | None:

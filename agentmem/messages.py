@@ -837,10 +837,6 @@ def _is_blank_text(block: Mapping[str, Any]) -> bool:
     return block.get("type") == "text" and not str(block.get("text", "")).strip()
 
 
-def _system_text(content: Any) -> str:
-    return content_text(content)
-
-
 def _message_turn(msg: Message) -> dict[str, Any] | None:
     """One canonical message as an (unmerged) Anthropic turn; ``None`` when it carries nothing.
 
@@ -849,7 +845,7 @@ def _message_turn(msg: Message) -> dict[str, Any] | None:
     """
     role = msg["role"]
     if role == "system":
-        text = _system_text(msg.get("content"))
+        text = content_text(msg.get("content"))
         if not text.strip():
             return None
         note = f"<{SYSTEM_NOTE_TAG}>\n{text}\n</{SYSTEM_NOTE_TAG}>"
@@ -911,7 +907,7 @@ def _turns(
     leading = True
     for msg in messages:
         if leading and msg["role"] == "system":
-            text = _system_text(msg.get("content"))
+            text = content_text(msg.get("content"))
             if text.strip():
                 system_parts.append(text)
             continue
