@@ -36,7 +36,15 @@ from agentmem.messages import (
     sanitize_text,
     to_anthropic,
 )
-from agentmem.protocols import LLM, AsyncLLM, Embedder, ProgressReporter, Summarizer, TokenCounter
+from agentmem.protocols import (
+    LLM,
+    AsyncLLM,
+    CalibratingCounter,
+    Embedder,
+    ProgressReporter,
+    Summarizer,
+    TokenCounter,
+)
 from agentmem.repair import MISSING_TOOL_RESULT, build_payload, repair
 from agentmem.session_store import (
     BillingRecord,
@@ -68,6 +76,7 @@ __all__ = [
     "AgentMemError",
     "AsyncLLM",
     "BillingRecord",
+    "CalibratingCounter",
     "ConfigurationError",
     "ContextManager",
     "ContextOverflowError",

@@ -24,8 +24,13 @@ The facade owns no logic a part should own. It wires:
 * a :class:`~agentmem.context.ContextManager` that builds each payload and
   writes ``memory/session_progress.md`` before every trim;
 * the token counter: the host's, or ``counter_for_model(model)`` -- exact
-  tiktoken for OpenAI models, otherwise a learning estimator that
-  :meth:`Session.record_usage` calibrates with the provider's own counts.
+  tiktoken for OpenAI models, otherwise a learning estimator. Any
+  :class:`~agentmem.protocols.CalibratingCounter` is calibrated by
+  :meth:`Session.record_usage` with the provider's own counts; every session
+  calibrates its own deep copy of the host's counter, so two sessions, or a
+  resume, never overwrite each other's calibration;
+* a :class:`~agentmem.tasks.TaskTracker` for task ids and per-task
+  iteration counts.
 
 A session is exclusive: a second open of the same id, from this process or
 another, raises :class:`~agentmem.errors.StoreLockedError` until the first is
@@ -34,6 +39,7 @@ closed (or its process dies). Incognito memory writes nothing at all.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -48,7 +54,13 @@ from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.history import MessageHistory
 from agentmem.messages import Message, content_text
-from agentmem.protocols import LLM, ProgressReporter, Summarizer, TokenCounter
+from agentmem.protocols import (
+    LLM,
+    CalibratingCounter,
+    ProgressReporter,
+    Summarizer,
+    TokenCounter,
+)
 from agentmem.session_store import (
     BillingRecord,
     Durability,
@@ -58,7 +70,8 @@ from agentmem.session_store import (
     SessionStore,
 )
 from agentmem.stm import ShortTermMemory
-from agentmem.tokens import LearningEstimator, counter_for_model
+from agentmem.tasks import TaskTracker
+from agentmem.tokens import counter_for_model
 from agentmem.yarn import YaRN
 
 __all__ = ["Memory", "Session", "Usage"]
@@ -93,6 +106,8 @@ class Memory:
         llm: The host's model (sync or async callable, see
             :class:`~agentmem.protocols.LLM`); used by LLM-driven parts.
         token_counter: Counter for every session; default: chosen per model.
+            A :class:`~agentmem.protocols.CalibratingCounter` is deep-copied
+            per session, so each session keeps its own calibration.
         incognito: Write nothing at all (sessions live in memory only).
         ltm_enabled: Inject long-term memory into system prompts.
         durability: ``"full"`` (default): every append is fsynced before it
@@ -237,6 +252,15 @@ class Memory:
         return f"Memory({mode})"
 
 
+def _session_counter(host: TokenCounter | None, model: str) -> TokenCounter:
+    """The counter one session uses: its own copy of a calibrating one, else shared."""
+    if host is None:
+        return counter_for_model(model)
+    if isinstance(host, CalibratingCounter):
+        return copy.deepcopy(host)
+    return host
+
+
 class Session:
     """One conversation: durable history, working window, archive and context pipeline.
 
@@ -251,7 +275,9 @@ class Session:
         window: The working window over ``history``.
         yarn: Archive and running summary of what the window evicted.
         context_manager: Builds each payload.
-        token_counter: Counts tokens for this session's model.
+        token_counter: Counts tokens for this session's model (a calibrating
+            counter is this session's own copy).
+        tasks: Task ids and per-task iteration counts.
     """
 
     def __init__(
@@ -276,7 +302,10 @@ class Session:
         self.created_at: float = info.created_at
         self.working_directory = info.working_directory
         self._writer = memory.sessions.writer(self.id)
-        self.token_counter: TokenCounter = memory.token_counter or counter_for_model(model)
+        self.token_counter: TokenCounter = _session_counter(memory.token_counter, model)
+        self._calibration: CalibratingCounter | None = (
+            self.token_counter if isinstance(self.token_counter, CalibratingCounter) else None
+        )
         self.history = MessageHistory(
             messages, token_counter=self.token_counter, observer=self._writer
         )
@@ -303,27 +332,13 @@ class Session:
             settings, checkpoint=self._checkpoint, reporter=memory.reporter
         )
         estimator = state.get("estimator")
-        if estimator and isinstance(self.token_counter, LearningEstimator):
+        if estimator and self._calibration is not None:
             try:
-                self.token_counter.restore(estimator)
+                self._calibration.restore(estimator)
             except AgentMemError as exc:
                 _log.warning("session %s: token calibration not restored (%s)", self.id, exc)
-        raw_tasks = state.get("tasks")
-        tasks: dict[str, Any] = raw_tasks if isinstance(raw_tasks, dict) else {}
         # Task ids only grow: never reuse one that a stored message already carries.
-        used = [m["task_id"] for m in messages if type(m.get("task_id")) is int]
-        stored_next = tasks.get("next_id")
-        self._next_task_id: int = max(
-            stored_next if type(stored_next) is int else 1, max(used, default=0) + 1
-        )
-        current = tasks.get("current")
-        self.current_task_id: int | None = current if type(current) is int else None
-        iterations = tasks.get("iterations")
-        self._iterations: dict[str, int] = {
-            str(k): v
-            for k, v in (iterations.items() if isinstance(iterations, dict) else ())
-            if type(v) is int
-        }
+        self.tasks = TaskTracker(state.get("tasks"), (m.get("task_id") for m in messages))
         self._usage = Usage(
             requests=len(billing),
             prompt_tokens=sum(b.prompt_tokens for b in billing),
@@ -403,13 +418,11 @@ class Session:
             raise InvalidMessageError(
                 f"start_task needs a string or a user message, got {type(user_message).__name__}"
             )
-        task_id = self._next_task_id
+        task_id = self.tasks.next_id
         message["task_id"] = task_id
         message.setdefault("created_at", time.time())
         self.history.append(message)
-        self._next_task_id = task_id + 1
-        self.current_task_id = task_id
-        self._iterations[str(task_id)] = 0
+        self.tasks.start(task_id)
         self._save_state()
         return task_id
 
@@ -521,9 +534,9 @@ class Session:
         if (
             reported_tokens is not None
             and self._last_payload is not None
-            and isinstance(self.token_counter, LearningEstimator)
+            and self._calibration is not None
         ):
-            self.token_counter.observe(self._last_payload, reported_tokens)
+            self._calibration.observe(self._last_payload, reported_tokens)
         return self._finish_build(
             self.context_manager.build_after_overflow(
                 self.window,
@@ -582,11 +595,9 @@ class Session:
             u.completion_tokens + completion_tokens,
             u.cost_usd + float(cost_usd),
         )
-        if isinstance(self.token_counter, LearningEstimator) and self._last_payload is not None:
-            self.token_counter.observe(self._last_payload, prompt_tokens)
-        if self.current_task_id is not None:
-            key = str(self.current_task_id)
-            self._iterations[key] = self._iterations.get(key, 0) + 1
+        if self._calibration is not None and self._last_payload is not None:
+            self._calibration.observe(self._last_payload, prompt_tokens)
+        self.tasks.count_iteration()
         self._save_state()
 
     def finish_task(self) -> int | None:
@@ -595,8 +606,7 @@ class Session:
         (Memory consolidation at the end of long tasks arrives with the memory updater.)
         """
         self._check_open()
-        task_id = self.current_task_id
-        self.current_task_id = None
+        task_id = self.tasks.finish()
         self._save_state()
         return task_id
 
@@ -605,10 +615,18 @@ class Session:
         """Totals over every recorded request of this session."""
         return self._usage
 
+    @property
+    def current_task_id(self) -> int | None:
+        """The running task's id, or ``None``."""
+        return self.tasks.current
+
     def task_iterations(self, task_id: int | None = None) -> int:
-        """LLM iterations recorded for a task (default: the current one)."""
-        key = task_id if task_id is not None else self.current_task_id
-        return self._iterations.get(str(key), 0) if key is not None else 0
+        """LLM iterations recorded for a task (default: the current one).
+
+        Raises:
+            InvalidArgumentError: ``task_id`` is neither ``None`` nor an int.
+        """
+        return self.tasks.iterations(task_id)
 
     # ------------------------------------------------------------------ persistence
 
@@ -618,14 +636,10 @@ class Session:
             "version": STATE_VERSION,
             "window": self.window.state(),
             "yarn": self.yarn.state(),
-            "tasks": {
-                "next_id": self._next_task_id,
-                "current": self.current_task_id,
-                "iterations": self._iterations,
-            },
+            "tasks": self.tasks.state(),
         }
-        if isinstance(self.token_counter, LearningEstimator):
-            state["estimator"] = self.token_counter.state()
+        if self._calibration is not None:
+            state["estimator"] = self._calibration.state()
         return state
 
     def _save_state(self) -> None:

@@ -19,6 +19,12 @@ The shapes:
   :class:`AsyncLLM` is the same with ``async def``; both are accepted
   wherever an LLM is.
 * :class:`TokenCounter` -- ``count_text(text) -> int``.
+* :class:`CalibratingCounter` -- a :class:`TokenCounter` that also learns
+  from the provider's reported usage: ``observe(messages, prompt_tokens,
+  tools=None)``, ``state() -> dict`` and ``restore(state)``. A session
+  feeds it every reported prompt size and persists its state; each session
+  calibrates its own copy (``copy.deepcopy`` of the host's counter), so
+  sessions and resumes never overwrite each other's calibration.
 * :class:`Embedder` -- ``embed(texts) -> list[list[float]]``.
 * :class:`Summarizer` -- ``summarize(messages, previous_summary) -> str``.
 * :class:`ProgressReporter` -- ``report(event, data)``.
@@ -26,12 +32,13 @@ The shapes:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "LLM",
     "AsyncLLM",
+    "CalibratingCounter",
     "Embedder",
     "ProgressReporter",
     "Summarizer",
@@ -54,6 +61,47 @@ class TokenCounter(Protocol):
 
     def count_text(self, text: str) -> int:
         """Return the number of tokens ``text`` costs (0 for the empty string)."""
+        ...
+
+
+@runtime_checkable
+class CalibratingCounter(TokenCounter, Protocol):
+    """A :class:`TokenCounter` that calibrates itself on the provider's reported usage.
+
+    :class:`~agentmem.tokens.LearningEstimator` is the built-in one. A
+    session keeps its own copy (``copy.deepcopy`` of the host's counter, so
+    the counter must be deep-copyable), calls :meth:`observe` after every
+    reported request and persists :meth:`state` with the session, and on
+    resume hands the stored state to :meth:`restore`. ``count_text`` must
+    stay constant while ``epoch`` does (see :class:`TokenCounter`).
+    """
+
+    epoch: int
+
+    def observe(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        prompt_tokens: int,
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Learn from one request: the messages sent and the prompt size the provider reported.
+
+        Must never raise; an uninformative observation is ignored.
+        """
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """The calibration as a JSON-safe mapping (with its own format and version)."""
+        ...
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Resume a calibration saved by :meth:`state`.
+
+        Raises:
+            AgentMemError: ``state`` cannot be used (a subclass such as
+                :class:`~agentmem.errors.InvalidArgumentError`).
+        """
         ...
 
 

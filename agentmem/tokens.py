@@ -75,6 +75,7 @@ ride along in the same dict are never counted.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -1042,6 +1043,19 @@ class LearningEstimator:
                 # The stored ratio is what counts used; keep it unless the samples moved on.
                 self._ratio = ratio if len(samples) else fitted_ratio
             self.epoch += 1
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LearningEstimator:
+        """An independent copy (own samples, own lock; the immutable BPE is shared).
+
+        A session calibrates a deep copy of the host's estimator, so copying
+        must not fail on the lock or duplicate the encoding.
+        """
+        with self._lock:
+            clone = copy.copy(self)
+            clone._samples = deque(self._samples, maxlen=self._samples.maxlen)
+        clone._lock = threading.Lock()
+        memo[id(self)] = clone
+        return clone
 
     def __repr__(self) -> str:
         return (

@@ -374,3 +374,99 @@ def test_a_state_from_a_newer_agentmem_is_refused(mem: Memory) -> None:
     # the failed open released the session lock
     mem.sessions.writer(s.id).save_state({})
     mem.session(s.id).close()
+
+
+# --------------------------------------------------------------- per-session calibration
+
+
+def _calibrate(s: agentmem.Session, factor: float, rounds: int = 5) -> None:
+    """Report prompt sizes ``factor`` times the session's own estimate."""
+    for i in range(rounds):
+        s.append({"role": "user", "content": f"request {i}: " + "explain the change " * 60})
+        payload = s.context()
+        s.record_usage(int(count_messages(payload, s.token_counter) * factor))
+
+
+def test_each_session_calibrates_its_own_copy_of_the_host_counter(tmp_path: Path) -> None:
+    host = LearningEstimator()
+    root = tmp_path / ".agentmem"
+    with Memory(root=root, working_dir=tmp_path, token_counter=host) as mem:
+        a = mem.session("a", model="claude-sonnet-4-5")
+        b = mem.session("b", model="claude-sonnet-4-5")
+        assert a.token_counter is not host
+        assert a.token_counter is not b.token_counter
+        _calibrate(a, 2.0)
+        _calibrate(b, 0.6)
+        assert isinstance(a.token_counter, LearningEstimator)
+        assert isinstance(b.token_counter, LearningEstimator)
+        ratio_a = a.token_counter.chars_per_token
+        ratio_b = b.token_counter.chars_per_token
+        assert ratio_a < 3.0 < 4.0 < ratio_b  # a was under-counting, b over-counting
+        assert (host.chars_per_token, host.samples) == (4.0, 0)  # the host's is untouched
+    # Resuming one session restores its calibration, not the other's.
+    with Memory(root=root, working_dir=tmp_path, token_counter=host) as mem:
+        again_b = mem.session("b")
+        again_a = mem.session("a")
+        assert isinstance(again_a.token_counter, LearningEstimator)
+        assert isinstance(again_b.token_counter, LearningEstimator)
+        assert again_a.token_counter.chars_per_token == pytest.approx(ratio_a)
+        assert again_b.token_counter.chars_per_token == pytest.approx(ratio_b)
+        assert host.samples == 0
+
+
+class ScaledCounter:
+    """A host's own calibrating counter: words times a learned scale."""
+
+    def __init__(self) -> None:
+        self.scale = 1.0
+        self.epoch = 0
+        self.observed: list[int] = []
+
+    def count_text(self, text: str) -> int:
+        return max(1, round(len(text.split()) * self.scale)) if text else 0
+
+    def observe(self, messages: Any, prompt_tokens: int, *, tools: Any = None) -> None:
+        self.observed.append(prompt_tokens)
+        self.scale = 1.5
+        self.epoch += 1
+
+    def state(self) -> dict[str, Any]:
+        return {"format": "test.scaled", "version": 1, "scale": self.scale}
+
+    def restore(self, state: Any) -> None:
+        self.scale = float(state["scale"])
+        self.epoch += 1
+
+
+def test_any_calibrating_counter_is_observed_and_persisted(tmp_path: Path) -> None:
+    host = ScaledCounter()
+    assert isinstance(host, agentmem.CalibratingCounter)
+    with Memory(root=tmp_path / "m", working_dir=tmp_path, token_counter=host) as mem:
+        s = mem.session("x")
+        s.start_task("go " * 50)
+        s.context()
+        s.record_usage(77)
+        assert isinstance(s.token_counter, ScaledCounter)
+        assert s.token_counter.observed == [77]
+        assert host.observed == []
+    with Memory(root=tmp_path / "m", working_dir=tmp_path, token_counter=host) as mem:
+        again = mem.session("x")
+        assert isinstance(again.token_counter, ScaledCounter)
+        assert again.token_counter.scale == 1.5
+        assert host.scale == 1.0
+
+
+def test_tasks_are_tracked_by_the_task_tracker(mem: Memory) -> None:
+    s = mem.session()
+    first = s.start_task("one")
+    s.record_usage(10)
+    s.record_usage(10)
+    assert s.tasks.iterations(first) == s.task_iterations() == 2
+    assert s.finish_task() == first
+    assert s.tasks.current is None
+    s.record_usage(10)  # no task running: counts nowhere
+    second = s.start_task("two")
+    assert second == first + 1
+    assert (s.task_iterations(first), s.task_iterations(second)) == (2, 0)
+    with pytest.raises(InvalidArgumentError):
+        s.task_iterations("1")  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ EXPECTED = [
     "AgentMemError",
     "AsyncLLM",
     "BillingRecord",
+    "CalibratingCounter",
     "ConfigurationError",
     "ContextManager",
     "ContextOverflowError",
