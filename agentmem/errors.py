@@ -14,7 +14,7 @@ The tree::
     ├── InvalidMessageError        (ValueError)  a message failed validation
     ├── InvalidArgumentError       (ValueError)  a bad argument to a public call
     ├── UnsafePathError            (ValueError)  a path escapes the working directory
-    ├── ConfigurationError         (ValueError)  inconsistent settings
+    ├── ConfigurationError         (ValueError)  a bad Memory/session/ContextSettings setting
     ├── ContextOverflowError                     the minimum payload cannot fit the window
     ├── SessionNotFoundError       (KeyError)    no session with that id
     ├── ScriptExhaustedError       (AssertionError) agentmem.testing: a ScriptedLLM ran out
@@ -76,7 +76,14 @@ class InvalidArgumentError(AgentMemError, ValueError):
 
 
 class ConfigurationError(AgentMemError, ValueError):
-    """Settings that contradict each other or name something that does not exist."""
+    """A setting that cannot be used: the wrong type, out of range, or contradicting another.
+
+    Raised for the arguments that configure agentmem rather than feed it
+    data: ``Memory(...)`` (paths, flags, ``durability``, components that do
+    not have their protocol's shape, ``context`` settings) and
+    ``Memory.session(model=..., context_window=...)``. The message names the
+    argument (``context.trim_target`` for a settings field).
+    """
 
 
 class ContextOverflowError(AgentMemError):

@@ -41,17 +41,27 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, overload
+from typing import Any, Literal, get_args, overload
+
+from pydantic import ValidationError
 
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.formats import check_format
 from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_todos
-from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
+from agentmem.errors import (
+    AgentMemError,
+    ConfigurationError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    StorageError,
+)
 from agentmem.history import MessageHistory
 from agentmem.messages import Message, content_text
 from agentmem.protocols import (
@@ -80,6 +90,10 @@ _log = logging.getLogger("agentmem.memory")
 
 DEFAULT_MODEL = "gpt-4o"
 DEFAULT_CONTEXT_WINDOW = 128_000
+MIN_CONTEXT_WINDOW = 256
+MAX_CONTEXT_WINDOW = 2**31 - 1
+MAX_TOKENS = 2**53 - 1
+"""Largest token figure ``record_usage`` accepts (exact in JSON and SQLite)."""
 STATE_FORMAT = "agentmem.session-state"
 STATE_VERSION = 1
 PROGRESS_FILE = Path("memory") / "session_progress.md"
@@ -94,6 +108,82 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+
+
+def _config_path(label: str, value: object) -> Path:
+    """``value`` as a path, or a :class:`ConfigurationError` naming the argument."""
+    if not isinstance(value, str | PathLike):
+        raise ConfigurationError(
+            f"{label} must be a path (str or os.PathLike), got {type(value).__name__}"
+        )
+    try:
+        path = Path(value)
+        str(path).encode("utf-8")
+        if "\x00" in str(path):
+            raise ValueError("embedded null byte")
+        return path
+    except (TypeError, ValueError) as exc:  # bytes paths, NUL bytes, lone surrogates
+        raise ConfigurationError(f"{label} is not a usable path: {value!r} ({exc})") from exc
+
+
+def _cost(value: object) -> float | None:
+    """``value`` as a non-negative finite float, or ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        cost = float(value)
+    except OverflowError:
+        return None
+    return cost if 0 <= cost < math.inf else None
+
+
+def _check_injections(injections: object) -> None:
+    if isinstance(injections, str | bytes) or not isinstance(injections, Sequence):
+        raise InvalidArgumentError(
+            f"injections must be a sequence of strings, got {type(injections).__name__}"
+        )
+    for index, text in enumerate(injections):
+        if not isinstance(text, str):
+            raise InvalidArgumentError(
+                f"injections[{index}] must be a string, got {type(text).__name__}"
+            )
+
+
+def _check_flag(label: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{label} must be True or False, got {value!r}")
+
+
+def _check_component(label: str, value: object, protocol: type, shape: str) -> None:
+    """Refuse a component that does not have its protocol's shape (attribute names only)."""
+    if value is not None and not isinstance(value, protocol):
+        raise ConfigurationError(
+            f"{label} must provide {shape} ({protocol.__name__}), got {type(value).__name__}"
+        )
+
+
+def _context_settings(context: object) -> ContextSettings:
+    """The ``context`` argument as settings, or a :class:`ConfigurationError` naming the field."""
+    if context is None:
+        return ContextSettings()
+    if isinstance(context, ContextSettings):
+        return context
+    if not isinstance(context, Mapping):
+        raise ConfigurationError(
+            f"context must be ContextSettings or a mapping, got {type(context).__name__}"
+        )
+    try:
+        return ContextSettings(**{str(k): v for k, v in context.items()})
+    except AgentMemError:
+        raise
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"context.{'.'.join(map(str, error['loc'])) or '(settings)'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ConfigurationError(f"bad context settings: {problems}") from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"bad context settings: {exc}") from exc
 
 
 class Memory:
@@ -135,25 +225,46 @@ class Memory:
         context: ContextSettings | Mapping[str, Any] | None = None,
         reporter: ProgressReporter | None = None,
     ) -> None:
-        self.working_dir = Path(working_dir).resolve()
-        root_path = Path(root)
+        self.working_dir = _config_path("working_dir", working_dir).resolve()
+        root_path = _config_path("root", root)
         self.root = root_path if root_path.is_absolute() else self.working_dir / root_path
+        _check_flag("incognito", incognito)
+        _check_flag("ltm_enabled", ltm_enabled)
+        if durability not in get_args(Durability):
+            raise ConfigurationError(
+                f"durability must be one of {', '.join(map(repr, get_args(Durability)))}, "
+                f"got {durability!r}"
+            )
+        _check_component("llm", llm, LLM, "a callable llm(messages, tools=None) -> dict")
+        _check_component("token_counter", token_counter, TokenCounter, "count_text(text) -> int")
+        _check_component("summarizer", summarizer, Summarizer, "summarize(messages, previous)")
+        _check_component("reporter", reporter, ProgressReporter, "report(event, data)")
+        if isinstance(token_counter, CalibratingCounter):
+            try:
+                copy.deepcopy(token_counter)
+            except Exception as exc:
+                raise ConfigurationError(
+                    f"token_counter is a CalibratingCounter but cannot be deep-copied, and "
+                    f"each session calibrates its own copy: {exc!r}"
+                ) from exc
         self.llm = llm
         self.token_counter = token_counter
         self.incognito = incognito
         self.ltm_enabled = ltm_enabled
         self.summarizer = summarizer
         self.reporter = reporter
-        if context is None:
-            self._context = ContextSettings()
-        elif isinstance(context, ContextSettings):
-            self._context = context
-        else:
-            self._context = ContextSettings(**context)
+        self._context = _context_settings(context)
         if incognito:
             self.sessions = SessionStore(None, durability=durability)
         else:
-            self.root.mkdir(parents=True, exist_ok=True)
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(
+                    f"root {str(self.root)!r} cannot be used as the memory directory: "
+                    f"{exc.strerror or exc}",
+                    path=self.root,
+                ) from exc
             self.sessions = SessionStore(self.root / SESSIONS_FILE, durability=durability)
         self._open: dict[str, Session] = {}
         self._closed = False
@@ -177,18 +288,25 @@ class Memory:
 
         Raises:
             StoreLockedError: the session is already open (here or in another process).
-            InvalidArgumentError: bad id, or a context window below 256 tokens.
+            ConfigurationError: a ``context_window`` outside 256..2**31-1, or
+                a ``model`` that is not a non-empty string.
+            InvalidArgumentError: bad id or name.
         """
         if self._closed:
             raise InvalidArgumentError("this Memory is closed")
         if context_window is not None and (
             isinstance(context_window, bool)
             or not isinstance(context_window, int)
-            or context_window < 256
+            or not MIN_CONTEXT_WINDOW <= context_window <= MAX_CONTEXT_WINDOW
         ):
-            raise InvalidArgumentError(
-                f"context_window must be an int >= 256, got {context_window!r}"
+            raise ConfigurationError(
+                f"context_window must be an int from {MIN_CONTEXT_WINDOW} to "
+                f"{MAX_CONTEXT_WINDOW}, got {context_window!r}"
             )
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ConfigurationError(f"model must be a non-empty string, got {model!r}")
+        if name is not None and not isinstance(name, str):
+            raise InvalidArgumentError(f"name must be a string or None, got {name!r}")
         store = self.sessions
         if session_id is not None and store.exists(session_id):
             lock = store.lock(session_id)
@@ -493,8 +611,13 @@ class Session:
 
         Returns:
             OpenAI: list of messages. Anthropic: ``(system, messages)``.
+
+        Raises:
+            InvalidArgumentError: unknown provider, ``injections`` not a
+                sequence of strings, or a bad ``task_chain``.
         """
         self._check_open()
+        _check_injections(injections)
         return self._finish_build(
             self.context_manager.build(
                 self.window,
@@ -528,9 +651,20 @@ class Session:
             force_reasoning_content_pad: As for :meth:`context`.
 
         Raises:
-            InvalidArgumentError: ``attempt`` is not 1, 2 or 3.
+            InvalidArgumentError: ``attempt`` is not the int 1, 2 or 3,
+                ``reported_tokens`` is not ``None`` or a token count, or an
+                argument :meth:`context` refuses.
         """
         self._check_open()
+        if type(attempt) is not int or attempt not in (1, 2, 3):
+            raise InvalidArgumentError(f"attempt must be 1, 2 or 3, got {attempt!r}")
+        if reported_tokens is not None and (
+            type(reported_tokens) is not int or not 0 <= reported_tokens <= MAX_TOKENS
+        ):
+            raise InvalidArgumentError(
+                f"reported_tokens must be None or an int from 0 to 2**53-1, got {reported_tokens!r}"
+            )
+        _check_injections(injections)
         if (
             reported_tokens is not None
             and self._last_payload is not None
@@ -568,24 +702,31 @@ class Session:
         the last :meth:`context` payload) calibrates the token counter.
 
         Raises:
-            InvalidArgumentError: negative or non-numeric figures.
+            InvalidArgumentError: negative, non-numeric or absurdly large
+                figures (tokens above 2**53-1, an infinite or NaN cost);
+                nothing is recorded.
         """
         self._check_open()
         for label, value in (
             ("prompt_tokens", prompt_tokens),
             ("completion_tokens", completion_tokens),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidArgumentError(f"{label} must be a non-negative int, got {value!r}")
-        if isinstance(cost_usd, bool) or not isinstance(cost_usd, int | float) or cost_usd < 0:
-            raise InvalidArgumentError(f"cost_usd must be a non-negative number, got {cost_usd!r}")
+            if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+                raise InvalidArgumentError(
+                    f"{label} must be an int from 0 to 2**53-1, got {value!r}"
+                )
+        cost = _cost(cost_usd)
+        if cost is None:
+            raise InvalidArgumentError(
+                f"cost_usd must be a non-negative finite number, got {cost_usd!r}"
+            )
         record = BillingRecord(
             at=time.time(),
             kind="llm",
             model=self.model,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            cost_usd=float(cost_usd),
+            cost_usd=cost,
         )
         self._writer.add_billing(record)
         u = self._usage
@@ -593,7 +734,7 @@ class Session:
             u.requests + 1,
             u.prompt_tokens + prompt_tokens,
             u.completion_tokens + completion_tokens,
-            u.cost_usd + float(cost_usd),
+            u.cost_usd + cost,
         )
         if self._calibration is not None and self._last_payload is not None:
             self._calibration.observe(self._last_payload, prompt_tokens)

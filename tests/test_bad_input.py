@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,7 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from provider_rules import anthropic_violations, openai_violations
 
-from agentmem import INTERNAL_FIELDS, AgentMemError, InvalidArgumentError, MessageHistory
+from agentmem import (
+    INTERNAL_FIELDS,
+    AgentMemError,
+    ConfigurationError,
+    InvalidArgumentError,
+    Memory,
+    MessageHistory,
+    Session,
+    StorageError,
+)
 
 json_values = st.recursive(
     st.one_of(
@@ -116,3 +129,170 @@ def test_deeply_nested_input_is_refused_not_crashed() -> None:
 def test_task_id_must_be_int_or_str(task_id: Any) -> None:
     with pytest.raises(AgentMemError, match="task_id"):
         MessageHistory().append({"role": "user", "content": "x", "task_id": task_id})
+
+
+# --------------------------------------------------------------------------- the facade
+
+garbage = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, 1, 2, 3, 256, 2**31, 2**53, 2**63, -1]),
+    st.floats(),
+    st.text(max_size=8),
+    st.sampled_from(["openai", "anthropic", "", "\x00", "..", "gpt-4o"]),
+    st.binary(max_size=4),
+    st.lists(st.one_of(st.integers(), st.text(max_size=3)), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    st.builds(object),
+)
+
+SESSION_CALLS = {
+    "start_task": 1,
+    "append": 1,
+    "record_usage": 3,
+    "task_iterations": 1,
+    "finish_task": 0,
+    "context": 1,
+    "context_kw": 3,
+    "context_after_overflow": 2,
+    "overflow_kw": 2,
+}
+
+
+def _call(session: Session, name: str, args: list[Any]) -> None:
+    if name == "context_kw":
+        keys = ("injections", "task_chain", "force_reasoning_content_pad")
+        session.context(**dict(zip(keys, args, strict=True)))
+    elif name == "overflow_kw":
+        session.context_after_overflow(1, reported_tokens=args[0], injections=args[1])
+    else:
+        getattr(session, name)(*args)
+
+
+def _snapshot(session: Session) -> tuple[Any, ...]:
+    return (list(session.history), session.usage, session.tasks.state())
+
+
+@given(
+    st.lists(
+        st.sampled_from(sorted(SESSION_CALLS)).flatmap(
+            lambda name: st.tuples(
+                st.just(name),
+                st.lists(garbage, min_size=SESSION_CALLS[name], max_size=SESSION_CALLS[name]),
+            )
+        ),
+        max_size=12,
+    )
+)
+def test_every_session_method_refuses_garbage_cleanly(calls: list[tuple[str, list[Any]]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "m"
+        with Memory(root=root, working_dir=tmp, durability="normal") as mem:
+            s = mem.session("s", context_window=4_000)
+            s.start_task("keep me")
+            for name, args in calls:
+                before = _snapshot(s)
+                try:
+                    _call(s, name, args)
+                except AgentMemError:
+                    assert _snapshot(s) == before, f"a refused {name} changed the session"
+            assert s.history[0]["content"] == "keep me"
+            kept = _snapshot(s)
+        with Memory(root=root, working_dir=tmp) as mem:
+            again = mem.session("s")
+            assert _snapshot(again) == kept  # everything accepted is durable, nothing else
+
+
+MEMORY_ARGS = [
+    "root",
+    "working_dir",
+    "llm",
+    "token_counter",
+    "incognito",
+    "ltm_enabled",
+    "durability",
+    "summarizer",
+    "context",
+    "reporter",
+]
+
+
+@given(st.sampled_from(MEMORY_ARGS), garbage, st.sampled_from(["model", "context_window"]), garbage)
+def test_memory_and_session_arguments_refuse_garbage(
+    argument: str, value: Any, session_argument: str, session_value: Any
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "m"
+        with Memory(root=root, working_dir=tmp, durability="normal") as mem:
+            mem.session("s").start_task("keep me")
+        kwargs: dict[str, Any] = {"root": root, "working_dir": tmp, argument: value}
+        message = ""
+        try:
+            with Memory(**kwargs) as mem:
+                mem.session("other", **{session_argument: session_value}).close()
+        except AgentMemError as exc:
+            message = str(exc)
+        assert not message or argument in message or session_argument in message
+        with Memory(root=root, working_dir=tmp) as mem:
+            assert mem.session("s").history[0]["content"] == "keep me"
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda s: s.record_usage(2**63), "prompt_tokens"),
+        (lambda s: s.record_usage(1, 2**63), "completion_tokens"),
+        (lambda s: s.record_usage(1, 1, math.nan), "cost_usd"),
+        (lambda s: s.record_usage(1, 1, 10**400), "cost_usd"),
+        (lambda s: s.context_after_overflow(1.0), "attempt"),
+        (lambda s: s.context_after_overflow(1, reported_tokens="9000"), "reported_tokens"),
+        (lambda s: s.context(injections="persona"), "injections"),
+        (lambda s: s.context(injections=[1]), "injections[0]"),
+    ],
+)
+def test_named_bad_session_arguments(mem_session: Session, call: Any, argument: str) -> None:
+    before = _snapshot(mem_session)
+    with pytest.raises(InvalidArgumentError, match=re.escape(argument)):
+        call(mem_session)
+    assert _snapshot(mem_session) == before
+
+
+@pytest.fixture
+def mem_session(tmp_path: Path) -> Any:
+    with Memory(root=tmp_path / "m", working_dir=tmp_path) as mem:
+        s = mem.session()
+        s.start_task("keep me")
+        yield s
+
+
+def test_context_window_too_large_is_a_configuration_error(tmp_path: Path) -> None:
+    with Memory(root=tmp_path / "m", working_dir=tmp_path) as mem:
+        with pytest.raises(ConfigurationError, match="context_window"):
+            mem.session(context_window=2**63)
+        assert mem.sessions.list() == []
+
+
+def test_root_that_is_a_file_is_a_storage_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("precious")
+    for root in (blocker, blocker / "below"):
+        with pytest.raises(StorageError, match="root"):
+            Memory(root=root, working_dir=tmp_path)
+    assert blocker.read_text() == "precious"
+
+
+@pytest.mark.parametrize(
+    ("context", "field"),
+    [
+        ({"trim_target": 5}, "trim_target"),
+        ({"no_such_setting": 1}, "no_such_setting"),
+        ("fast", "context"),
+        ({"context_window": "big"}, "context_window"),
+    ],
+)
+def test_bad_context_settings_are_configuration_errors(
+    tmp_path: Path, context: Any, field: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=field):
+        Memory(root=tmp_path / "m", working_dir=tmp_path, context=context)

@@ -17,6 +17,7 @@ from provider_rules import anthropic_violations, openai_violations
 import agentmem
 from agentmem import (
     INTERNAL_FIELDS,
+    ConfigurationError,
     InvalidArgumentError,
     InvalidMessageError,
     LearningEstimator,
@@ -285,7 +286,7 @@ def test_resume_can_rename_and_change_window(mem: Memory) -> None:
     assert again.name == "new" and again.context_window == 20_000
     assert mem.sessions.info(s.id).name == "new"
     again.close()
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(ConfigurationError, match="context_window"):
         mem.session(context_window=10)
 
 
