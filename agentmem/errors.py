@@ -17,7 +17,7 @@ The tree::
     ├── ConfigurationError         (ValueError)  a bad Memory/session/ContextSettings setting
     ├── ContextOverflowError                     the minimum payload cannot fit the window
     ├── SessionNotFoundError       (KeyError)    no session with that id
-    ├── ScriptExhaustedError       (AssertionError) agentmem.testing: a ScriptedLLM ran out
+    ├── ScriptExhaustedError       (AssertionError) a ScriptedLLM (agentmem.testing) ran out
     └── StorageError               (OSError)     a store could not be read or written
         ├── CorruptStoreError                    unreadable data, moved aside
         └── StoreLockedError                     another process holds the store
@@ -36,6 +36,7 @@ __all__ = [
     "CorruptStoreError",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "ScriptExhaustedError",
     "SessionNotFoundError",
     "StorageError",
     "StoreLockedError",
@@ -116,6 +117,15 @@ class SessionNotFoundError(AgentMemError, KeyError):
 
     def __str__(self) -> str:
         return f"no session with id {self.session_id!r}"
+
+
+class ScriptExhaustedError(AgentMemError, AssertionError):
+    """A :class:`~agentmem.testing.ScriptedLLM` was called more often than it has replies.
+
+    Also raised by ``ScriptedLLM.assert_complete`` when replies were left
+    unused. An :class:`AssertionError` so test runners report it as a
+    failed expectation; importable from ``agentmem.testing`` as well.
+    """
 
 
 class UnsafePathError(AgentMemError, ValueError):

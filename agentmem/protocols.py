@@ -6,8 +6,12 @@ tokenizer download on its own. Everything that could need one is a small
 and tests pass plain functions or the doubles from ``agentmem.testing``.
 
 Protocols are structural: nothing needs to inherit from them. They are all
-``runtime_checkable`` so a constructor can tell a wrong object early, but the
-check only looks at attribute names, never at signatures.
+``runtime_checkable``, and :class:`~agentmem.memory.Memory` checks the
+components it is given (``llm``, ``token_counter``, ``summarizer``,
+``reporter``) against them at construction, raising
+:class:`~agentmem.errors.ConfigurationError` naming the argument, so a wrong
+object fails there and not on the first turn. The check only looks at
+attribute names, never at signatures.
 
 The shapes:
 

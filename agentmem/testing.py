@@ -19,16 +19,12 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentmem.errors import AgentMemError
+from agentmem.errors import ScriptExhaustedError
 from agentmem.tokens import HeuristicCounter, count_messages
 
 __all__ = ["ScriptExhaustedError", "ScriptedLLM", "tool_call"]
 
 _ids = itertools.count(1)
-
-
-class ScriptExhaustedError(AgentMemError, AssertionError):
-    """A :class:`ScriptedLLM` was called more often than it has replies."""
 
 
 def tool_call(

@@ -471,3 +471,35 @@ def test_tasks_are_tracked_by_the_task_tracker(mem: Memory) -> None:
     assert (s.task_iterations(first), s.task_iterations(second)) == (2, 0)
     with pytest.raises(InvalidArgumentError):
         s.task_iterations("1")  # type: ignore[arg-type]
+
+
+class NotACounter:
+    def count(self, text: str) -> int:
+        return len(text)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("token_counter", NotACounter()),
+        ("token_counter", len),
+        ("llm", "gpt-4o"),
+        ("summarizer", lambda messages, previous: "s"),
+        ("reporter", print),
+    ],
+)
+def test_components_are_checked_against_their_protocol_at_construction(
+    tmp_path: Path, argument: str, value: Any
+) -> None:
+    with pytest.raises(ConfigurationError, match=argument):
+        Memory(root=tmp_path / "m", working_dir=tmp_path, **{argument: value})
+    assert not (tmp_path / "m").exists()  # refused before anything was written
+
+
+def test_a_calibrating_counter_that_cannot_be_copied_is_refused(tmp_path: Path) -> None:
+    class Uncopyable(ScaledCounter):
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise TypeError("no copies")
+
+    with pytest.raises(ConfigurationError, match="deep-copied"):
+        Memory(root=tmp_path / "m", working_dir=tmp_path, token_counter=Uncopyable())

@@ -52,3 +52,29 @@ def test_replies_are_fresh_copies() -> None:
 def test_tool_call_ids_are_unique() -> None:
     ids = {tool_call("f", {})["tool_calls"][0]["id"] for _ in range(5)}
     assert len(ids) == 5
+
+
+def test_script_exhausted_error_lives_in_the_error_tree() -> None:
+    import agentmem.errors
+    import agentmem.testing
+
+    assert agentmem.testing.ScriptExhaustedError is agentmem.errors.ScriptExhaustedError
+    assert ScriptExhaustedError.__module__ == "agentmem.errors"
+    assert issubclass(ScriptExhaustedError, AgentMemError)
+    assert issubclass(ScriptExhaustedError, AssertionError)
+
+
+def test_error_tree_in_the_docstring_matches_the_module() -> None:
+    import re
+
+    import agentmem.errors
+
+    doc = agentmem.errors.__doc__ or ""
+    drawn = re.findall(r"[├└]── (\w+)", doc)
+    defined = {
+        name
+        for name, obj in vars(agentmem.errors).items()
+        if isinstance(obj, type) and issubclass(obj, agentmem.errors.AgentMemError)
+    }
+    assert set(drawn) | {"AgentMemError"} == defined
+    assert sorted(defined) == sorted(agentmem.errors.__all__)
