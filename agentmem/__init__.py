@@ -1,7 +1,9 @@
 """agentmem: an embeddable memory layer for LLM agents.
 
-The public API is exactly what ``__all__`` lists (a test pins it). Import
-parts from the top level::
+The public API is exactly what ``__all__`` lists; ``dir(agentmem)`` shows
+only those names, and a test pins ``__all__`` against the module's real
+namespace (importing a submodule still binds its name here, as Python
+always does; those are not API). Import parts from the top level::
 
     import agentmem
 
@@ -10,8 +12,6 @@ parts from the top level::
     payload = history.to_api()                          # OpenAI Chat Completions
     system, messages = history.to_api(provider="anthropic")
 """
-
-from __future__ import annotations
 
 from agentmem.context import ContextManager, ContextSettings, ContextStats, TrimEvent
 from agentmem.errors import (
@@ -125,3 +125,8 @@ __all__ = [
     "sanitize_text",
     "to_anthropic",
 ]
+
+
+def __dir__() -> list[str]:
+    """Only the public API, for ``dir(agentmem)`` and tab completion."""
+    return sorted(__all__)

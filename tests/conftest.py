@@ -2,29 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import Any
 
+import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
 import pytest
-from hypothesis import HealthCheck, settings
-
-# `default` for local runs, `ci` (derandomised, bounded, no deadline) when CI is set,
-# `nightly` for long fuzzing sessions: HYPOTHESIS_PROFILE=nightly pytest.
-settings.register_profile("default", max_examples=100, deadline=None)
-settings.register_profile(
-    "ci",
-    max_examples=60,
-    derandomize=True,
-    deadline=None,
-    print_blob=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile("nightly", max_examples=5_000, deadline=None)
-settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default")
-)
 
 
 class NetworkAccessError(AssertionError):

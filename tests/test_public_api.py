@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from types import FunctionType, ModuleType
 
 import agentmem
 
@@ -81,9 +83,40 @@ def test_all_is_sorted_like_ruff_sorts_it() -> None:
     assert agentmem.__all__ == sorted(agentmem.__all__, key=key)
 
 
-def test_every_name_resolves() -> None:
-    for name in agentmem.__all__:
-        assert getattr(agentmem, name) is not None
+def _public_modules() -> list[ModuleType]:
+    return [
+        importlib.import_module(f"agentmem.{info.name}")
+        for info in pkgutil.iter_modules(agentmem.__path__)
+        if not info.name.startswith("_")
+    ]
+
+
+def test_namespace_is_exactly_all() -> None:
+    # Submodules bind their names on the package whenever they are imported;
+    # everything else public in the namespace must be in __all__, and back.
+    modules = {module.__name__ for module in _public_modules()}
+    public = {
+        name
+        for name, value in vars(agentmem).items()
+        if not name.startswith("_")
+        and not (isinstance(value, ModuleType) and value.__name__ in modules)
+    }
+    assert public == set(agentmem.__all__) - {"__version__"}
+    assert "annotations" not in vars(agentmem)
+    assert dir(agentmem) == sorted(agentmem.__all__)
+
+
+def test_every_name_is_its_defining_module_public_object() -> None:
+    owners: dict[str, list[str]] = {}
+    for module in _public_modules():
+        for name in getattr(module, "__all__", ()):
+            if getattr(module, name) is getattr(agentmem, name, object()):
+                owners.setdefault(name, []).append(module.__name__)
+    for name in set(agentmem.__all__) - {"__version__"}:
+        assert owners.get(name), f"agentmem.{name} is not a part's public object"
+        obj = getattr(agentmem, name)
+        if isinstance(obj, type | FunctionType):
+            assert obj.__module__ in owners[name], f"agentmem.{name} is re-exported stale"
 
 
 def test_errors_share_one_root() -> None:
@@ -99,19 +132,13 @@ def test_version_is_a_string() -> None:
 
 
 def test_modules_declare_all() -> None:
-    for module in (
-        "errors",
-        "protocols",
-        "messages",
-        "repair",
-        "history",
-        "tokens",
-        "stm",
-        "yarn",
-        "context",
-        "session_store",
-        "memory",
-    ):
-        mod = importlib.import_module(f"agentmem.{module}")
+    modules = _public_modules()
+    assert {m.__name__ for m in modules} >= {
+        "agentmem.memory",
+        "agentmem.tasks",
+        "agentmem.testing",
+    }
+    for mod in modules:
+        assert isinstance(mod.__all__, list), f"{mod.__name__} has no __all__"
         for name in mod.__all__:
-            assert hasattr(mod, name), f"agentmem.{module}.__all__ names missing {name}"
+            assert hasattr(mod, name), f"{mod.__name__}.__all__ names missing {name}"

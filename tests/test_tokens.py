@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from profiles import scaled
 
 from agentmem import tokens
 from agentmem.errors import InvalidArgumentError
@@ -130,7 +131,7 @@ def test_heuristic_rejects_bad_ratio(bad: float) -> None:
         HeuristicCounter(bad)
 
 
-@settings(max_examples=100, deadline=None, database=None)
+@settings(max_examples=scaled(100), deadline=None, database=None)
 @given(st.text(), st.text())
 def test_heuristic_is_monotone_in_text_length(a: str, b: str) -> None:
     counter = HeuristicCounter()
@@ -138,7 +139,7 @@ def test_heuristic_is_monotone_in_text_length(a: str, b: str) -> None:
     assert counter.count_text(a + b) <= counter.count_text(a) + counter.count_text(b) + 1
 
 
-@settings(max_examples=100, deadline=None, database=None)
+@settings(max_examples=scaled(100), deadline=None, database=None)
 @given(st.text())
 def test_estimator_at_default_ratio_equals_heuristic(text: str) -> None:
     chars = LearningEstimator(unit="chars", margin=0.0)
@@ -251,7 +252,7 @@ def test_special_token_text_is_counted_not_rejected(model: str) -> None:
     assert counter.count_text("lone surrogate \ud800 here") > 0
 
 
-@settings(max_examples=60, deadline=None, database=None)
+@settings(max_examples=scaled(60), deadline=None, database=None)
 @given(st.text(alphabet=st.characters(exclude_categories=()), max_size=200))
 def test_tiktoken_count_never_raises(text: str) -> None:
     counter = TiktokenCounter("cl100k_base")
@@ -468,7 +469,7 @@ messages_strategy = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=100, deadline=None, database=None)
+@settings(max_examples=scaled(100), deadline=None, database=None)
 @given(messages_strategy)
 def test_count_message_never_raises_and_covers_overhead(message: dict[str, Any]) -> None:
     pieces = message_text_pieces(message)
@@ -903,7 +904,7 @@ def test_long_text_is_encoded_in_bounded_chunks() -> None:
     assert abs(count - exact) <= len(spy.lengths)  # about one token per hard cut
 
 
-@settings(max_examples=60, deadline=None, database=None)
+@settings(max_examples=scaled(60), deadline=None, database=None)
 @given(
     st.lists(
         st.text(alphabet=st.sampled_from(list("ab1 .,{}\n\t你'")), max_size=40),
