@@ -164,6 +164,9 @@ INITIAL_MARGIN = {"cl100k": 0.10, "chars": 0.25}
 MAX_MARGIN = 1.0
 """Largest safety margin a :class:`LearningEstimator` applies (counts at most doubled)."""
 _EPOCH_THRESHOLD = 0.005
+_CACHE_MIN_CHARS = 1
+_CACHE_MAX_CHARS = 256 * 1024
+_CACHE_ENTRIES = 16_384
 _CEIL_SLACK = 1e-12
 
 # --------------------------------------------------------------------------- helpers
@@ -867,6 +870,9 @@ class LearningEstimator:
         self._ratio = self._prior
         self._margin = margin if margin is not None else INITIAL_MARGIN[self.unit]
         self._lock = threading.Lock()
+        # Memoised BPE sizes; a pure function of the text, so copies may share it.
+        self._units_cache: dict[str, float] = {}
+        self._cache_lock = threading.Lock()
         self.epoch = 0
 
     def _clamp(self, ratio: float) -> float:
@@ -888,12 +894,30 @@ class LearningEstimator:
         return len(self._samples)
 
     def units(self, text: str) -> float:
-        """Size of ``text`` in this estimator's units (see the class docstring)."""
-        if self._encoding is not None and text:
-            count = bpe_count(self._encoding, text)
-            if count is not None:
-                return count * DEFAULT_CHARS_PER_TOKEN
-        return text_units(text)
+        """Size of ``text`` in this estimator's units (see the class docstring).
+
+        BPE sizes of texts up to 256 KiB are memoised (the last 16,384
+        texts), because every :meth:`observe` re-measures a payload that
+        is mostly the same messages as the previous one.
+        """
+        if self._encoding is None or not text:
+            return text_units(text)
+        cacheable = _CACHE_MIN_CHARS <= len(text) <= _CACHE_MAX_CHARS
+        if cacheable:
+            with self._cache_lock:
+                hit = self._units_cache.get(text)
+            if hit is not None:
+                return hit
+        count = bpe_count(self._encoding, text)
+        if count is None:
+            return text_units(text)
+        units = count * DEFAULT_CHARS_PER_TOKEN
+        if cacheable:
+            with self._cache_lock:
+                self._units_cache[text] = units
+                if len(self._units_cache) > _CACHE_ENTRIES:
+                    del self._units_cache[next(iter(self._units_cache))]
+        return units
 
     def count_text(self, text: str) -> int:
         """Return the estimated token count of ``text`` (0 for the empty string)."""

@@ -10,6 +10,11 @@ this machine, never asserts wall-clock limits.
 ``TiktokenCounter.count_text`` did); "after" is :func:`agentmem.tokens.bpe_count`,
 which encodes in chunks of at most ``BPE_CHUNK_CHARS``. Per-character cost
 should stay flat for "after" (ratio ~1 per 4x size) and grow for "before".
+
+Second part: ``LearningEstimator.observe`` on a 1,000-message transcript,
+repeated as a session does after every request, with cl100k units (memoised
+BPE sizes) against character units; the ratio should be near 1 after the
+first call.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentmem.tokens import bpe_count, cl100k_encoding
+from _transcripts import transcript
+
+from agentmem.tokens import LearningEstimator, bpe_count, cl100k_encoding, count_messages
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -51,6 +58,16 @@ def main() -> None:
             )
         print(line)
         previous = (before, after, size)
+    messages = transcript(1000, system=True)
+    bpe, chars = LearningEstimator(), LearningEstimator(unit="chars")
+    reported = count_messages(messages, chars)
+    print(f"\nobserve, 1,000 messages ({reported:,} tokens): ms per call")
+    print(f"{'call':>5} {'cl100k':>8} {'chars':>8} {'ratio':>6}")
+    for call in range(1, 4):
+        repeat = 1 if call == 1 else 5
+        a = min(timed(lambda: bpe.observe(messages, reported)) for _ in range(repeat))
+        b = min(timed(lambda: chars.observe(messages, reported)) for _ in range(repeat))
+        print(f"{call:>5} {a * 1000:>8.2f} {b * 1000:>8.2f} {a / b:>6.2f}")
     if args.huge:
         text = "a" * args.huge
         after = timed(lambda: bpe_count(encoding, text))

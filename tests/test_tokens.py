@@ -937,3 +937,14 @@ def test_chunked_count_is_exact_at_boundaries(parts: list[str], chunk: int) -> N
     assert abs(count - exact) <= hard_cuts
     if hard_cuts == 0:
         assert count == exact
+
+
+def test_estimator_memoises_bpe_sizes_boundedly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "_CACHE_ENTRIES", 3)
+    estimator = LearningEstimator(margin=0.0)
+    cl100k = TiktokenCounter("cl100k_base")
+    texts = [f"text number {i} " * (i + 1) for i in range(10)]
+    for _ in range(2):  # second round: cached or evicted, same answers
+        for text in texts:
+            assert estimator.count_text(text) == cl100k.count_text(text)
+    assert len(estimator._units_cache) == 3
