@@ -218,7 +218,12 @@ MEMORY_ARGS = [
 ]
 
 
-@given(st.sampled_from(MEMORY_ARGS), garbage, st.sampled_from(["model", "context_window"]), garbage)
+@given(
+    st.sampled_from(MEMORY_ARGS),
+    garbage,
+    st.sampled_from(["session_id", "name", "model", "context_window"]),
+    garbage,
+)
 def test_memory_and_session_arguments_refuse_garbage(
     argument: str, value: Any, session_argument: str, session_value: Any
 ) -> None:
@@ -230,10 +235,12 @@ def test_memory_and_session_arguments_refuse_garbage(
         message = ""
         try:
             with Memory(**kwargs) as mem:
-                mem.session("other", **{session_argument: session_value}).close()
+                session_kwargs = {"session_id": "other", session_argument: session_value}
+                mem.session(**session_kwargs).close()
         except AgentMemError as exc:
             message = str(exc)
-        assert not message or argument in message or session_argument in message
+        named = (argument, session_argument, session_argument.replace("_", " "))
+        assert not message or any(name in message for name in named)
         with Memory(root=root, working_dir=tmp) as mem:
             assert mem.session("s").history[0]["content"] == "keep me"
 

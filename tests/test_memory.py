@@ -395,6 +395,8 @@ def _calibrate(s: agentmem.Session, factor: float, rounds: int = 5) -> None:
     for i in range(rounds):
         s.append({"role": "user", "content": f"request {i}: " + "explain the change " * 60})
         payload = s.context()
+        # The session's own estimate never exceeds the window, however calibrated.
+        assert count_messages(payload, s.token_counter) <= s.context_window
         s.record_usage(int(count_messages(payload, s.token_counter) * factor))
 
 
@@ -402,8 +404,8 @@ def test_each_session_calibrates_its_own_copy_of_the_host_counter(tmp_path: Path
     host = LearningEstimator()
     root = tmp_path / ".agentmem"
     with Memory(root=root, working_dir=tmp_path, token_counter=host) as mem:
-        a = mem.session("a", model="claude-sonnet-4-5")
-        b = mem.session("b", model="claude-sonnet-4-5")
+        a = mem.session("a", model="claude-sonnet-4-5", context_window=2_000)
+        b = mem.session("b", model="claude-sonnet-4-5", context_window=2_000)
         assert a.token_counter is not host
         assert a.token_counter is not b.token_counter
         _calibrate(a, 2.0)

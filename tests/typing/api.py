@@ -39,6 +39,8 @@ def count(history: MessageHistory) -> int:
     estimator = agentmem.LearningEstimator()
     estimator.observe(history.to_api(), prompt_tokens=1234)
     counter: agentmem.TokenCounter = estimator
+    calibrating: agentmem.CalibratingCounter = estimator
+    calibrating.restore(calibrating.state())
     return (
         history.estimate_tokens()
         + counter.count_text("abc")
