@@ -41,17 +41,21 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, get_args, overload
 
-from pydantic import ValidationError
-
+from agentmem._facade_args import (
+    check_component,
+    check_flag,
+    check_injections,
+    config_path,
+    context_settings,
+    cost_value,
+)
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.formats import check_format
 from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_todos
@@ -110,82 +114,6 @@ class Usage:
     cost_usd: float = 0.0
 
 
-def _config_path(label: str, value: object) -> Path:
-    """``value`` as a path, or a :class:`ConfigurationError` naming the argument."""
-    if not isinstance(value, str | PathLike):
-        raise ConfigurationError(
-            f"{label} must be a path (str or os.PathLike), got {type(value).__name__}"
-        )
-    try:
-        path = Path(value)
-        str(path).encode("utf-8")
-        if "\x00" in str(path):
-            raise ValueError("embedded null byte")
-        return path
-    except (TypeError, ValueError) as exc:  # bytes paths, NUL bytes, lone surrogates
-        raise ConfigurationError(f"{label} is not a usable path: {value!r} ({exc})") from exc
-
-
-def _cost(value: object) -> float | None:
-    """``value`` as a non-negative finite float, or ``None``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        cost = float(value)
-    except OverflowError:
-        return None
-    return cost if 0 <= cost < math.inf else None
-
-
-def _check_injections(injections: object) -> None:
-    if isinstance(injections, str | bytes) or not isinstance(injections, Sequence):
-        raise InvalidArgumentError(
-            f"injections must be a sequence of strings, got {type(injections).__name__}"
-        )
-    for index, text in enumerate(injections):
-        if not isinstance(text, str):
-            raise InvalidArgumentError(
-                f"injections[{index}] must be a string, got {type(text).__name__}"
-            )
-
-
-def _check_flag(label: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"{label} must be True or False, got {value!r}")
-
-
-def _check_component(label: str, value: object, protocol: type, shape: str) -> None:
-    """Refuse a component that does not have its protocol's shape (attribute names only)."""
-    if value is not None and not isinstance(value, protocol):
-        raise ConfigurationError(
-            f"{label} must provide {shape} ({protocol.__name__}), got {type(value).__name__}"
-        )
-
-
-def _context_settings(context: object) -> ContextSettings:
-    """The ``context`` argument as settings, or a :class:`ConfigurationError` naming the field."""
-    if context is None:
-        return ContextSettings()
-    if isinstance(context, ContextSettings):
-        return context
-    if not isinstance(context, Mapping):
-        raise ConfigurationError(
-            f"context must be ContextSettings or a mapping, got {type(context).__name__}"
-        )
-    try:
-        return ContextSettings(**{str(k): v for k, v in context.items()})
-    except AgentMemError:
-        raise
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"context.{'.'.join(map(str, error['loc'])) or '(settings)'}: {error['msg']}"
-            for error in exc.errors()
-        )
-        raise ConfigurationError(f"bad context settings: {problems}") from exc
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"bad context settings: {exc}") from exc
-
-
 class Memory:
     """One project's memory: its sessions (and, in later releases, LTM, notes, recall).
 
@@ -225,20 +153,20 @@ class Memory:
         context: ContextSettings | Mapping[str, Any] | None = None,
         reporter: ProgressReporter | None = None,
     ) -> None:
-        self.working_dir = _config_path("working_dir", working_dir).resolve()
-        root_path = _config_path("root", root)
+        self.working_dir = config_path("working_dir", working_dir).resolve()
+        root_path = config_path("root", root)
         self.root = root_path if root_path.is_absolute() else self.working_dir / root_path
-        _check_flag("incognito", incognito)
-        _check_flag("ltm_enabled", ltm_enabled)
+        check_flag("incognito", incognito)
+        check_flag("ltm_enabled", ltm_enabled)
         if durability not in get_args(Durability):
             raise ConfigurationError(
                 f"durability must be one of {', '.join(map(repr, get_args(Durability)))}, "
                 f"got {durability!r}"
             )
-        _check_component("llm", llm, LLM, "a callable llm(messages, tools=None) -> dict")
-        _check_component("token_counter", token_counter, TokenCounter, "count_text(text) -> int")
-        _check_component("summarizer", summarizer, Summarizer, "summarize(messages, previous)")
-        _check_component("reporter", reporter, ProgressReporter, "report(event, data)")
+        check_component("llm", llm, LLM, "a callable llm(messages, tools=None) -> dict")
+        check_component("token_counter", token_counter, TokenCounter, "count_text(text) -> int")
+        check_component("summarizer", summarizer, Summarizer, "summarize(messages, previous)")
+        check_component("reporter", reporter, ProgressReporter, "report(event, data)")
         if isinstance(token_counter, CalibratingCounter):
             try:
                 copy.deepcopy(token_counter)
@@ -253,7 +181,7 @@ class Memory:
         self.ltm_enabled = ltm_enabled
         self.summarizer = summarizer
         self.reporter = reporter
-        self._context = _context_settings(context)
+        self._context = context_settings(context)
         if incognito:
             self.sessions = SessionStore(None, durability=durability)
         else:
@@ -617,7 +545,7 @@ class Session:
                 sequence of strings, or a bad ``task_chain``.
         """
         self._check_open()
-        _check_injections(injections)
+        check_injections(injections)
         return self._finish_build(
             self.context_manager.build(
                 self.window,
@@ -664,7 +592,7 @@ class Session:
             raise InvalidArgumentError(
                 f"reported_tokens must be None or an int from 0 to 2**53-1, got {reported_tokens!r}"
             )
-        _check_injections(injections)
+        check_injections(injections)
         if (
             reported_tokens is not None
             and self._last_payload is not None
@@ -715,7 +643,7 @@ class Session:
                 raise InvalidArgumentError(
                     f"{label} must be an int from 0 to 2**53-1, got {value!r}"
                 )
-        cost = _cost(cost_usd)
+        cost = cost_value(cost_usd)
         if cost is None:
             raise InvalidArgumentError(
                 f"cost_usd must be a non-negative finite number, got {cost_usd!r}"
