@@ -124,6 +124,8 @@ _FUNCTION_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _USER_PART_TYPES: Final = frozenset({"text", "image_url", "input_audio", "file"})
 _ASSISTANT_PART_TYPES: Final = frozenset({"text", "refusal"})
 _TOOL_PART_TYPES: Final = frozenset({"text", "image_url"})
+_IMAGE_DETAILS: Final = frozenset({None, "auto", "low", "high"})
+_AUDIO_FORMATS: Final = frozenset({"wav", "mp3"})
 _ANTHROPIC_ONLY_BLOCKS: Final = frozenset(
     {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"}
 )
@@ -239,6 +241,12 @@ def _check_parts(
                     "expected an object with a 'url'", index=index, field=f"{where}.image_url"
                 )
             _require_str(image.get("url"), f"{where}.image_url.url", index, nonempty=True)
+            if image.get("detail") not in _IMAGE_DETAILS:
+                raise InvalidMessageError(
+                    "detail must be 'auto', 'low' or 'high'",
+                    index=index,
+                    field=f"{where}.image_url.detail",
+                )
         elif kind == "input_audio":
             audio = part.get("input_audio")
             if not isinstance(audio, dict):
@@ -248,9 +256,25 @@ def _check_parts(
                     field=f"{where}.input_audio",
                 )
             _require_str(audio.get("data"), f"{where}.input_audio.data", index)
-            _require_str(audio.get("format"), f"{where}.input_audio.format", index)
-        elif kind == "file" and not isinstance(part.get("file"), dict):
-            raise InvalidMessageError("expected an object", index=index, field=f"{where}.file")
+            if audio.get("format") not in _AUDIO_FORMATS:
+                raise InvalidMessageError(
+                    "format must be 'wav' or 'mp3'",
+                    index=index,
+                    field=f"{where}.input_audio.format",
+                )
+        elif kind == "file":
+            file = part.get("file")
+            if not isinstance(file, dict):
+                raise InvalidMessageError("expected an object", index=index, field=f"{where}.file")
+            for key in ("file_data", "file_id", "filename"):
+                if file.get(key) is not None:
+                    _require_str(file[key], f"{where}.file.{key}", index)
+            if not isinstance(file.get("file_data"), str) and not isinstance(
+                file.get("file_id"), str
+            ):
+                raise InvalidMessageError(
+                    "a file part needs file_data or file_id", index=index, field=f"{where}.file"
+                )
 
 
 def _check_content(msg: Message, index: int) -> None:
@@ -410,6 +434,18 @@ def _validate_canonical(msg: Message, index: int) -> Message:
                     del msg[key]
                 else:
                     _require_str(msg[key], key, index)
+        if "audio" in msg:
+            audio = msg["audio"]
+            if audio is None:
+                del msg["audio"]
+            elif not isinstance(audio, dict):
+                raise InvalidMessageError(
+                    f"expected an object with an 'id', got {_type_name(audio)}",
+                    index=index,
+                    field="audio",
+                )
+            else:
+                _require_str(audio.get("id"), "audio.id", index, nonempty=True)
     elif "tool_calls" in msg:
         if msg["tool_calls"]:
             raise InvalidMessageError(

@@ -46,7 +46,29 @@ image_part = st.sampled_from(
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
         {"type": "image_url", "image_url": {"url": "data:image/svg+xml;base64,PHN2Zz4="}},
+        # Extra keys a host or SDK may leave on a part; the payload must not carry them.
+        {
+            "type": "image_url",
+            "image_url": {"url": "https://example.com/dog.png", "detail": "low", "uuid": "u1"},
+            "cache_control": {"type": "ephemeral"},
+        },
     ]
+)
+
+# Keys an assistant *reply* carries (openai-python / litellm ``model_dump()``) that a
+# request may not: the payload must drop them at every level.
+reply_extras = st.fixed_dictionaries(
+    {},
+    optional={
+        "annotations": st.just([]),
+        "function_call": st.none(),
+        "refusal": st.none(),
+        "audio": st.one_of(
+            st.none(),
+            st.just({"id": "audio_1", "data": "UklGRg==", "expires_at": 1, "transcript": "t"}),
+        ),
+        "provider_specific_fields": st.just({"citations": None}),
+    },
 )
 
 internal_fields = st.fixed_dictionaries(
@@ -75,7 +97,7 @@ internal_fields = st.fixed_dictionaries(
 def tool_call(draw: st.DrawFn) -> dict[str, Any]:
     args = draw(st.dictionaries(st.text(max_size=5), json_scalar, max_size=3))
     arguments = draw(st.sampled_from([json.dumps(args), "", "  "]))
-    return {
+    call: dict[str, Any] = {
         "id": draw(st.sampled_from(TOOL_IDS)),
         "type": "function",
         "function": {
@@ -83,6 +105,9 @@ def tool_call(draw: st.DrawFn) -> dict[str, Any]:
             "arguments": arguments,
         },
     }
+    if draw(st.integers(0, 3)) == 0:
+        call["index"] = draw(st.integers(0, 3))  # streaming-delta index (DeepSeek, litellm)
+    return call
 
 
 @st.composite
@@ -107,6 +132,8 @@ def message(draw: st.DrawFn, role: str | None = None) -> dict[str, Any]:
         msg["content"] = draw(st.one_of(st.none(), odd_text, st.lists(text_part(), max_size=2)))
         if draw(st.integers(0, 5)) == 0:
             msg["reasoning_content"] = draw(odd_text)
+        if draw(st.integers(0, 3)) == 0:
+            msg.update(draw(reply_extras))
     else:
         msg["tool_call_id"] = draw(st.sampled_from(TOOL_IDS))
         msg["content"] = draw(
