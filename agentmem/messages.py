@@ -39,6 +39,12 @@ in order, followed by one ``user`` message with the rest). Signed thinking
 blocks are kept verbatim in the internal ``thinking_blocks`` field, with
 their text mirrored into ``reasoning_content``.
 
+Why this module is long: it holds both directions of the Anthropic codec
+next to the validation they share (field-naming checks, the canonical
+shape); the JSON and tool-argument rule already lives in
+:mod:`agentmem._json`, and the codec is the next thing to move out (into
+``_codecs/``, as the design lays out) when a second codec arrives.
+
 The reverse direction (canonical -> Anthropic) lives in
 :func:`to_anthropic`; it expects a list that already satisfies the OpenAI
 pairing rules (see :mod:`agentmem.repair`) and enforces the Anthropic-only

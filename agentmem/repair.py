@@ -529,17 +529,24 @@ def build_payload(
         messages)``; pass ``system`` only when it is not ``None``.
 
     Raises:
-        InvalidArgumentError: ``provider`` is not one of :data:`PROVIDERS`.
+        InvalidArgumentError: ``provider`` is not one of :data:`PROVIDERS`, or
+            ``messages`` were not validated (pass them through
+            :func:`agentmem.messages.normalize_messages` first).
     """
     if provider not in PROVIDERS:
         raise InvalidArgumentError(
             f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
         )
-    selected = select_task_chain(messages, task_chain)
-    repaired = repair(selected, force_reasoning_content_pad=force_reasoning_content_pad)
-    if provider == "anthropic":
-        system, turns = to_anthropic(repaired)
-        return system, orjson.loads(orjson.dumps(turns))
-    payload = orjson.loads(orjson.dumps([openai_view(m) for m in repaired]))
+    try:
+        selected = select_task_chain(messages, task_chain)
+        repaired = repair(selected, force_reasoning_content_pad=force_reasoning_content_pad)
+        if provider == "anthropic":
+            system, turns = to_anthropic(repaired)
+            return system, orjson.loads(orjson.dumps(turns))
+        payload = orjson.loads(orjson.dumps([openai_view(m) for m in repaired]))
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise InvalidArgumentError(
+            f"build_payload expects validated canonical messages ({type(exc).__name__}: {exc})"
+        ) from exc
     assert isinstance(payload, list)
     return payload

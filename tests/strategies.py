@@ -191,6 +191,14 @@ internal_fields = st.fixed_dictionaries(
 )
 
 
+# Anthropic thinking blocks as from_anthropic keeps them (an unsigned one is not sendable).
+thinking_block = st.one_of(
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "c2ln"}, odd_text),
+    st.just({"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}),
+    st.builds(lambda t: {"type": "thinking", "thinking": t}, odd_text),
+)
+
+
 @st.composite
 def tool_call(draw: st.DrawFn) -> dict[str, Any]:
     args = draw(st.dictionaries(st.text(max_size=5), json_scalar, max_size=3))
@@ -234,6 +242,8 @@ def message(draw: st.DrawFn, role: str | None = None) -> dict[str, Any]:
             msg["reasoning_content"] = draw(odd_text)
         if draw(st.integers(0, 3)) == 0:
             msg.update(draw(reply_extras))
+        if draw(st.integers(0, 5)) == 0:
+            msg["thinking_blocks"] = draw(st.lists(thinking_block, min_size=1, max_size=2))
     else:
         msg["tool_call_id"] = draw(st.sampled_from(TOOL_IDS))
         msg["content"] = draw(

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from provider_rules import anthropic_violations, openai_violations
 from strategies import conversation
 
-from agentmem.errors import InvalidMessageError
-from agentmem.messages import INTERNAL_FIELDS, Message, normalize_messages
+from agentmem.errors import AgentMemError, InvalidMessageError
+from agentmem.messages import (
+    INTERNAL_FIELDS,
+    Message,
+    from_anthropic,
+    normalize_messages,
+    to_anthropic,
+)
 from agentmem.repair import (
     MISSING_TOOL_RESULT,
     answer_dangling_tool_calls,
@@ -342,3 +350,51 @@ def test_values_the_request_schema_rejects_are_refused(message: Message, field: 
     with pytest.raises(InvalidMessageError) as info:
         normalize_messages([message])
     assert info.value.field == field
+
+
+@given(conversation())
+def test_openai_views_are_idempotent(raw: list[dict[str, Any]]) -> None:
+    """A whitelisted view, and a whole payload, are fixed points of their own rendering."""
+    messages = normalize_messages(raw)
+    for msg in repair(messages):
+        view = openai_view(msg)
+        assert openai_view(view) == view
+    payload = build_payload(messages)
+    assert build_payload(normalize_messages(payload)) == payload
+
+
+@given(conversation())
+def test_anthropic_payload_is_a_fixed_point_of_the_round_trip(raw: list[dict[str, Any]]) -> None:
+    """Anthropic -> canonical -> Anthropic gives back the same payload, for any history."""
+    system, turns = build_payload(normalize_messages(raw), provider="anthropic")
+    back = from_anthropic(turns, system)
+    assert to_anthropic(back) == (system, turns)
+    assert build_payload(back, provider="anthropic") == (system, turns)
+
+
+_not_validated = st.lists(
+    st.one_of(
+        st.none(),
+        st.integers(),
+        st.text(max_size=3),
+        st.dictionaries(
+            st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "task_id"]),
+            st.one_of(
+                st.none(),
+                st.sampled_from(["user", "assistant", "tool", "system"]),
+                st.lists(st.dictionaries(st.sampled_from(["id", "function"]), st.none())),
+                st.lists(st.integers(), max_size=2),
+            ),
+            max_size=4,
+        ),
+    ),
+    max_size=4,
+)
+
+
+@given(_not_validated, st.sampled_from(["openai", "anthropic"]))
+def test_build_payload_refuses_unvalidated_input_with_an_agentmem_error(
+    messages: list[Any], provider: str
+) -> None:
+    with contextlib.suppress(AgentMemError):
+        build_payload(messages, provider=provider, task_chain={1})
