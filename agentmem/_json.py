@@ -211,6 +211,31 @@ def _object(value: Any) -> dict[str, Any]:
     return value
 
 
+def _fits(value: Any, depth: int) -> bool:
+    """Whether an orjson-decoded container follows the rule (no copy, strings skipped).
+
+    orjson already refused NaN, infinities and lone surrogates, so only numbers
+    and depth are left to check. ``False`` sends the value to the full walk,
+    which says what is wrong (or, for a large float, decodes exactly first).
+    """
+    if depth >= MAX_ARGUMENTS_DEPTH:
+        return False
+    items = value.values() if type(value) is dict else value
+    for item in items:
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            continue
+        if kind is int:
+            if not INT_MIN <= item < INT_LIMIT:
+                return False
+        elif kind is float:
+            if abs(item) >= INT_LIMIT:
+                return False
+        elif not _fits(item, depth + 1):
+            return False
+    return True
+
+
 def _parse(text: str, index: int | None) -> ParsedArguments:
     if not text.strip():
         return ParsedArguments({}, "{}")
@@ -224,6 +249,8 @@ def _parse(text: str, index: int | None) -> ParsedArguments:
     else:
         exact = False
     _object(decoded)
+    if not exact and _fits(decoded, 0):
+        return ParsedArguments(decoded, text)
     try:
         try:
             value = _clean(decoded, "", index, 0, MAX_ARGUMENTS_DEPTH, exact)
