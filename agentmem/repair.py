@@ -38,8 +38,11 @@ caching keeps working. The one exception is rule 5, which by its nature
 changes earlier assistant messages the first time reasoning appears.
 
 :func:`build_payload` runs the passes and renders the result for one
-provider: OpenAI dicts with only the keys each role may send, or the
-Anthropic ``(system, messages)`` pair (see :func:`agentmem.messages.to_anthropic`).
+provider: OpenAI dicts carrying, at every level (message, tool call,
+function, audio, content part), only the keys the request schema defines
+(:func:`openai_view`; a reply's ``tool_calls[i].index`` or ``audio.data``
+never goes back), or the Anthropic ``(system, messages)`` pair, whose
+blocks are built key by key (see :func:`agentmem.messages.to_anthropic`).
 The payload is a deep copy: a host may mutate it (add ``cache_control``,
 say) without touching the stored history.
 """

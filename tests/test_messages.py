@@ -847,3 +847,57 @@ def test_public_functions_raise_only_agentmem_errors(value: Any, system: Any) ->
 def test_from_anthropic_bad_arguments(messages: Any, system: Any) -> None:
     with pytest.raises((InvalidArgumentError, InvalidMessageError)):
         from_anthropic(messages, system)
+
+
+def test_anthropic_sdk_model_dump_reply_gives_a_clean_payload() -> None:
+    """anthropic-python ``Message.model_dump()`` content blocks carry response-only keys
+    (``citations: None``, ``caller``); only request keys reach the next payload."""
+    reply = {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+        "content": [
+            {"type": "thinking", "thinking": "Check the weather.", "signature": "EqQBCkgI"},
+            {"citations": None, "text": "Let me check.", "type": "text"},
+            {
+                "id": "toolu_01",
+                "input": {"city": "Paris"},
+                "name": "get_weather",
+                "type": "tool_use",
+                "caller": {"type": "direct"},
+            },
+        ],
+    }
+    result = {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_01",
+                "content": "sunny",
+                "is_error": False,
+            }
+        ],
+    }
+    canonical = from_anthropic([{"role": "user", "content": "weather?"}, reply, result])
+    system, turns = to_anthropic(canonical)
+    assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+    assert turns[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Check the weather.", "signature": "EqQBCkgI"},
+            {"type": "text", "text": "Let me check."},
+            {
+                "type": "tool_use",
+                "id": "toolu_01",
+                "name": "get_weather",
+                "input": {"city": "Paris"},
+            },
+        ],
+    }
+    payload = build_payload(canonical)
+    assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
