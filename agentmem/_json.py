@@ -49,7 +49,7 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
-from agentmem.errors import InvalidMessageError
+from agentmem.errors import InvalidArgumentError, InvalidMessageError
 
 __all__ = [
     "MAX_ARGUMENTS_DEPTH",
@@ -101,7 +101,12 @@ def sanitize_text(text: str) -> str:
     Surrogate pairs that arrived as two separate code points (as produced by
     some JSON decoders and by ``surrogateescape``) are joined into the real
     character. Valid text is returned unchanged (same object).
+
+    Raises:
+        InvalidArgumentError: ``text`` is not a string.
     """
+    if not isinstance(text, str):  # annotations are not enforced at runtime
+        raise InvalidArgumentError(f"expected a string, got {_type_name(text)}")
     if text.isascii():
         return text
     try:

@@ -400,12 +400,14 @@ def is_real_user(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user" and not message.get("system_injected")
 
 
-def is_anthropic_message(message: Mapping[str, Any]) -> bool:
+def is_anthropic_message(message: object) -> bool:
     """True when ``message`` uses Anthropic-only content blocks.
 
     A message whose content is a string or only ``text`` parts reads the same
     in both shapes and is treated as canonical.
     """
+    if not isinstance(message, Mapping):
+        return False
     content = message.get("content")
     if message.get("role") not in ("user", "assistant") or not isinstance(content, list):
         return False

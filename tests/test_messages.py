@@ -836,6 +836,8 @@ def test_public_functions_raise_only_agentmem_errors(value: Any, system: Any) ->
         lambda: from_anthropic(value, system),
         lambda: to_anthropic(value),
         lambda: content_text(value),
+        lambda: is_anthropic_message(value),
+        lambda: sanitize_text(value),
     ):
         with contextlib.suppress(AgentMemError):
             convert()
