@@ -62,6 +62,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentmem._json import decode_arguments, parse_arguments
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, TurnCache, content_text, is_real_user, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
@@ -733,7 +734,9 @@ def _truncated(msg: Message, max_tokens: int, tokens: int) -> Message | None:
                 "function": {
                     **c["function"],
                     "arguments": orjson.dumps(
-                        _shrink_json_strings(orjson.loads(c["function"]["arguments"]), per_call)
+                        _shrink_json_strings(
+                            parse_arguments(c["function"]["arguments"]).value, per_call
+                        )
                     ).decode(),
                 },
             }
@@ -759,10 +762,7 @@ def latest_todos(messages: Sequence[Message], *, scan_limit: int = 400) -> list[
         for call in reversed(msg.get("tool_calls") or ()):
             if call.get("function", {}).get("name") not in TODO_TOOL_NAMES:
                 continue
-            try:
-                args = orjson.loads(call["function"].get("arguments") or "{}")
-            except orjson.JSONDecodeError:
-                continue
+            args = decode_arguments(call["function"].get("arguments"))
             items = (
                 args.get("todos") or args.get("items") or args.get("plan")
                 if isinstance(args, dict)

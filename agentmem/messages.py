@@ -19,8 +19,12 @@ Validation happens once, on the way in (:func:`normalize_message`). It
 raises :class:`~agentmem.errors.InvalidMessageError` naming the message
 index and the dotted field for anything a provider would reject and that
 cannot be repaired without guessing: an unknown role, a tool message
-without ``tool_call_id``, tool-call ``arguments`` that are not a JSON object
-encoded as a string, content of the wrong type, values that are not JSON.
+without ``tool_call_id``, tool-call ``arguments`` that break the argument
+rule, content of the wrong type, values that are not JSON. What counts as
+JSON (64-bit integers, finite floats, bounded nesting) and as valid
+arguments (a JSON object under the same rule, at most 100 levels deep) is
+defined once, in :mod:`agentmem._json`, and used by every reader of
+arguments, so a value accepted here reads the same in both codecs.
 What *can* be repaired without guessing is normalised instead: strings
 with lone surrogates or bytes with invalid UTF-8 are fixed with U+FFFD
 (never raised), an empty ``arguments`` string becomes ``"{}"``, an empty
@@ -35,6 +39,12 @@ in order, followed by one ``user`` message with the rest). Signed thinking
 blocks are kept verbatim in the internal ``thinking_blocks`` field, with
 their text mirrored into ``reasoning_content``.
 
+Why this module is long: it holds both directions of the Anthropic codec
+next to the validation they share (field-naming checks, the canonical
+shape); the JSON and tool-argument rule already lives in
+:mod:`agentmem._json`, and the codec is the next thing to move out (into
+``_codecs/``, as the design lays out) when a second codec arrives.
+
 The reverse direction (canonical -> Anthropic) lives in
 :func:`to_anthropic`; it expects a list that already satisfies the OpenAI
 pairing rules (see :mod:`agentmem.repair`) and enforces the Anthropic-only
@@ -45,14 +55,11 @@ text blocks, no trailing whitespace on assistant text, a user turn first.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-import orjson
-
+from agentmem._json import clean_value, encode_arguments, parse_arguments, sanitize_text
 from agentmem.errors import InvalidArgumentError, InvalidMessageError
 
 __all__ = [
@@ -124,11 +131,12 @@ _FUNCTION_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _USER_PART_TYPES: Final = frozenset({"text", "image_url", "input_audio", "file"})
 _ASSISTANT_PART_TYPES: Final = frozenset({"text", "refusal"})
 _TOOL_PART_TYPES: Final = frozenset({"text", "image_url"})
+_IMAGE_DETAILS: Final = frozenset({None, "auto", "low", "high"})
+_AUDIO_FORMATS: Final = frozenset({"wav", "mp3"})
 _ANTHROPIC_ONLY_BLOCKS: Final = frozenset(
     {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"}
 )
 ANTHROPIC_IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
-_INT_LIMIT: Final = 2**63
 
 SYSTEM_NOTE_TAG: Final = "system-reminder"
 """Tag wrapping a mid-conversation system message when it becomes user text for Anthropic."""
@@ -143,60 +151,9 @@ LEADING_USER_PLACEHOLDER: Final = "(conversation continues)"
 # --------------------------------------------------------------------------- sanitising
 
 
-def sanitize_text(text: str) -> str:
-    """Return ``text`` with every lone surrogate replaced by U+FFFD.
-
-    Surrogate pairs that arrived as two separate code points (as produced by
-    some JSON decoders and by ``surrogateescape``) are joined into the real
-    character. Valid text is returned unchanged (same object).
-    """
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
 def _clean(value: Any, field: str, index: int) -> Any:
-    """Deep-copy ``value`` into plain JSON types, sanitising every string.
-
-    Bytes are decoded as UTF-8 with replacement. Tuples become lists.
-    Anything else that JSON cannot carry raises, naming the field.
-    """
-    if isinstance(value, str):
-        return sanitize_text(value)
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        if not -_INT_LIMIT <= value < _INT_LIMIT:
-            raise InvalidMessageError("integer does not fit in 64 bits", index=index, field=field)
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidMessageError(f"{value!r} is not a JSON number", index=index, field=field)
-        return value
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidMessageError(
-                    f"keys must be strings, got {type(key).__name__}", index=index, field=field
-                )
-            key = sanitize_text(key)
-            out[key] = _clean(item, f"{field}.{key}" if field else key, index)
-        return out
-    if isinstance(value, list | tuple):
-        return [_clean(item, f"{field}[{i}]", index) for i, item in enumerate(value)]
-    if isinstance(value, bytes | bytearray | memoryview):
-        return sanitize_text(bytes(value).decode("utf-8", "replace"))
-    raise InvalidMessageError(
-        f"{type(value).__name__} is not JSON-serialisable", index=index, field=field
-    )
-
-
-# --------------------------------------------------------------------------- validation
+    """Deep-copy ``value`` into plain JSON types under the value rule of :mod:`agentmem._json`."""
+    return clean_value(value, field, index)
 
 
 def _type_name(value: Any) -> str:
@@ -239,6 +196,12 @@ def _check_parts(
                     "expected an object with a 'url'", index=index, field=f"{where}.image_url"
                 )
             _require_str(image.get("url"), f"{where}.image_url.url", index, nonempty=True)
+            if image.get("detail") not in _IMAGE_DETAILS:
+                raise InvalidMessageError(
+                    "detail must be 'auto', 'low' or 'high'",
+                    index=index,
+                    field=f"{where}.image_url.detail",
+                )
         elif kind == "input_audio":
             audio = part.get("input_audio")
             if not isinstance(audio, dict):
@@ -248,9 +211,25 @@ def _check_parts(
                     field=f"{where}.input_audio",
                 )
             _require_str(audio.get("data"), f"{where}.input_audio.data", index)
-            _require_str(audio.get("format"), f"{where}.input_audio.format", index)
-        elif kind == "file" and not isinstance(part.get("file"), dict):
-            raise InvalidMessageError("expected an object", index=index, field=f"{where}.file")
+            if audio.get("format") not in _AUDIO_FORMATS:
+                raise InvalidMessageError(
+                    "format must be 'wav' or 'mp3'",
+                    index=index,
+                    field=f"{where}.input_audio.format",
+                )
+        elif kind == "file":
+            file = part.get("file")
+            if not isinstance(file, dict):
+                raise InvalidMessageError("expected an object", index=index, field=f"{where}.file")
+            for key in ("file_data", "file_id", "filename"):
+                if file.get(key) is not None:
+                    _require_str(file[key], f"{where}.file.{key}", index)
+            if not isinstance(file.get("file_data"), str) and not isinstance(
+                file.get("file_id"), str
+            ):
+                raise InvalidMessageError(
+                    "a file part needs file_data or file_id", index=index, field=f"{where}.file"
+                )
 
 
 def _check_content(msg: Message, index: int) -> None:
@@ -340,39 +319,11 @@ def _check_tool_calls(msg: Message, index: int) -> None:
             )
         # Canonical key order (id, type, function) keeps stored JSON and payloads tidy.
         calls[i] = {"id": call["id"], "type": "function", "function": function} | call
-        if not arguments.strip():
-            function["arguments"] = "{}"
-            continue
-        try:
-            decoded = orjson.loads(arguments)
-        except orjson.JSONDecodeError as exc:
-            decoded = _loads_with_escaped_surrogates(arguments)
-            if decoded is None:
-                raise InvalidMessageError(
-                    f"arguments are not valid JSON ({exc})",
-                    index=index,
-                    field=f"{where}.function.arguments",
-                ) from exc
-            # JSON escapes of lone surrogates (\ud800) decode to text no provider accepts;
-            # re-encode the sanitised value instead.
-            decoded = _clean(decoded, f"{where}.function.arguments", index)
-            function["arguments"] = json.dumps(decoded, ensure_ascii=False)
-        if not isinstance(decoded, dict):
-            raise InvalidMessageError(
-                f"arguments must encode a JSON object, got {_type_name(decoded)}",
-                index=index,
-                field=f"{where}.function.arguments",
-            )
-
-
-def _loads_with_escaped_surrogates(text: str) -> Any:
-    """Parse JSON that orjson refused only because it escapes lone surrogates (None otherwise)."""
-    if "\\u" not in text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+        # One rule for what arguments may hold (agentmem._json): the same text must
+        # read the same as an OpenAI string and as an Anthropic tool_use input.
+        parsed = parse_arguments(arguments, index=index, field=f"{where}.function.arguments")
+        if parsed.text is not arguments:
+            function["arguments"] = parsed.text
 
 
 def _validate_canonical(msg: Message, index: int) -> Message:
@@ -410,6 +361,18 @@ def _validate_canonical(msg: Message, index: int) -> Message:
                     del msg[key]
                 else:
                     _require_str(msg[key], key, index)
+        if "audio" in msg:
+            audio = msg["audio"]
+            if audio is None:
+                del msg["audio"]
+            elif not isinstance(audio, dict):
+                raise InvalidMessageError(
+                    f"expected an object with an 'id', got {_type_name(audio)}",
+                    index=index,
+                    field="audio",
+                )
+            else:
+                _require_str(audio.get("id"), "audio.id", index, nonempty=True)
     elif "tool_calls" in msg:
         if msg["tool_calls"]:
             raise InvalidMessageError(
@@ -437,12 +400,14 @@ def is_real_user(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user" and not message.get("system_injected")
 
 
-def is_anthropic_message(message: Mapping[str, Any]) -> bool:
+def is_anthropic_message(message: object) -> bool:
     """True when ``message`` uses Anthropic-only content blocks.
 
     A message whose content is a string or only ``text`` parts reads the same
     in both shapes and is treated as canonical.
     """
+    if not isinstance(message, Mapping):
+        return False
     content = message.get("content")
     if message.get("role") not in ("user", "assistant") or not isinstance(content, list):
         return False
@@ -485,10 +450,7 @@ def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
         )
     if role != "assistant" and "content" not in message:
         raise InvalidMessageError(f"a {role} message needs content", index=index, field="content")
-    try:
-        cleaned = _clean(message, "", index)
-    except RecursionError as exc:
-        raise InvalidMessageError("message is nested too deeply", index=index) from exc
+    cleaned = _clean(message, "", index)
     task_id = cleaned.get("task_id")
     if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, int | str)):
         raise InvalidMessageError(
@@ -535,10 +497,6 @@ def content_text(content: Any) -> str:
 
 
 # --------------------------------------------------------------------------- Anthropic -> canonical
-
-
-def _dumps_arguments(value: Any) -> str:
-    return orjson.dumps(value).decode()
 
 
 def _anthropic_image_to_part(block: Mapping[str, Any], index: int, field: str) -> dict[str, Any]:
@@ -677,7 +635,9 @@ def _anthropic_to_canonical(message: Message, index: int) -> list[Message]:
                         "name": _require_str(
                             block.get("name"), f"{field}.name", index, nonempty=True
                         ),
-                        "arguments": _dumps_arguments(call_input),
+                        "arguments": encode_arguments(
+                            call_input, index=index, field=f"{field}.input"
+                        ),
                     },
                 }
             )
@@ -726,13 +686,23 @@ def from_anthropic(
         is the first one.
 
     Raises:
-        InvalidMessageError: a turn or block cannot be converted.
+        InvalidArgumentError: ``messages`` is not a sequence of turns.
+        InvalidMessageError: ``system``, a turn or a block cannot be converted.
     """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise InvalidArgumentError(
+            f"expected a sequence of Anthropic turns, got {_type_name(messages)}"
+        )
     out: list[Message] = []
     if system is not None:
         if isinstance(system, str):
             if system:
                 out.append({"role": "system", "content": sanitize_text(system)})
+        elif isinstance(system, bytes | Mapping) or not isinstance(system, Iterable):
+            raise InvalidMessageError(
+                f"expected a string or a list of text blocks, got {_type_name(system)}",
+                field="system",
+            )
         else:
             parts = []
             for i, block in enumerate(system):
@@ -882,13 +852,16 @@ def _message_turn(msg: Message) -> dict[str, Any] | None:
             block["text"] = block["text"].rstrip()
         if not _is_blank_text(block):
             blocks.append(block)
-    for call in msg.get("tool_calls") or ():
+    for i, call in enumerate(msg.get("tool_calls") or ()):
+        arguments = parse_arguments(
+            call["function"]["arguments"], field=f"tool_calls[{i}].function.arguments"
+        )
         blocks.append(
             {
                 "type": "tool_use",
                 "id": call["id"],
                 "name": call["function"]["name"],
-                "input": orjson.loads(call["function"]["arguments"]),
+                "input": arguments.value,
             }
         )
     return {"role": "assistant", "content": blocks} if blocks else None
@@ -999,8 +972,19 @@ def to_anthropic(
     converted once while the same object is passed again, and the result is
     assembled from copies of the cached blocks. Either way the result is
     the caller's to modify.
+
+    Raises:
+        InvalidMessageError: a tool call's ``arguments`` break the argument
+            rule (see :func:`normalize_message`).
+        InvalidArgumentError: ``messages`` are not validated canonical
+            messages (pass them through :func:`normalize_messages` first).
     """
-    system_parts, turns = _turns(messages, cache)
+    try:
+        system_parts, turns = _turns(messages, cache)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise InvalidArgumentError(
+            f"to_anthropic expects validated canonical messages ({type(exc).__name__}: {exc})"
+        ) from exc
     merged = _merge_same_role(turns, copy=cache is not None)
     if merged and merged[0]["role"] != "user":
         merged.insert(

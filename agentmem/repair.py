@@ -38,8 +38,11 @@ caching keeps working. The one exception is rule 5, which by its nature
 changes earlier assistant messages the first time reasoning appears.
 
 :func:`build_payload` runs the passes and renders the result for one
-provider: OpenAI dicts with only the keys each role may send, or the
-Anthropic ``(system, messages)`` pair (see :func:`agentmem.messages.to_anthropic`).
+provider: OpenAI dicts carrying, at every level (message, tool call,
+function, audio, content part), only the keys the request schema defines
+(:func:`openai_view`; a reply's ``tool_calls[i].index`` or ``audio.data``
+never goes back), or the Anthropic ``(system, messages)`` pair, whose
+blocks are built key by key (see :func:`agentmem.messages.to_anthropic`).
 The payload is a deep copy: a host may mutate it (add ``cache_control``,
 say) without touching the stored history.
 """
@@ -83,13 +86,15 @@ MISSING_TOOL_RESULT: Final = (
 """Content of a tool result synthesised for a call that was never answered."""
 
 _VALID_ID: Final = re.compile(r"^[a-zA-Z0-9_-]{1,40}$")
-_OPENAI_PART_KEYS: Final = {
-    "text": ("type", "text"),
-    "refusal": ("type", "refusal"),
-    "image_url": ("type", "image_url"),
-    "input_audio": ("type", "input_audio"),
-    "file": ("type", "file"),
+# The request schema of OpenAI Chat Completions, level by level (docs/messages.md lists
+# the sources). Message-level keys per role are messages.API_FIELDS.
+_OPENAI_PART_BODY_KEYS: Final[dict[str, tuple[str, ...]]] = {
+    "image_url": ("url", "detail"),
+    "input_audio": ("data", "format"),
+    "file": ("file_data", "file_id", "filename"),
 }
+"""For each non-text content part type, the keys its inner object may carry."""
+_OPENAI_TEXT_PART_TYPES: Final = frozenset({"text", "refusal"})
 
 
 def task_chain_set(task_chain: Collection[Any] | None) -> frozenset[Any] | None:
@@ -426,23 +431,48 @@ def _openai_part(part: dict[str, Any], role: str) -> dict[str, Any]:
             "type": "text",
             "text": f"[{kind or 'attachment'} omitted: tool results carry text only]",
         }
-    keys = _OPENAI_PART_KEYS.get(kind, ("type",))
-    return {k: part[k] for k in keys if k in part}
+    if kind in _OPENAI_TEXT_PART_TYPES:
+        return {"type": kind, kind: part[kind]}
+    body = part[kind]
+    keys = _OPENAI_PART_BODY_KEYS[kind]
+    return {"type": kind, kind: {k: body[k] for k in keys if body.get(k) is not None}}
+
+
+def _openai_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call["function"]
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {"name": function["name"], "arguments": function["arguments"]},
+    }
 
 
 def openai_view(msg: Message) -> dict[str, Any]:
-    """The OpenAI Chat Completions form of one repaired message: only the keys its role may send.
+    """The OpenAI Chat Completions form of one repaired message: only the keys the API defines.
 
-    Content parts keep only their documented keys; non-text parts of a tool
-    message become a text placeholder (OpenAI tool messages carry text only).
-    Nested containers are shared with ``msg``: copy before mutating.
+    Every level is whitelisted against the request schema: the message keys
+    its role may send (:data:`~agentmem.messages.API_FIELDS`), tool calls
+    (``id``, ``type``, ``function``: ``name``, ``arguments``), ``audio``
+    (``id``), and content parts with their inner objects. So keys a provider
+    reply carries but a request may not (``tool_calls[i].index``,
+    ``annotations``, ``audio.data``, ``image_url`` extras...) never leave.
+    Keys whose value is ``None`` are left out, except ``content``.
+    Non-text parts of a tool message become a text placeholder (OpenAI tool
+    messages carry text only). Strings are shared with ``msg``; the view's
+    own dicts and lists are new, but treat it as read-only (it may be cached).
     """
     role = msg["role"]
     allowed = API_FIELDS[role]
-    view = {k: v for k, v in msg.items() if k in allowed}
+    view = {k: v for k, v in msg.items() if k in allowed and (v is not None or k == "content")}
     content = view.get("content")
     if isinstance(content, list):
         view["content"] = [_openai_part(p, role) for p in content]
+    calls = view.get("tool_calls")
+    if calls:
+        view["tool_calls"] = [_openai_tool_call(c) for c in calls]
+    audio = view.get("audio")
+    if audio is not None:
+        view["audio"] = {"id": audio["id"]}
     if role == "assistant" and "content" not in view:
         view["content"] = None
     return view
@@ -502,17 +532,24 @@ def build_payload(
         messages)``; pass ``system`` only when it is not ``None``.
 
     Raises:
-        InvalidArgumentError: ``provider`` is not one of :data:`PROVIDERS`.
+        InvalidArgumentError: ``provider`` is not one of :data:`PROVIDERS`, or
+            ``messages`` were not validated (pass them through
+            :func:`agentmem.messages.normalize_messages` first).
     """
     if provider not in PROVIDERS:
         raise InvalidArgumentError(
             f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
         )
-    selected = select_task_chain(messages, task_chain)
-    repaired = repair(selected, force_reasoning_content_pad=force_reasoning_content_pad)
-    if provider == "anthropic":
-        system, turns = to_anthropic(repaired)
-        return system, orjson.loads(orjson.dumps(turns))
-    payload = orjson.loads(orjson.dumps([openai_view(m) for m in repaired]))
+    try:
+        selected = select_task_chain(messages, task_chain)
+        repaired = repair(selected, force_reasoning_content_pad=force_reasoning_content_pad)
+        if provider == "anthropic":
+            system, turns = to_anthropic(repaired)
+            return system, orjson.loads(orjson.dumps(turns))
+        payload = orjson.loads(orjson.dumps([openai_view(m) for m in repaired]))
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise InvalidArgumentError(
+            f"build_payload expects validated canonical messages ({type(exc).__name__}: {exc})"
+        ) from exc
     assert isinstance(payload, list)
     return payload

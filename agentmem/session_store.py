@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import filelock
 import orjson
 
+from agentmem._json import decode_arguments
 from agentmem._storage.files import SQLITE_COMPANIONS, atomic_write_text, move_aside
 from agentmem._storage.sqlite import (
     DURABILITIES,
@@ -1517,10 +1518,8 @@ def _render_tool_call(call: Any) -> str:
         function = {}
     name = function.get("name", "?")
     arguments = function.get("arguments", "")
-    try:
-        shown = _pretty_json(json.loads(arguments)) if isinstance(arguments, str) else None
-    except ValueError:
-        shown = None
+    decoded = decode_arguments(arguments)
+    shown = _pretty_json(decoded) if decoded is not None else None
     if shown is None:
         shown = arguments if isinstance(arguments, str) else _pretty_json(arguments)
     return (

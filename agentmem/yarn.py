@@ -50,7 +50,6 @@ hand a JSON-ready dict to whichever store the session uses.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import re
 import threading
@@ -62,6 +61,7 @@ from typing import Annotated, Any, Final
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
+from agentmem._json import decode_arguments
 from agentmem._storage.formats import check_format
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.messages import Message, content_text, normalize_messages, sanitize_text
@@ -199,20 +199,10 @@ def _last_sentence(text: str) -> str:
 
 
 def _arguments(raw: Any) -> Mapping[str, Any]:
-    """Decoded tool-call arguments; anything that is not a JSON object reads as ``{}``."""
+    """Decoded tool-call arguments (the rule of agentmem._json); anything else reads as ``{}``."""
     if isinstance(raw, Mapping):
         return raw
-    if not isinstance(raw, str) or not raw.strip():
-        return {}
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        # orjson refuses escaped lone surrogates ("\ud800"); the stdlib decoder accepts them.
-        try:
-            value = json.loads(raw)
-        except (ValueError, RecursionError):
-            return {}
-    return value if isinstance(value, dict) else {}
+    return decode_arguments(raw) or {}
 
 
 def _paths(args: Mapping[str, Any]) -> Iterator[str]:

@@ -548,6 +548,109 @@ _AN_BLOCK_ROLE: dict[str, str] = {
 _AN_TOOL_RESULT_INNER = frozenset({"text", "image", "document"})
 
 
+# Source: anthropic-sdk-python `CacheControlEphemeralParam` (generated from the API's
+# OpenAPI spec): {"type": "ephemeral", "ttl"?: "5m" | "1h"}; null means "no breakpoint".
+_AN_CACHE_TTLS = ("5m", "1h")
+
+# Source: anthropic-sdk-python `TextCitationParam` and the citation location params
+# (citation_{char,page,content_block}_location_param.py, and the web search / search
+# result locations): the keys each citation type a request may carry back.
+_AN_CITATION_KEYS: dict[str, frozenset[str]] = {
+    "char_location": frozenset(
+        {
+            "type",
+            "cited_text",
+            "document_index",
+            "document_title",
+            "start_char_index",
+            "end_char_index",
+        }
+    ),
+    "page_location": frozenset(
+        {
+            "type",
+            "cited_text",
+            "document_index",
+            "document_title",
+            "start_page_number",
+            "end_page_number",
+        }
+    ),
+    "content_block_location": frozenset(
+        {
+            "type",
+            "cited_text",
+            "document_index",
+            "document_title",
+            "start_block_index",
+            "end_block_index",
+        }
+    ),
+    "web_search_result_location": frozenset(
+        {"type", "cited_text", "encrypted_index", "title", "url"}
+    ),
+    "search_result_location": frozenset(
+        {
+            "type",
+            "cited_text",
+            "search_result_index",
+            "source",
+            "title",
+            "start_block_index",
+            "end_block_index",
+        }
+    ),
+}
+
+
+def _an_check_cache_control(value: object, where: str, out: list[str]) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        out.append(f"{where}.cache_control: must be an object, got {_type_name(value)}")
+        return
+    extra = sorted(set(value) - {"type", "ttl"})
+    if extra:
+        out.append(f"{where}.cache_control: unexpected key(s) {extra}")
+    if value.get("type") != "ephemeral":
+        out.append(f"{where}.cache_control: type must be 'ephemeral'")
+    if "ttl" in value and value["ttl"] not in _AN_CACHE_TTLS:
+        out.append(f"{where}.cache_control: ttl must be '5m' or '1h'")
+
+
+def _an_check_text_citations(value: object, where: str, out: list[str]) -> None:
+    if value is None:
+        return
+    if not _is_array(value):
+        out.append(f"{where}.citations: must be an array, got {_type_name(value)}")
+        return
+    for index, citation in enumerate(value):
+        cwhere = f"{where}.citations[{index}]"
+        if not isinstance(citation, dict):
+            out.append(f"{cwhere}: citation must be an object, got {_type_name(citation)}")
+            continue
+        ctype = citation.get("type")
+        keys = _AN_CITATION_KEYS.get(ctype) if isinstance(ctype, str) else None
+        if keys is None:
+            out.append(f"{cwhere}: unknown citation type {ctype!r}")
+            continue
+        extra = sorted(set(citation) - keys)
+        if extra:
+            out.append(f"{cwhere}: unexpected key(s) {extra} on {ctype} citation")
+
+
+def _an_check_document_citations(value: object, where: str, out: list[str]) -> None:
+    # Source: anthropic-sdk-python `CitationsConfigParam`: {"enabled"?: bool}.
+    if not isinstance(value, dict):
+        out.append(f"{where}.citations: must be an object, got {_type_name(value)}")
+        return
+    extra = sorted(set(value) - {"enabled"})
+    if extra:
+        out.append(f"{where}.citations: unexpected key(s) {extra}")
+    if "enabled" in value and not isinstance(value["enabled"], bool):
+        out.append(f"{where}.citations: enabled must be a boolean")
+
+
 def _an_check_text(text: object, where: str, out: list[str]) -> None:
     if not isinstance(text, str):
         out.append(f"{where}: text must be a string, got {_type_name(text)}")
@@ -675,9 +778,13 @@ def _an_check_block(
     if extra:
         out.append(f"{where}: unexpected key(s) {extra} on {btype} block")
 
+    if "cache_control" in block:
+        _an_check_cache_control(block["cache_control"], where, out)
     if btype == "text":
         if "text" in block:
             _an_check_text(block["text"], where, out)
+        if "citations" in block:
+            _an_check_text_citations(block["citations"], where, out)
     elif btype == "image":
         if "source" in block:
             _an_check_image_source(block["source"], where, out)
@@ -687,6 +794,8 @@ def _an_check_block(
         for key in ("title", "context"):
             if key in block and not (block[key] is None or isinstance(block[key], str)):
                 out.append(f"{where}: document {key} must be a string")
+        if "citations" in block:
+            _an_check_document_citations(block["citations"], where, out)
     elif btype == "tool_use":
         tool_id = block.get("id")
         if not isinstance(tool_id, str) or not _AN_TOOL_USE_ID_RE.match(tool_id):
@@ -749,6 +858,10 @@ def _an_check_system(system: object, out: list[str]) -> None:
         extra = sorted(set(block) - {"type", "text", "cache_control", "citations"})
         if extra:
             out.append(f"{where}: unexpected key(s) {extra} on text block")
+        if "cache_control" in block:
+            _an_check_cache_control(block["cache_control"], where, out)
+        if "citations" in block:
+            _an_check_text_citations(block["citations"], where, out)
         text = block.get("text")
         if not isinstance(text, str) or not text:
             out.append(f"{where}: text must be a non-empty string")

@@ -32,9 +32,107 @@ odd_text = st.one_of(
     ),
 )
 
+# Values at the edges of what agentmem accepts (signed 64-bit integers, finite doubles,
+# escapes and astral characters), drawn often so the derandomised `ci` profile meets them.
+EDGE_SCALARS: list[Any] = [
+    2**63 - 1,
+    -(2**63),
+    2**53 + 1,
+    1.7976931348623157e308,
+    5e-324,
+    -0.0,
+    1e19,
+    "\u00e9 \ud83d\ude00",
+    "😀",
+    "\x00",
+    "",
+]
+
 json_scalar = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.text(max_size=10)
+    st.sampled_from(EDGE_SCALARS),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.text(max_size=10),
 )
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """An arguments object nested exactly ``depth`` levels (the object itself is level 1)."""
+    value: Any = []
+    for _ in range(depth - 2):
+        value = [value]
+    return {"deep": value} if depth > 1 else {}
+
+
+# ---- raw JSON text for tool-call arguments, valid or not -----------------------------
+# json.dumps cannot write 1e309, NaN, a lone-surrogate escape or a duplicate key, so
+# argument texts are assembled from literal tokens.
+
+EDGE_NUMBER_TOKENS = [
+    "9223372036854775807",  # int64 max: valid
+    "-9223372036854775808",  # int64 min: valid
+    "9223372036854775808",  # one past int64: refused
+    "-9223372036854775809",
+    "18446744073709551615",  # uint64 max: orjson reads it exactly, it is still refused
+    "18446744073709551616",  # orjson silently reads this as a float
+    "1" + "0" * 30,
+    "1e308",
+    "1.7976931348623157e308",
+    "1e309",  # overflows a double
+    "-1e309",
+    "1E400",
+    "1e-400",  # underflows to 0.0: valid
+    "5e-324",
+    "-0",
+    "1e19",
+    "0.1",
+]
+EDGE_STRING_TOKENS = [
+    r'"\u00e9"',
+    r'"\ud83d\ude00"',  # escaped surrogate pair
+    r'"\ud800"',  # escaped lone surrogate
+    r'"x \udfff"',
+    r'"\u0000"',
+    '"😀"',
+    r'"\\ \" \/"',
+    '""',
+]
+NON_JSON_TOKENS = ["NaN", "Infinity", "-Infinity"]
+KEY_TOKENS = ['"a"', '"b"', r'"\u0061"', '"path"', r'"\ud800"', '"😀"']
+
+_leaf_text = st.one_of(
+    st.sampled_from(EDGE_NUMBER_TOKENS + EDGE_STRING_TOKENS),
+    st.sampled_from(["true", "false", "null", *NON_JSON_TOKENS]),
+    st.integers(-(2**70), 2**70).map(str),
+    st.text(max_size=6).map(lambda t: json.dumps(t, ensure_ascii=bool(len(t) % 2))),
+)
+
+
+def _object_text(items: list[tuple[str, str]]) -> str:
+    return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
+
+
+_value_text = st.recursive(
+    _leaf_text,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ",".join(xs) + "]"),
+        st.lists(st.tuples(st.sampled_from(KEY_TOKENS), inner), max_size=3).map(_object_text),
+    ),
+    max_leaves=6,
+)
+
+
+def _deep_text(depth: int) -> str:
+    return '{"a":' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+
+
+arguments_text = st.one_of(
+    st.lists(st.tuples(st.sampled_from(KEY_TOKENS), _value_text), max_size=4).map(_object_text),
+    st.sampled_from([99, 100, 101, 1_100, 100_000]).map(_deep_text),
+    st.sampled_from(["", "  ", "[]", "1", '"s"', "null", '{"a":1,"a":2}', "{", '{"a":1}x']),
+)
+"""Tool-call ``arguments`` text, valid or not, biased to the edges of the argument rule."""
 
 
 def text_part() -> st.SearchStrategy[dict[str, Any]]:
@@ -46,7 +144,29 @@ image_part = st.sampled_from(
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
         {"type": "image_url", "image_url": {"url": "data:image/svg+xml;base64,PHN2Zz4="}},
+        # Extra keys a host or SDK may leave on a part; the payload must not carry them.
+        {
+            "type": "image_url",
+            "image_url": {"url": "https://example.com/dog.png", "detail": "low", "uuid": "u1"},
+            "cache_control": {"type": "ephemeral"},
+        },
     ]
+)
+
+# Keys an assistant *reply* carries (openai-python / litellm ``model_dump()``) that a
+# request may not: the payload must drop them at every level.
+reply_extras = st.fixed_dictionaries(
+    {},
+    optional={
+        "annotations": st.just([]),
+        "function_call": st.none(),
+        "refusal": st.none(),
+        "audio": st.one_of(
+            st.none(),
+            st.just({"id": "audio_1", "data": "UklGRg==", "expires_at": 1, "transcript": "t"}),
+        ),
+        "provider_specific_fields": st.just({"citations": None}),
+    },
 )
 
 internal_fields = st.fixed_dictionaries(
@@ -71,11 +191,21 @@ internal_fields = st.fixed_dictionaries(
 )
 
 
+# Anthropic thinking blocks as from_anthropic keeps them (an unsigned one is not sendable).
+thinking_block = st.one_of(
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "c2ln"}, odd_text),
+    st.just({"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}),
+    st.builds(lambda t: {"type": "thinking", "thinking": t}, odd_text),
+)
+
+
 @st.composite
 def tool_call(draw: st.DrawFn) -> dict[str, Any]:
     args = draw(st.dictionaries(st.text(max_size=5), json_scalar, max_size=3))
+    if draw(st.integers(0, 9)) == 0:
+        args.update(nested(draw(st.sampled_from([2, 99, 100]))))
     arguments = draw(st.sampled_from([json.dumps(args), "", "  "]))
-    return {
+    call: dict[str, Any] = {
         "id": draw(st.sampled_from(TOOL_IDS)),
         "type": "function",
         "function": {
@@ -83,6 +213,9 @@ def tool_call(draw: st.DrawFn) -> dict[str, Any]:
             "arguments": arguments,
         },
     }
+    if draw(st.integers(0, 3)) == 0:
+        call["index"] = draw(st.integers(0, 3))  # streaming-delta index (DeepSeek, litellm)
+    return call
 
 
 @st.composite
@@ -107,6 +240,10 @@ def message(draw: st.DrawFn, role: str | None = None) -> dict[str, Any]:
         msg["content"] = draw(st.one_of(st.none(), odd_text, st.lists(text_part(), max_size=2)))
         if draw(st.integers(0, 5)) == 0:
             msg["reasoning_content"] = draw(odd_text)
+        if draw(st.integers(0, 3)) == 0:
+            msg.update(draw(reply_extras))
+        if draw(st.integers(0, 5)) == 0:
+            msg["thinking_blocks"] = draw(st.lists(thinking_block, min_size=1, max_size=2))
     else:
         msg["tool_call_id"] = draw(st.sampled_from(TOOL_IDS))
         msg["content"] = draw(

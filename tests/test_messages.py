@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import re
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from provider_rules import anthropic_violations
+from provider_rules import anthropic_violations, openai_violations
+from strategies import arguments_text, json_scalar, nested
 
 from agentmem import (
     INTERNAL_FIELDS,
+    AgentMemError,
+    InvalidArgumentError,
     InvalidMessageError,
+    MessageHistory,
+    build_payload,
     from_anthropic,
     normalize_message,
     sanitize_text,
@@ -566,7 +573,9 @@ def well_formed(draw: st.DrawFn) -> list[dict[str, Any]]:
             calls = []
             for _ in range(n):
                 counter += 1
-                args = draw(st.dictionaries(words, st.one_of(words, st.integers()), max_size=2))
+                args = draw(st.dictionaries(words, st.one_of(words, json_scalar), max_size=2))
+                if draw(st.integers(0, 4)) == 0:
+                    args.update(nested(draw(st.sampled_from([2, 100]))))
                 calls.append(call(f"call_{counter}", "tool_x", json.dumps(args)))
             msg: dict[str, Any] = {
                 "role": "assistant",
@@ -606,3 +615,291 @@ def test_round_trip_openai_anthropic_openai(messages: list[dict[str, Any]]) -> N
     assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
     back = from_anthropic(turns, system)
     assert _comparable(back) == _comparable(canonical)
+    # ... and the round trip is a fixed point: converting again changes nothing.
+    assert to_anthropic(back) == (system, turns)
+
+
+# --------------------------------------------------------------------------- the argument rule
+
+
+def _reject(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _reference_arguments(text: str) -> dict[str, Any] | None:
+    """The argument rule of docs/messages.md, restated independently: the decoded object
+    with lone surrogates replaced, or None when the text breaks the rule."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text, parse_constant=_reject)
+    except (ValueError, RecursionError):
+        return None
+
+    def ok(v: Any, depth: int) -> bool:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return True
+        if isinstance(v, int):
+            return -(2**63) <= v < 2**63
+        if isinstance(v, float):
+            return v not in (float("inf"), float("-inf"))
+        items = v.values() if isinstance(v, dict) else v
+        return depth <= 100 and all(ok(x, depth + 1) for x in items)
+
+    if not isinstance(value, dict) or not ok(value, 1):
+        return None
+
+    def fix(v: Any) -> Any:
+        # json.loads already joins escaped pairs, so any surrogate left is a lone one.
+        if isinstance(v, str):
+            return re.sub("[\ud800-\udfff]", "\ufffd", v)
+        if isinstance(v, dict):
+            return {fix(k): fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    repaired: dict[str, Any] = fix(value)
+    return repaired
+
+
+def _assistant_turn(arguments: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "f", arguments)]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
+
+
+@given(arguments_text)
+def test_accepted_arguments_survive_both_codecs(text: str) -> None:
+    """Rule-agnostic: whatever validation accepts, OpenAI -> Anthropic -> OpenAI keeps.
+
+    This is the property that found ``{"0": 9223372036854775808}`` (accepted, then
+    refused by from_anthropic); the edge-biased ``arguments_text`` makes the
+    derandomised ``ci`` profile find it too.
+    """
+    try:
+        canonical = normalize_messages(_assistant_turn(text))
+    except InvalidMessageError as exc:
+        assert exc.field == "tool_calls[0].function.arguments"  # noqa: PT017
+        return
+    stored = json.loads(canonical[1]["tool_calls"][0]["function"]["arguments"])
+    system, turns = to_anthropic(canonical)
+    back = from_anthropic(turns, system)
+    assert json.loads(back[1]["tool_calls"][0]["function"]["arguments"]) == stored
+
+
+@given(arguments_text)
+def test_arguments_rule_holds_through_both_codecs(text: str) -> None:
+    """Arguments are either refused at validation, naming the field, or survive
+    OpenAI -> Anthropic -> OpenAI with the value the rule says (found the 2**63 bug)."""
+    expected = _reference_arguments(text)
+    if expected is None:
+        with pytest.raises(InvalidMessageError) as info:
+            normalize_messages(_assistant_turn(text))
+        assert info.value.field == "tool_calls[0].function.arguments"
+        assert info.value.index == 1
+        return
+    canonical = normalize_messages(_assistant_turn(text))
+    stored = canonical[1]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(stored) == expected
+    payload = build_payload(canonical)
+    assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+    system, turns = to_anthropic(canonical)
+    assert turns[1]["content"][0]["input"] == expected
+    assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+    back = from_anthropic(turns, system)
+    assert json.loads(back[1]["tool_calls"][0]["function"]["arguments"]) == expected
+    assert to_anthropic(back) == (system, turns)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('{"0": 9223372036854775808}', "integer does not fit in signed 64 bits at '0'"),
+        ('{"0": -9223372036854775809}', "64 bits"),
+        ('{"0": 18446744073709551615}', "64 bits"),
+        ('{"a": {"b": [18446744073709551616]}}', "64 bits at 'a.b[0]'"),
+        ('{"x": 1e309}', "not a JSON number at 'x'"),
+        ('{"x": NaN}', "not valid JSON"),
+        ('{"x": -Infinity}', "not valid JSON"),
+        ("[1, 2]", "must encode a JSON object, got list"),
+        ('{"a": 1} trailing', "not valid JSON"),
+        (json.dumps(nested(101)), "nested too deeply (more than 100 levels)"),
+        ('{"a":' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        ('{"s": "\\ud800", "a":' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    ],
+)
+def test_arguments_that_break_the_rule_are_refused(text: str, fragment: str) -> None:
+    history = MessageHistory([{"role": "user", "content": "go"}])
+    with pytest.raises(InvalidMessageError) as info:
+        history.append(_assistant_turn(text)[1])
+    assert info.value.field == "tool_calls[0].function.arguments"
+    assert fragment in info.value.reason
+    assert len(history) == 1  # nothing stored
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"0": 9223372036854775807}', {"0": 2**63 - 1}),
+        ('{"0": -9223372036854775808}', {"0": -(2**63)}),
+        ('{"x": 1e19}', {"x": 1e19}),
+        ('{"x": 1e-400}', {"x": 0.0}),
+        ('{"a": 1, "a": 2}', {"a": 2}),
+        ('{"s": "\\ud800"}', {"s": "\ufffd"}),
+        ('{"s": "\\ud83d\\ude00"}', {"s": "😀"}),
+        (json.dumps(nested(100)), nested(100)),
+        ("  ", {}),
+    ],
+)
+def test_arguments_at_the_edge_of_the_rule_round_trip(text: str, value: dict[str, Any]) -> None:
+    canonical = normalize_messages(_assistant_turn(text))
+    system, turns = to_anthropic(canonical)
+    assert turns[1]["content"][0]["input"] == value
+    back = from_anthropic(turns, system)
+    assert json.loads(back[1]["tool_calls"][0]["function"]["arguments"]) == value
+
+
+def test_deep_tool_use_input_is_refused_through_from_anthropic() -> None:
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    turns = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"a": deep}}],
+        },
+    ]
+    with pytest.raises(InvalidMessageError, match="nested too deeply") as info:
+        from_anthropic(turns)
+    assert info.value.index == 1
+    assert info.value.field is not None and info.value.field.startswith("content[0].input.a")
+    # Just past the argument limit but inside the message limit: named as the input.
+    turns[1]["content"][0]["input"] = nested(101)
+    with pytest.raises(InvalidMessageError, match="more than 100 levels") as info:
+        from_anthropic(turns)
+    assert info.value.field is not None and info.value.field.startswith("content[0].input")
+
+
+def test_deep_message_values_are_refused_naming_the_field() -> None:
+    deep: Any = {}
+    for _ in range(100_000):
+        deep = {"k": deep}
+    with pytest.raises(InvalidMessageError, match="nested too deeply") as info:
+        MessageHistory().append({"role": "user", "content": "x", "meta": deep})
+    assert info.value.field is not None and info.value.field.startswith("meta.k.k")
+
+
+def test_to_anthropic_names_arguments_that_break_the_rule() -> None:
+    (bad,) = normalize_messages([{"role": "assistant", "content": None, "tool_calls": [call()]}])
+    bad["tool_calls"][0]["function"]["arguments"] = '{"0": 9223372036854775808}'
+    with pytest.raises(InvalidMessageError) as info:
+        to_anthropic([{"role": "user", "content": "go"}, bad])
+    assert info.value.field == "tool_calls[0].function.arguments"
+
+
+_garbage = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(),
+        st.text(max_size=4),
+        st.binary(max_size=3),
+        st.sampled_from(["user", "assistant", "tool", "text", "tool_use", "tool_result", "image"]),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.one_of(
+                st.sampled_from(["role", "content", "type", "text", "tool_calls", "input", "id"]),
+                st.integers(0, 2),
+            ),
+            inner,
+            max_size=4,
+        ),
+        st.frozensets(st.integers(), max_size=2),
+    ),
+    max_leaves=10,
+)
+
+
+@given(_garbage, _garbage)
+def test_public_functions_raise_only_agentmem_errors(value: Any, system: Any) -> None:
+    """Whatever is passed, messages.py's public functions raise nothing but AgentMemError."""
+    for convert in (
+        lambda: normalize_message(value),
+        lambda: normalize_messages(value),
+        lambda: from_anthropic(value, system),
+        lambda: to_anthropic(value),
+        lambda: content_text(value),
+        lambda: is_anthropic_message(value),
+        lambda: sanitize_text(value),
+    ):
+        with contextlib.suppress(AgentMemError):
+            convert()
+
+
+@pytest.mark.parametrize(
+    ("messages", "system"), [(None, None), ([], 5), ("hi", None), ([], {"t": 1})]
+)
+def test_from_anthropic_bad_arguments(messages: Any, system: Any) -> None:
+    with pytest.raises((InvalidArgumentError, InvalidMessageError)):
+        from_anthropic(messages, system)
+
+
+def test_anthropic_sdk_model_dump_reply_gives_a_clean_payload() -> None:
+    """anthropic-python ``Message.model_dump()`` content blocks carry response-only keys
+    (``citations: None``, ``caller``); only request keys reach the next payload."""
+    reply = {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+        "content": [
+            {"type": "thinking", "thinking": "Check the weather.", "signature": "EqQBCkgI"},
+            {"citations": None, "text": "Let me check.", "type": "text"},
+            {
+                "id": "toolu_01",
+                "input": {"city": "Paris"},
+                "name": "get_weather",
+                "type": "tool_use",
+                "caller": {"type": "direct"},
+            },
+        ],
+    }
+    result = {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_01",
+                "content": "sunny",
+                "is_error": False,
+            }
+        ],
+    }
+    canonical = from_anthropic([{"role": "user", "content": "weather?"}, reply, result])
+    system, turns = to_anthropic(canonical)
+    assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+    assert turns[1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Check the weather.", "signature": "EqQBCkgI"},
+            {"type": "text", "text": "Let me check."},
+            {
+                "type": "tool_use",
+                "id": "toolu_01",
+                "name": "get_weather",
+                "input": {"city": "Paris"},
+            },
+        ],
+    }
+    payload = build_payload(canonical)
+    assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []

@@ -752,6 +752,115 @@ def test_anthropic_cache_control_allowed_on_tool_use_and_tool_result() -> None:
 
 
 @pytest.mark.parametrize(
+    ("block", "fragment"),
+    [
+        ({"type": "text", "text": "x", "cache_control": {"type": "persistent"}}, "ephemeral"),
+        ({"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "2h"}}, "ttl"),
+        (
+            {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "scope": "x"}},
+            "unexpected key(s) ['scope']",
+        ),
+        ({"type": "text", "text": "x", "cache_control": "ephemeral"}, "must be an object"),
+        ({"type": "text", "text": "x", "citations": {"enabled": True}}, "must be an array"),
+        ({"type": "text", "text": "x", "citations": [{"type": "url"}]}, "unknown citation"),
+        (
+            {
+                "type": "text",
+                "text": "x",
+                "citations": [
+                    {
+                        "type": "char_location",
+                        "cited_text": "x",
+                        "document_index": 0,
+                        "document_title": None,
+                        "start_char_index": 0,
+                        "end_char_index": 1,
+                        "file_id": None,
+                    }
+                ],
+            },
+            "unexpected key(s) ['file_id']",
+        ),
+        (
+            {
+                "type": "document",
+                "source": {"type": "url", "url": "https://x/a.pdf"},
+                "citations": {"enabled": True, "style": "apa"},
+            },
+            "unexpected key(s) ['style']",
+        ),
+        (
+            {
+                "type": "document",
+                "source": {"type": "url", "url": "https://x/a.pdf"},
+                "citations": {"enabled": "yes"},
+            },
+            "boolean",
+        ),
+    ],
+)
+def test_anthropic_nested_cache_control_and_citation_shapes(block: Msg, fragment: str) -> None:
+    """Keys inside cache_control and citations are checked too, not only block keys."""
+    assert_flagged(
+        an_check([{"role": "user", "content": [block]}]), "messages[0].content[0]", fragment
+    )
+    system = [dict(block)] if block["type"] == "text" else None
+    if system is not None:
+        assert_flagged(
+            anthropic_violations(system, [{"role": "user", "content": "q"}]), "system[0]", fragment
+        )
+
+
+def test_anthropic_valid_cache_control_and_citations() -> None:
+    citation = {
+        "type": "page_location",
+        "cited_text": "x",
+        "document_index": 0,
+        "document_title": "Doc",
+        "start_page_number": 1,
+        "end_page_number": 2,
+    }
+    block = {
+        "type": "text",
+        "text": "x",
+        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+        "citations": [citation],
+    }
+    assert an_check([{"role": "user", "content": [block, {**block, "cache_control": None}]}]) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "fragment"),
+    [
+        (
+            {"role": "assistant", "content": None, "tool_calls": [{**oa_call(), "index": 0}]},
+            "unexpected key(s) ['index'] on tool call",
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{**oa_call(), "function": {**oa_call()["function"], "parsed": {}}}],
+            },
+            "unexpected key(s) ['parsed']",
+        ),
+        (
+            {"role": "assistant", "content": "x", "audio": {"id": "a", "data": "AA"}},
+            "audio must be an object",
+        ),
+        ({"role": "assistant", "content": "x", "annotations": []}, "unexpected key(s)"),
+        ({"role": "assistant", "content": "x", "function_call": None}, "unexpected key(s)"),
+    ],
+)
+def test_openai_reply_only_keys_flagged_at_every_level(message: Msg, fragment: str) -> None:
+    """Keys a Chat Completions *reply* carries but a request may not are flagged."""
+    messages = [{"role": "user", "content": "q"}, message]
+    if message.get("tool_calls"):
+        messages.append({"role": "tool", "tool_call_id": "call_1", "content": "r"})
+    assert_flagged(openai_violations(messages), "messages[1]", fragment)
+
+
+@pytest.mark.parametrize(
     ("result", "fragment"),
     [
         ({**an_result(), "tool_use_id": 1}, "tool_use_id"),

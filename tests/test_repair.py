@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
+from provider_rules import anthropic_violations, openai_violations
 from strategies import conversation
 
-from agentmem.messages import Message, normalize_messages
+from agentmem.errors import AgentMemError, InvalidMessageError
+from agentmem.messages import (
+    INTERNAL_FIELDS,
+    Message,
+    from_anthropic,
+    normalize_messages,
+    to_anthropic,
+)
 from agentmem.repair import (
     MISSING_TOOL_RESULT,
     answer_dangling_tool_calls,
@@ -18,6 +28,7 @@ from agentmem.repair import (
     drop_empty_assistant_messages,
     drop_orphan_tool_results,
     make_tool_call_ids_unique,
+    openai_view,
     pad_reasoning_content,
     repair,
     select_task_chain,
@@ -181,3 +192,209 @@ def test_build_payload_openai_whitelists_keys_and_parts() -> None:
         "text": "[image_url omitted: tool results carry text only]",
     }
     assert "name" not in out[2]
+
+
+# Assistant replies as real clients return them (recorded shapes, values shortened):
+# openai-python `ChatCompletionMessage.model_dump()`, the same with `exclude_none=True`
+# from DeepSeek (whose tool-call deltas carry `index`), litellm `Message.model_dump()`,
+# and an audio reply. Each carries keys a Chat Completions *request* rejects.
+REAL_REPLIES: dict[str, dict[str, Any]] = {
+    "openai_model_dump": {
+        "content": None,
+        "refusal": None,
+        "role": "assistant",
+        "annotations": [],
+        "audio": None,
+        "function_call": None,
+        "tool_calls": [
+            {
+                "id": "call_Abc123",
+                "function": {"arguments": '{"city":"Paris"}', "name": "get_weather"},
+                "type": "function",
+            }
+        ],
+    },
+    "deepseek_exclude_none": {
+        "content": "",
+        "role": "assistant",
+        "reasoning_content": "The user wants the weather.",
+        "tool_calls": [
+            {
+                "index": 0,
+                "id": "call_0_5c1f",
+                "function": {"arguments": '{"city": "Paris"}', "name": "get_weather"},
+                "type": "function",
+            }
+        ],
+    },
+    "litellm_model_dump": {
+        "content": None,
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "function": {"arguments": '{"city": "Paris"}', "name": "get_weather"},
+                "id": "toolu_01A",
+                "type": "function",
+                "index": 1,
+            }
+        ],
+        "function_call": None,
+        "provider_specific_fields": {"citations": None},
+        "annotations": None,
+    },
+    "openai_audio_reply": {
+        "content": None,
+        "refusal": None,
+        "role": "assistant",
+        "annotations": [
+            {
+                "type": "url_citation",
+                "url_citation": {
+                    "url": "https://x",
+                    "title": "t",
+                    "start_index": 0,
+                    "end_index": 1,
+                },
+            }
+        ],
+        "audio": {
+            "id": "audio_abc",
+            "data": "UklGRg==",
+            "expires_at": 1_763_000_000,
+            "transcript": "It is sunny.",
+        },
+        "function_call": None,
+        "tool_calls": None,
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_REPLIES))
+def test_real_client_replies_give_payloads_with_only_api_keys(name: str) -> None:
+    reply = REAL_REPLIES[name]
+    user_turn = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "weather?", "cache_control": {"type": "ephemeral"}},
+            {
+                "type": "image_url",
+                "image_url": {"url": "https://x/i.png", "detail": "low", "uuid": "u1"},
+            },
+        ],
+    }
+    messages = [user_turn, reply]
+    for call in reply.get("tool_calls") or ():
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": "sunny"})
+    stored = normalize_messages(messages)
+    payload = build_payload(stored)
+    assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+    assert payload[0]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "https://x/i.png", "detail": "low"},
+    }
+    assistant = payload[1]
+    for call in assistant.get("tool_calls", ()):
+        assert set(call) == {"id", "type", "function"}
+        assert set(call["function"]) == {"name", "arguments"}
+    if "audio" in assistant:
+        assert assistant["audio"] == {"id": "audio_abc"}
+    # Nothing is lost from the stored copy: the whitelist applies to the payload only.
+    assert stored[1].get("annotations") == reply.get("annotations")
+    system, turns = build_payload(stored, provider="anthropic")
+    assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_openai_view_is_idempotent_and_keeps_only_schema_keys() -> None:
+    (msg,) = normalize_messages([REAL_REPLIES["deepseek_exclude_none"]])
+    view = openai_view(msg)
+    assert openai_view(view) == view
+    assert view["tool_calls"] == [
+        {
+            "id": "call_0_5c1f",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ({"role": "assistant", "content": "x", "audio": "audio_abc"}, "audio"),
+        ({"role": "assistant", "content": "x", "audio": {"data": "AA"}}, "audio.id"),
+        (
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "https://x", "detail": "4k"}}
+                ],
+            },
+            "content[0].image_url.detail",
+        ),
+        (
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_audio", "input_audio": {"data": "AA", "format": "ogg"}}
+                ],
+            },
+            "content[0].input_audio.format",
+        ),
+        (
+            {"role": "user", "content": [{"type": "file", "file": {"filename": "a.pdf"}}]},
+            "content[0].file",
+        ),
+    ],
+)
+def test_values_the_request_schema_rejects_are_refused(message: Message, field: str) -> None:
+    with pytest.raises(InvalidMessageError) as info:
+        normalize_messages([message])
+    assert info.value.field == field
+
+
+@given(conversation())
+def test_openai_views_are_idempotent(raw: list[dict[str, Any]]) -> None:
+    """A whitelisted view, and a whole payload, are fixed points of their own rendering."""
+    messages = normalize_messages(raw)
+    for msg in repair(messages):
+        view = openai_view(msg)
+        assert openai_view(view) == view
+    payload = build_payload(messages)
+    assert build_payload(normalize_messages(payload)) == payload
+
+
+@given(conversation())
+def test_anthropic_payload_is_a_fixed_point_of_the_round_trip(raw: list[dict[str, Any]]) -> None:
+    """Anthropic -> canonical -> Anthropic gives back the same payload, for any history."""
+    system, turns = build_payload(normalize_messages(raw), provider="anthropic")
+    back = from_anthropic(turns, system)
+    assert to_anthropic(back) == (system, turns)
+    assert build_payload(back, provider="anthropic") == (system, turns)
+
+
+_not_validated = st.lists(
+    st.one_of(
+        st.none(),
+        st.integers(),
+        st.text(max_size=3),
+        st.dictionaries(
+            st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "task_id"]),
+            st.one_of(
+                st.none(),
+                st.sampled_from(["user", "assistant", "tool", "system"]),
+                st.lists(st.dictionaries(st.sampled_from(["id", "function"]), st.none())),
+                st.lists(st.integers(), max_size=2),
+            ),
+            max_size=4,
+        ),
+    ),
+    max_size=4,
+)
+
+
+@given(_not_validated, st.sampled_from(["openai", "anthropic"]))
+def test_build_payload_refuses_unvalidated_input_with_an_agentmem_error(
+    messages: list[Any], provider: str
+) -> None:
+    with contextlib.suppress(AgentMemError):
+        build_payload(messages, provider=provider, task_chain={1})
