@@ -864,7 +864,12 @@ def _message_turn(msg: Message) -> dict[str, Any] | None:
                 "input": arguments.value,
             }
         )
-    return {"role": "assistant", "content": blocks} if blocks else None
+    if all(b["type"] in _FRONT_BLOCKS["assistant"] for b in blocks):
+        # Nothing but thinking (or nothing at all): the API refuses a final
+        # assistant turn that ends in a thinking block, and thinking alone
+        # tells the model nothing, so the turn is left out.
+        return None
+    return {"role": "assistant", "content": blocks}
 
 
 TurnCache = dict[int, tuple[Message, "dict[str, Any] | None"]]

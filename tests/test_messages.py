@@ -903,3 +903,24 @@ def test_anthropic_sdk_model_dump_reply_gives_a_clean_payload() -> None:
     }
     payload = build_payload(canonical)
     assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_thinking_only_assistant_message_is_not_sent_as_the_final_turn() -> None:
+    """Found by the state machine: empty text plus a redacted thinking block.
+
+    Anthropic refuses a final assistant turn whose last block is thinking;
+    a message carrying nothing but thinking is left out of the payload.
+    """
+    history = MessageHistory(
+        [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": ""}],
+                "thinking_blocks": [{"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}],
+            },
+        ]
+    )
+    system, turns = history.to_api(provider="anthropic")
+    assert anthropic_violations(system, turns) == []
+    assert [t["role"] for t in turns] == ["user"]
