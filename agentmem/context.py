@@ -62,6 +62,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentmem._truncate import truncate_text
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, TurnCache, content_text, is_real_user, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
@@ -83,11 +84,6 @@ _log = logging.getLogger("agentmem.context")
 Stage = Literal[1, 2, 3]
 
 RECOVERY_TAG = "context_recovery"
-TRUNCATION_MARKER = (
-    "\n[... {omitted} characters omitted here to fit the context window; "
-    "the full text is kept in the session archive ...]\n"
-)
-SHORT_TRUNCATION_MARKER = "[... {omitted} characters omitted ...]"
 TODO_TOOL_NAMES = frozenset(
     {"todo_write", "TodoWrite", "write_todos", "update_todos", "todo", "todos", "update_plan"}
 )
@@ -106,8 +102,14 @@ class ContextSettings(BaseModel):
     """Stages 1 and 2 trim down to this share."""
     validation_threshold: float = Field(default=0.75, gt=0, le=1)
     """Stage 2 trims when the exact count of the payload passes this share."""
-    overflow_targets: tuple[float, float, float] = (0.5, 0.25, 0.0)
-    """Stage 3 targets for attempts 1, 2 and 3 (0.0 means: keep only the newest unit)."""
+    overflow_targets: tuple[float, float, float] = (0.5, 0.25, 0.1)
+    """Stage 3 targets for attempts 1, 2 and 3.
+
+    Attempts 1 and 2 trim the whole payload to their share. Attempt 3 keeps
+    only the newest unit and gives it this share of the window, on top of
+    what the system prompt, the anchor, the recovery note and the summary
+    (at most ``summary_max_fraction``) cost.
+    """
     summary_max_fraction: float = Field(default=0.1, ge=0, le=0.5)
     """Room reserved for the thread summary when trimming; a longer summary is truncated."""
 
@@ -150,26 +152,6 @@ class ContextStats:
     """Trims this build performed."""
     truncated: int = 0
     """Messages whose content was truncated in the payload."""
-
-
-def truncate_text(text: str, max_chars: int) -> str:
-    """Shorten ``text`` to about ``max_chars`` keeping its head and tail, with a marker.
-
-    The result is at most about ``max_chars`` long, marker included.
-    Deterministic: the same input gives the same output, so a truncated
-    message stays identical across calls. When little room is left a short
-    marker is used, so the marker never costs more than the text it replaces.
-    """
-    if len(text) <= max_chars:
-        return text
-    template = (
-        TRUNCATION_MARKER if max_chars >= 4 * len(TRUNCATION_MARKER) else SHORT_TRUNCATION_MARKER
-    )
-    keep = max(max_chars - len(template) - 8, 0)  # 8: room for the count in the marker
-    head = keep * 2 // 3
-    tail = keep - head
-    omitted = len(text) - head - tail
-    return text[:head] + template.format(omitted=omitted) + (text[-tail:] if tail else "")
 
 
 def _shrink_json_strings(value: Any, max_chars: int) -> Any:
@@ -382,12 +364,24 @@ class ContextManager:
             messages, total = self._repaired(window, yarn, system, chain)
 
         if attempt:
-            messages = [*messages, self._recovery_message(window, yarn)]
-            total += count_message(messages[-1], counter)
-            ceiling = int(settings.overflow_targets[attempt - 1] * limit)
+            recovery = self._recovery_message(window, yarn)
+            recovery_tokens = count_message(recovery, counter)
+            messages = [*messages, recovery]
+            total += recovery_tokens
+            share = int(settings.overflow_targets[attempt - 1] * limit)
+            fixed = system_tokens + recovery_tokens + REPLY_PRIMING_TOKENS
+            if attempt == 3:
+                # Only the newest unit is left: it gets its share of the window beside
+                # the parts that are never cut and the summary's reserve.
+                anchor = next((m for m in reversed(messages) if is_real_user(m)), None)
+                summary_tokens = self._summary_message(yarn, counter)[1]
+                reserve = int(settings.summary_max_fraction * limit)
+                fixed += count_message(anchor, counter) if anchor is not None else 0
+                ceiling = min(fixed + min(summary_tokens, reserve) + share, limit)
+            else:
+                ceiling = max(share, fixed)
         else:
-            ceiling = int(settings.validation_threshold * limit)
-        ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
+            ceiling = max(int(settings.validation_threshold * limit), system_tokens + REPLY_PRIMING_TOKENS)
         if total > ceiling:
             messages, total = self._shrink(messages, window, ceiling, system, limit)
         if total > limit:
@@ -630,21 +624,26 @@ class ContextManager:
             key=rank,
         )
         last = [i for i, m in enumerate(out) if m is anchor]
+        original = list(out)
+        full = list(sizes)
         # Everything else is cut down to the target first (two rounds, since a cut lands
         # only near its aim); the anchor is cut only if the window itself is exceeded.
+        # A second cut starts again from the original message, with a smaller aim.
         for candidates, bound in ((others, ceiling), (others, ceiling), (last, anchor_ceiling)):
             for i in candidates:
                 if total <= bound:
                     break
-                new_msg = _truncated(out[i], max(sizes[i] - (total - bound), 8), sizes[i])
+                aim = max(sizes[i] - (total - bound), 8)
+                new_msg = _truncated(original[i], aim, full[i])
                 if new_msg is None:
                     continue
                 new_size = count_message(new_msg, counter)
                 if new_size >= sizes[i]:
                     continue
+                if out[i] is original[i]:
+                    self.stats.truncated += 1
                 total += new_size - sizes[i]
                 out[i], sizes[i] = new_msg, new_size
-                self.stats.truncated += 1
         return out, total
 
     def _recovery_message(self, window: ShortTermMemory, yarn: YaRN | None) -> Message:

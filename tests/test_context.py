@@ -26,6 +26,8 @@ from agentmem import (
     YaRN,
     count_messages,
 )
+from agentmem._truncate import _MARKER_RE as MARKER
+from agentmem._truncate import MIN_KEPT_CHARS, omitted_count
 from agentmem.context import RECOVERY_TAG, latest_todos, truncate_text
 from agentmem.messages import Message, content_text, normalize_messages
 from agentmem.repair import (
@@ -467,11 +469,67 @@ def test_truncate_text_is_deterministic_and_bounded() -> None:
     for limit in (40, 300, 1_000):
         out = truncate_text(text, limit)
         assert out == truncate_text(text, limit)
-        assert len(out) <= limit + 8
+        assert len(out) <= max(limit, MIN_KEPT_CHARS + 40)
         assert "characters omitted" in out and "MIDDLE" not in out
-        assert out.startswith("a") or limit < 60
+        assert out.startswith("a")
     long = truncate_text(text, 1_000)
     assert long.startswith("a" * 500) and long.endswith("z" * 250)
     assert "the full text is kept in the session archive" in long
     assert "[... " in truncate_text(text, 300)
     assert truncate_text("short", 300) == "short"
+
+
+# --------------------------------------------------------------------------- stage 3, attempt 3
+
+
+def overflowing_agent(newest_output: str) -> Agent:
+    agent = Agent(8_000)
+    agent.user("Fix the failing test in the parser module.")
+    for _ in range(30):
+        agent.tool_round("output\n" * 30)
+    agent.tool_round(newest_output)
+    return agent
+
+
+def test_attempt_three_keeps_a_short_newest_tool_result_whole() -> None:
+    failure = "AssertionError: expected 3 got 4 in tests/test_parser.py::test_x line 42"
+    agent = overflowing_agent(failure)
+    payload = agent.manager.build_after_overflow(agent.window, agent.yarn, 3)
+    check_payload(agent, payload, 8_000)
+    tools = [m for m in payload if m["role"] == "tool"]
+    assert [m["content"] for m in tools] == [failure]
+
+
+def test_attempt_three_gives_the_newest_unit_a_tenth_of_the_window() -> None:
+    lines = "".join(f"line {i}: value={i * 7}\n" for i in range(3_000))
+    agent = overflowing_agent(lines)
+    payload = agent.manager.build_after_overflow(agent.window, agent.yarn, 3)
+    check_payload(agent, payload, 8_000)
+    tool = next(m for m in payload if m["role"] == "tool")
+    kept = count_messages([tool], agent.counter)
+    # about 10% of the window: not the whole output, not a bare marker
+    assert 0.05 * 8_000 <= kept <= 0.1 * 8_000 + 20
+    assert tool["content"].startswith("line 0: value=0")
+    assert tool["content"].rstrip().endswith("line 2999: value=20993")
+    assert omitted_count(tool["content"]) > 0
+    assert len(tool["content"]) - len(lines) + omitted_count(tool["content"]) < 200
+
+
+@settings(max_examples=25)
+@given(agent_loop())
+def test_no_message_with_content_becomes_a_bare_marker(
+    loop: tuple[int, list[tuple[str, Any]]],
+) -> None:
+    window, steps = loop
+    agent = Agent(window)
+    for step in steps:
+        run_step(agent, step)
+    for build in (
+        agent.build,
+        lambda: agent.manager.build_after_overflow(agent.window, agent.yarn, 3),
+    ):
+        for msg in build():
+            text = content_text(msg.get("content"))
+            if omitted_count(text):
+                rest = MARKER.sub("", text)
+                assert len(rest.strip()) >= 20, text
