@@ -381,9 +381,10 @@ class ContextManager:
             else:
                 ceiling = max(share, fixed)
         else:
-            ceiling = max(int(settings.validation_threshold * limit), system_tokens + REPLY_PRIMING_TOKENS)
+            ceiling = int(settings.validation_threshold * limit)
+            ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
         if total > ceiling:
-            messages, total = self._shrink(messages, window, ceiling, system, limit)
+            messages, total = self._shrink(messages, window, yarn, ceiling, system, limit)
         if total > limit:
             raise ContextOverflowError(
                 f"cannot fit the conversation into {limit} tokens (the minimum is {total})",
@@ -583,6 +584,7 @@ class ContextManager:
         self,
         messages: Sequence[Message],
         window: ShortTermMemory,
+        yarn: YaRN | None,
         ceiling: int,
         system: Message | None,
         anchor_ceiling: int,
@@ -597,6 +599,7 @@ class ContextManager:
         is untouched.
         """
         counter = window.history.token_counter
+        reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
         out = list(messages)
         sizes = [count_message(m, counter) for m in out]
         total = REPLY_PRIMING_TOKENS + sum(sizes)
@@ -627,14 +630,24 @@ class ContextManager:
         original = list(out)
         full = list(sizes)
         # Everything else is cut down to the target first (two rounds, since a cut lands
-        # only near its aim); the anchor is cut only if the window itself is exceeded.
-        # A second cut starts again from the original message, with a smaller aim.
-        for candidates, bound in ((others, ceiling), (others, ceiling), (last, anchor_ceiling)):
+        # only near its aim), the summary no further than its reserve
+        # (summary_max_fraction) and its header and current task; then, if still
+        # needed, the summary below that; the anchor only if the window
+        # itself is exceeded. A later cut starts again from the original message.
+        rounds = ((others, ceiling, True), (others, ceiling, True), (others, ceiling, False))
+        for candidates, bound, keep_task in (*rounds, (last, anchor_ceiling, False)):
             for i in candidates:
                 if total <= bound:
                     break
                 aim = max(sizes[i] - (total - bound), 8)
-                new_msg = _truncated(original[i], aim, full[i])
+                if original[i].get("compressed_summary") and yarn is not None:
+                    if keep_task:
+                        aim = max(aim, min(full[i], reserve))
+                    # The summary keeps its tags and its newest, most useful lines.
+                    chars = len(_text_of(original[i])) * aim // max(full[i], 1) * 9 // 10
+                    new_msg = yarn.render_message(max_chars=chars, keep_task=keep_task)
+                else:
+                    new_msg = _truncated(original[i], aim, full[i])
                 if new_msg is None:
                     continue
                 new_size = count_message(new_msg, counter)

@@ -63,6 +63,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
 from agentmem._storage.formats import check_format
+from agentmem._truncate import truncate_text
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.messages import Message, content_text, normalize_messages, sanitize_text
 from agentmem.protocols import LLM, Summarizer
@@ -89,6 +90,9 @@ STATE_FORMAT: Final = "agentmem.yarn"
 
 STATE_VERSION: Final = 1
 """Current version of the YaRN state format."""
+
+SUMMARY_OPEN: Final = "<thread_summary>\n"
+SUMMARY_CLOSE: Final = "\n</thread_summary>"
 
 MAIN_THREAD: Final = "main"
 """Id of the session's own conversation thread."""
@@ -128,7 +132,6 @@ SUMMARY_INSTRUCTIONS: Final = (
 )
 """System instruction :class:`LLMSummarizer` sends by default."""
 
-_ELLIPSIS: Final = "..."
 _WHITESPACE: Final = re.compile(r"\s+")
 _WORD: Final = re.compile(r"\w+")
 # A sentence ends at . ! or ? (optionally closed by quotes or brackets) before whitespace,
@@ -162,15 +165,8 @@ def _squash(text: str) -> str:
     return _WHITESPACE.sub(" ", sanitize_text(text)).strip()
 
 
-def _truncate(text: str, limit: int) -> str:
-    """Cut ``text`` to at most ``limit`` characters, ending in ``...`` when cut."""
-    if len(text) <= limit:
-        return text
-    return text[: limit - len(_ELLIPSIS)] + _ELLIPSIS
-
-
 def _snippet(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    return _truncate(_squash(text), limit)
+    return truncate_text(_squash(text), limit, ellipsis=True)
 
 
 def _is_substantive(text: str) -> bool:
@@ -457,7 +453,7 @@ class ThreadSummary(BaseModel):
 
     # ------------------------------------------------------------------ output
 
-    def render(self) -> str:
+    def render(self, max_chars: int | None = None, *, keep_task: bool = False) -> str:
         """The summary as text for the model: deterministic, no timestamps or ids.
 
         A header line, then ``llm_text`` when present, then each non-empty
@@ -466,33 +462,57 @@ class ThreadSummary(BaseModel):
         ``Files touched:``, ``Tool usage:`` (by count, then name). The
         extractive sections follow the LLM text so that exact facts (hashes,
         paths) survive even when the prose leaves them out.
+
+        Args:
+            max_chars: When the full text is longer, a shorter rendering that
+                fits: tool usage goes first, then each list keeps only its
+                newest 5, 3, 2, 1 and finally 0 entries (the LLM text is cut
+                alongside); the header and the current task stay, and only if
+                they alone are too long is the text cut with a marker.
+            keep_task: Never cut the header and current task: when they alone
+                exceed ``max_chars``, return them whole.
         """
+        text = self._render(None)
+        if max_chars is None or len(text) <= max_chars:
+            return text
+        for keep in (5, 3, 2, 1, 0):
+            text = self._render(keep)
+            if len(text) <= max_chars:
+                return text
+        return text if keep_task else truncate_text(text, max_chars)
+
+    def _render(self, keep: int | None) -> str:
+        def newest(items: Sequence[Any]) -> Sequence[Any]:
+            return items if keep is None else items[len(items) - keep :]
+
         count = self.compressed_messages
         noun = "message that is" if count == 1 else "messages that are"
-        blocks = [f"Summary of {count} earlier {noun} no longer shown."]
+        shortened = "" if keep is None else " (shortened to fit; newest entries kept)"
+        blocks = [f"Summary of {count} earlier {noun} no longer shown{shortened}."]
         if self.llm_text:
-            blocks.append(self.llm_text)
+            llm = self.llm_text if keep is None else truncate_text(self.llm_text, 150 * keep)
+            if keep != 0:
+                blocks.append(llm)
         if self.current_task:
             blocks.append(f"Current task: {self.current_task}")
         requests = list(self.user_requests)
         lines = []
-        if self.original_request is not None:
+        if self.original_request is not None and keep != 0:
             lines.append(f"- [original] {self.original_request}")
             if requests and requests[0] == self.original_request:
                 del requests[0]
-        lines.extend(f"- {request}" for request in requests)
+        lines.extend(f"- {request}" for request in newest(requests))
         if lines:
             blocks.append("Earlier requests:\n" + "\n".join(lines))
-        if self.decisions:
+        if decisions := newest(self.decisions):
             blocks.append(
-                "Decisions:\n"
-                + "\n".join(f"- Q: {d.question}\n  A: {d.answer}" for d in self.decisions)
+                "Decisions:\n" + "\n".join(f"- Q: {d.question}\n  A: {d.answer}" for d in decisions)
             )
-        if self.commits:
-            blocks.append("Git commits seen:\n" + "\n".join(f"- {c}" for c in self.commits))
-        if self.files_touched:
-            blocks.append("Files touched:\n" + "\n".join(f"- {f}" for f in self.files_touched))
-        if self.tool_counts:
+        if commits := newest(self.commits):
+            blocks.append("Git commits seen:\n" + "\n".join(f"- {c}" for c in commits))
+        if files := newest(self.files_touched):
+            blocks.append("Files touched:\n" + "\n".join(f"- {f}" for f in files))
+        if self.tool_counts and keep is None:
             usage = sorted(self.tool_counts.items(), key=lambda item: (-item[1], item[0]))
             blocks.append("Tool usage: " + ", ".join(f"{name} x{n}" for name, n in usage))
         return "\n\n".join(blocks)
@@ -580,7 +600,7 @@ class _Fold:
             text = _squash(content_text(msg.get("content")))
             if not text:
                 return
-            request = _truncate(text, MAX_TEXT_CHARS)
+            request = truncate_text(text, MAX_TEXT_CHARS, ellipsis=True)
             self.requests.append(request)
             if self.original is None:
                 self.original = request
@@ -625,7 +645,7 @@ class _Fold:
     def summary(self, current_task: str | None) -> ThreadSummary:
         task = self.task
         if current_task is not None and _is_substantive(squashed := _squash(current_task)):
-            task = _truncate(squashed, MAX_TEXT_CHARS)
+            task = truncate_text(squashed, MAX_TEXT_CHARS, ellipsis=True)
         return ThreadSummary(
             original_request=self.original,
             user_requests=tuple(self.requests),
@@ -866,21 +886,39 @@ class YaRN:
             return None
         return sanitize_text(result.strip())
 
-    def render_message(self) -> Message | None:
+    def render_message(
+        self, max_chars: int | None = None, *, keep_task: bool = False
+    ) -> Message | None:
         """The summary as one system message, or ``None`` before the first compression.
 
         The message is ``{"role": "system", "content":
         "<thread_summary>\\n...\\n</thread_summary>", "compressed_summary": True}``;
         a fresh dict each call, identical while the summary is unchanged.
+
+        Args:
+            max_chars: Bound on the content's length: the tags always stay and
+                the summary inside is shortened by :meth:`ThreadSummary.render`
+                (newest, most useful lines kept); the message then carries
+                ``"truncated": True``.
+            keep_task: As for :meth:`ThreadSummary.render`.
         """
         summary = self._summary
         if summary is None:
             return None
-        return {
+        text = summary.render()
+        shortened = False
+        if max_chars is not None:
+            inner = max(max_chars - len(SUMMARY_OPEN) - len(SUMMARY_CLOSE), 0)
+            if len(text) > inner:
+                text, shortened = summary.render(inner, keep_task=keep_task), True
+        message: Message = {
             "role": "system",
-            "content": f"<thread_summary>\n{summary.render()}\n</thread_summary>",
+            "content": f"{SUMMARY_OPEN}{text}{SUMMARY_CLOSE}",
             "compressed_summary": True,
         }
+        if shortened:
+            message["truncated"] = True
+        return message
 
     # ------------------------------------------------------------------ persistence
 
@@ -987,12 +1025,6 @@ def _check_thread_id(thread_id: Any) -> None:
 # --------------------------------------------------------------------------- LLM summarizer
 
 
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]} ... [{len(text) - limit} more characters]"
-
-
 class LLMSummarizer:
     """A :class:`~agentmem.protocols.Summarizer` backed by any synchronous chat LLM.
 
@@ -1061,7 +1093,7 @@ class LLMSummarizer:
             if role == "tool":
                 call_id = msg.get("tool_call_id")
                 name = names.get(call_id, "tool") if isinstance(call_id, str) else "tool"
-                lines.append(f"tool result ({name}): {_clip(text, limit)}")
+                lines.append(f"tool result ({name}): {truncate_text(text, limit)}")
                 continue
             if text:
                 lines.append(f"{role}: {text}")
@@ -1077,7 +1109,7 @@ class LLMSummarizer:
                 args = raw_args if isinstance(raw_args, str) else ""
                 if isinstance(call.get("id"), str):
                     names[call["id"]] = name
-                lines.append(f"assistant called {name}({_clip(args, limit)})")
+                lines.append(f"assistant called {name}({truncate_text(args, limit)})")
         return "\n\n".join(lines) if lines else "(no text)"
 
     def summarize(self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None) -> str:

@@ -533,3 +533,93 @@ def test_no_message_with_content_becomes_a_bare_marker(
             if omitted_count(text):
                 rest = MARKER.sub("", text)
                 assert len(rest.strip()) >= 20, text
+
+
+# --------------------------------------------------------------------------- the truncation helper
+
+texts = st.text(st.sampled_from("ab z\n.é中"), max_size=3_000)
+
+
+@given(texts, st.integers(0, 3_000), st.integers(0, 3_000))
+def test_truncation_is_bounded_idempotent_and_counts_from_the_original(
+    text: str, first: int, second: int
+) -> None:
+    once = truncate_text(text, first)
+    assert len(once) <= len(text)
+    assert len(once) <= max(first, MIN_KEPT_CHARS + 40)
+    assert truncate_text(once, first) == once  # idempotent
+    if once == text:
+        return
+    # never a bare marker: real text of the original's head and tail is kept
+    head, _, tail = MARKER.split(once, maxsplit=1)
+    assert len(head) + len(tail) >= MIN_KEPT_CHARS
+    assert text.startswith(head) and text.endswith(tail)
+    assert omitted_count(once) == len(text) - len(head) - len(tail)
+    # cutting again re-cuts the real text, not the marker, and the count stays exact
+    twice = truncate_text(once, second)
+    assert len(MARKER.findall(twice)) == 1
+    head2, _, tail2 = MARKER.split(twice, maxsplit=1)
+    assert text.startswith(head2) and text.endswith(tail2)
+    assert omitted_count(twice) == len(text) - len(head2) - len(tail2)
+
+
+def test_a_short_text_is_never_reduced_to_a_marker() -> None:
+    failure = "E   assert 3 == 4"
+    for limit in (0, 5, 30):
+        assert truncate_text(failure, limit) == failure
+    assert truncate_text("x" * 200, 0).startswith("x" * 30)
+
+
+# ------------------------------------------------------------------- the summary under pressure
+
+
+def summarised_agent(window: int) -> Agent:
+    agent = Agent(window)
+    agent.user("Port the CLI to click and commit after every green step.")
+    for i in range(40):
+        agent.tool_round(
+            f"[main {i:03x}abc{i:02x}] Step {i} of the port\n" + "ok\n" * 40,
+            args={"path": f"src/cli/part_{i}.py"},
+        )
+        agent.build()
+    return agent
+
+
+@pytest.mark.parametrize("attempt", [0, 2, 3])
+def test_a_summary_that_must_shrink_keeps_its_tags_and_newest_lines(attempt: int) -> None:
+    agent = summarised_agent(1_500)
+    summary = agent.yarn.summary
+    assert summary is not None and len(summary.render()) > 600
+    for _ in range(3):
+        agent.tool_round("log\n" * 600)
+    if attempt:
+        payload = agent.manager.build_after_overflow(agent.window, agent.yarn, attempt)
+    else:
+        payload = agent.build()
+    check_payload(agent, payload, 1_500)
+    summary = agent.yarn.summary
+    assert summary is not None
+    (text,) = [m["content"] for m in payload if m["content"].startswith("<thread_summary>")]
+    assert text.startswith("<thread_summary>\n") and text.endswith("\n</thread_summary>")
+    assert "characters omitted" not in text
+    assert f"Current task: {summary.current_task}" in text
+    if text != f"<thread_summary>\n{summary.render()}\n</thread_summary>":
+        assert "shortened to fit" in text
+        # the newest commit and file are the ones kept
+        assert summary.commits[-1] in text and summary.files_touched[-1] in text
+        assert summary.commits[0] not in text
+
+
+def test_render_with_a_budget_fits_and_keeps_the_newest() -> None:
+    summary = summarised_agent(1_500).yarn.summary
+    assert summary is not None
+    full = summary.render()
+    for budget in (len(full), 800, 400, 250):
+        text = summary.render(budget)
+        assert len(text) <= budget
+        assert text.startswith("Summary of ")
+        assert summary.current_task is not None and summary.current_task in text
+    assert summary.commits[-1] in summary.render(400)
+    assert summary.render(len(full)) == full
+    tiny = summary.render(30)
+    assert tiny.startswith("Summary of ") and omitted_count(tiny) > 0

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import conversation
 
+from agentmem._truncate import omitted_count, truncate_text
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.history import MessageHistory
 from agentmem.protocols import Summarizer
@@ -606,7 +607,9 @@ def test_llm_summarizer_prompt_and_reply() -> None:
     assert "Previous summary:\nEarlier: set up the repo." in body
     assert "user: Deploy the app" in body and "assistant: On it." in body
     assert 'assistant called bash({"command": "make deploy"})' in body
-    assert f"tool result (bash): {'x' * 2000} ... [3000 more characters]" in body
+    cut = truncate_text(big, 2000)
+    assert f"tool result (bash): {cut}" in body
+    assert len(cut) <= 2000 and cut.startswith("x" * 1000) and omitted_count(cut) > 3000
     assert "tool result (tool): ???" in body
     assert summarizer.build_prompt(msgs, "Earlier: set up the repo.") == prompt
     assert "Previous summary:\n(none)" in summarizer.build_prompt(msgs, None)[1]["content"]
