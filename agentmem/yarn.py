@@ -14,7 +14,7 @@ remembers them *for the model*. It does two things:
 * **Compression.** :meth:`YaRN.compress` reads the messages that were just
   evicted and folds the facts an agent needs to keep working into a
   :class:`ThreadSummary`: the original request, the latest requests, the
-  current task, git commits seen in tool output, files named in tool
+  current task, git commits made (as a commit command reports them), files named in tool
   arguments, question-and-answer decisions, and tool usage counts. Each
   compression *merges* into the previous summary, so facts from the first
   trim survive the tenth (within fixed caps). The summary is rendered as one
@@ -62,6 +62,7 @@ from typing import Annotated, Any, Final
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
+from agentmem._shell import commands_in_call, commands_in_text, written_files
 from agentmem._storage.formats import check_format
 from agentmem._truncate import truncate_text
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
@@ -140,8 +141,6 @@ _SENTENCE_END: Final = re.compile(r"[.!?][\"')\]]*\s+|\n")
 # `git commit` / `git rebase` / `git cherry-pick`: "[main abc1234] subject",
 # "[main (root-commit) abc1234] subject", "[detached HEAD abc1234] subject", "[abc1234] subject".
 _BRACKET_COMMIT: Final = re.compile(r"^\[(?:(\S[^\]\n]*) )?([0-9a-f]{7,40})\] +(\S[^\n]*)$", re.M)
-# `git log --oneline`: "abc1234 subject", "abc1234 (HEAD -> main, tag: v1) subject".
-_ONELINE_COMMIT: Final = re.compile(r"^([0-9a-f]{7,40})(?: \([^)\n]*\))? +(\S[^\n]*)$", re.M)
 _HEX_LETTER: Final = re.compile(r"[a-f]")
 _PATH_KEYS: Final = ("path", "file_path", "filename", "old_path", "new_path")
 _QUESTION_KEYS: Final = ("question", "message", "prompt", "text")
@@ -239,21 +238,27 @@ def _ask_question(name: str, args: Mapping[str, Any]) -> str:
 
 
 def _commits(text: str) -> list[str]:
-    """Commits in one tool output as ``"hash: subject"``, oldest first."""
-    # `git log --oneline` lists newest first; reverse so that newer commits come last.
-    oneline = [
-        (m.group(1), m.group(2))
-        for m in _ONELINE_COMMIT.finditer(text)
-        # A bare hex word must contain a letter, so byte counts (`wc -c`) do not count.
-        if _HEX_LETTER.search(m.group(1))
-    ]
-    found = [f"{h}: {_snippet(s, MAX_SUBJECT_CHARS)}" for h, s in reversed(oneline)]
-    if "[" in text:
-        for m in _BRACKET_COMMIT.finditer(text):
-            if m.group(1) is None and not _HEX_LETTER.search(m.group(2)):
-                continue  # "[1234567] ..." is more likely a log prefix than a commit
-            found.append(f"{m.group(2)}: {_snippet(m.group(3), MAX_SUBJECT_CHARS)}")
+    """Commits a commit command reported in one output, as ``"hash: subject"``, oldest first.
+
+    Only the ``[branch abc1234] subject`` line that ``git commit`` (and
+    ``cherry-pick``, ``revert``, ``merge``, ``rebase``) prints counts: hashes
+    that ``git log`` or ``git show`` merely list are not commits made.
+    """
+    if "]" not in text:
+        return []
+    found = []
+    for m in _BRACKET_COMMIT.finditer(text):
+        if m.group(1) is None and not _HEX_LETTER.search(m.group(2)):
+            continue  # "[1234567] ..." is more likely a log prefix than a commit
+        found.append(f"{m.group(2)}: {_snippet(m.group(3), MAX_SUBJECT_CHARS)}")
     return found
+
+
+def _shell_paths(command: str) -> Iterator[str]:
+    """Paths a shell command writes, as one-line snippets."""
+    for path in written_files(command):
+        if snippet := _snippet(path):
+            yield snippet
 
 
 def _commit_key(entry: str) -> str:
@@ -352,7 +357,7 @@ class ThreadSummary(BaseModel):
     """The task being worked on (at most 300 characters), or ``None`` when none is known."""
 
     commits: tuple[StrictStr, ...] = ()
-    """Git commits seen in tool output as ``"hash: subject"``, newest last, at most 15."""
+    """Commits made, as ``git commit`` reported them (``"hash: subject"``), newest last, at most 15."""
 
     files_touched: tuple[StrictStr, ...] = ()
     """Paths named in tool-call arguments, most recently named last, at most 30."""
@@ -595,9 +600,13 @@ class _Fold:
         question, self.pending_question = self.pending_question, None
         role = msg.get("role")
         if role == "user":
+            raw = content_text(msg.get("content"))
+            # Agents that run commands without tool calls (mini-swe-agent) get the
+            # output back in a user message.
+            self.commits.extend(_commits(raw))
             if not _is_real_user(msg):
                 return
-            text = _squash(content_text(msg.get("content")))
+            text = _squash(raw)
             if not text:
                 return
             request = truncate_text(text, MAX_TEXT_CHARS, ellipsis=True)
@@ -615,6 +624,8 @@ class _Fold:
                     if isinstance(call, Mapping):
                         self._call(call)
             text = content_text(msg.get("content")).rstrip()
+            for command in commands_in_text(text):  # mini-swe-agent: ```bash blocks
+                self.files.extend(_shell_paths(command))
             if text.endswith("?") and (asked := _snippet(_last_sentence(text))):
                 self.pending_question = asked
         elif role == "tool":
@@ -633,8 +644,11 @@ class _Fold:
         raw_name = function.get("name")
         name = sanitize_text(raw_name) if isinstance(raw_name, str) and raw_name else UNKNOWN_TOOL
         self.counts[name] = self.counts.get(name, 0) + 1
-        args = _arguments(function.get("arguments"))
+        raw = function.get("arguments")
+        args = _arguments(raw)
         self.files.extend(_paths(args))
+        for command in commands_in_call(name, raw, args):
+            self.files.extend(_shell_paths(command))
         call_id = call.get("id")
         if name in self.ask_tools and isinstance(call_id, str):
             self.pending_asks.pop(call_id, None)
