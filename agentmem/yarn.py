@@ -357,7 +357,7 @@ class ThreadSummary(BaseModel):
     """The task being worked on (at most 300 characters), or ``None`` when none is known."""
 
     commits: tuple[StrictStr, ...] = ()
-    """Commits made, as ``git commit`` reported them (``"hash: subject"``), newest last, at most 15."""
+    """Commits made, as a commit command reported them (``"hash: subject"``), newest last, 15."""
 
     files_touched: tuple[StrictStr, ...] = ()
     """Paths named in tool-call arguments, most recently named last, at most 30."""

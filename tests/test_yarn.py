@@ -986,7 +986,7 @@ def test_mini_swe_agent_bash_blocks_in_assistant_content() -> None:
             " 1 file changed, 1 insertion(+)\n</output>",
         ),
         assistant(
-            "```bash\ncat <<'EOF' > tests/test_pager.py\ndef test_last_page():\n    assert 1\nEOF\n```"
+            "```bash\ncat <<'EOF' > tests/test_pager.py\ndef test_last():\n    assert 1\nEOF\n```"
         ),
         user("<returncode>0</returncode>\n<output>\n9f8e7d6 Fix pager\n1a2b3c4 Init\n</output>"),
         assistant("Here is how you could do it:\n```python\nwith open('x.py', 'w') as f: ...\n```"),
