@@ -242,6 +242,10 @@ class ContextManager:
         self.stats = ContextStats()
         self.last_messages: list[Message] = []
         self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
+        # Truncated copies from the last build: (id of the original, aim, keep_task, epoch)
+        # -> (original, copy, its count). A steady payload re-uses them: a giant message
+        # is read and cut once, not on every build.
+        self._cuts: dict[tuple[int, int, bool, int], tuple[Message, Message | None, int]] = {}
         self._turns: TurnCache = {}
         self._system_cache: (
             tuple[Message | None, tuple[str, ...], Message | None, int, int] | None
@@ -490,6 +494,7 @@ class ContextManager:
         self._prefix = None
         alive = {id(m) for m in window.messages()}
         self._views = {k: v for k, v in self._views.items() if k in alive}
+        self._cuts = {}
         self._turns = {k: v for k, v in self._turns.items() if k in alive}
         if self.reporter is not None:
             try:
@@ -598,12 +603,33 @@ class ContextManager:
         system prompt and the recovery note are never cut. The stored history
         is untouched.
         """
-        counter = window.history.token_counter
+        history = window.history
+        counter = history.token_counter
+        epoch = getattr(counter, "epoch", 0)
         reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
         out = list(messages)
-        sizes = [count_message(m, counter) for m in out]
+        # Counts come from the caches (history, system prompt, summary); only synthesised
+        # entries are counted here, and they are small.
+        known = {id(history[i]): i for i in window.indices()}
+        if window.start > 0 and history.has_system_prompt():
+            known[id(history[0])] = 0
+
+        def count(msg: Message) -> int:
+            i = known.get(id(msg))
+            if i is not None and history[i] is msg:
+                return history.message_tokens(i)
+            if msg is system:
+                return self._system_cache[3] if self._system_cache else count_message(msg, counter)
+            summary, summary_tokens = self._summary_message(yarn, counter)
+            if msg is summary:
+                return summary_tokens
+            return count_message(msg, counter)
+
+        sizes = [count(m) for m in out]
         total = REPLY_PRIMING_TOKENS + sum(sizes)
         anchor = next((m for m in reversed(out) if is_real_user(m)), None)
+        cuts = self._cuts
+        used: dict[tuple[int, int, bool, int], tuple[Message, Message | None, int]] = {}
 
         def rank(i: int) -> tuple[int, int]:
             # What to preserve, most important last: the summary gives way first, then
@@ -640,23 +666,31 @@ class ContextManager:
                 if total <= bound:
                     break
                 aim = max(sizes[i] - (total - bound), 8)
-                if original[i].get("compressed_summary") and yarn is not None:
-                    if keep_task:
-                        aim = max(aim, min(full[i], reserve))
-                    # The summary keeps its tags and its newest, most useful lines.
-                    chars = len(_text_of(original[i])) * aim // max(full[i], 1) * 9 // 10
-                    new_msg = yarn.render_message(max_chars=chars, keep_task=keep_task)
+                is_summary = bool(original[i].get("compressed_summary")) and yarn is not None
+                if is_summary and keep_task:
+                    aim = max(aim, min(full[i], reserve))
+                key = (id(original[i]), aim, keep_task and is_summary, epoch)
+                cached = used.get(key) or cuts.get(key)
+                if cached is not None and cached[0] is original[i]:
+                    _, new_msg, new_size = cached
                 else:
-                    new_msg = _truncated(original[i], aim, full[i])
+                    if is_summary and yarn is not None:
+                        # The summary keeps its tags and its newest, most useful lines.
+                        chars = len(_text_of(original[i])) * aim // max(full[i], 1) * 9 // 10
+                        new_msg = yarn.render_message(max_chars=chars, keep_task=keep_task)
+                    else:
+                        new_msg = _truncated(original[i], aim, full[i])
+                    new_size = count_message(new_msg, counter) if new_msg is not None else 0
+                used[key] = (original[i], new_msg, new_size)
                 if new_msg is None:
                     continue
-                new_size = count_message(new_msg, counter)
                 if new_size >= sizes[i]:
                     continue
                 if out[i] is original[i]:
                     self.stats.truncated += 1
                 total += new_size - sizes[i]
                 out[i], sizes[i] = new_msg, new_size
+        self._cuts = used
         return out, total
 
     def _recovery_message(self, window: ShortTermMemory, yarn: YaRN | None) -> Message:

@@ -623,3 +623,44 @@ def test_render_with_a_budget_fits_and_keeps_the_newest() -> None:
     assert summary.render(len(full)) == full
     tiny = summary.render(30)
     assert tiny.startswith("Summary of ") and omitted_count(tiny) > 0
+
+
+# ------------------------------------------------------------------- bounded per-message work
+
+
+class CountingCounter(HeuristicCounter):
+    """Counts how often a big text is handed to the counter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.big = 0
+
+    def count_text(self, text: str) -> int:
+        if len(text) >= 100_000:
+            self.big += 1
+        return super().count_text(text)
+
+
+@pytest.mark.parametrize("attempt", [0, 3])
+def test_a_giant_message_is_counted_and_cut_once_across_builds(attempt: int) -> None:
+    agent = Agent(4_000)
+    agent.counter = CountingCounter()
+    agent.history = MessageHistory(token_counter=agent.counter)
+    agent.history.replace_system_prompt(SYSTEM)
+    agent.window = ShortTermMemory(agent.history)
+    agent.yarn = YaRN(main_thread=agent.history)
+    agent.user("Read the log and find the failure.")
+    agent.tool_round("a" * 500_000)
+    payloads = []
+    for _ in range(5):
+        if attempt:
+            payload = agent.manager.build_after_overflow(agent.window, agent.yarn, attempt)
+        else:
+            payload = agent.build()
+        check_payload(agent, payload, 4_000)
+        payloads.append(payload)
+    assert agent.counter.big == 1  # the history's cached count; the payload reuses its cut
+    assert all(p == payloads[0] for p in payloads)
+    fresh = ContextManager(agent.manager.settings)
+    if not attempt:
+        assert fresh.build(agent.window, agent.yarn) == payloads[-1]
