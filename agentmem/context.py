@@ -189,12 +189,79 @@ def _text_of(msg: Mapping[str, Any]) -> str:
     return content_text(msg.get("content"))
 
 
+@dataclass(frozen=True)
+class ContextBuild:
+    """What one build returned: the payload, the canonical messages behind it, its stats."""
+
+    payload: list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]
+    """OpenAI: a list of message dicts. Anthropic: ``(system, messages)``. The caller may
+    modify it."""
+    messages: tuple[Message, ...]
+    """The payload in canonical (OpenAI) shape, internal fields included; do not modify."""
+    stats: ContextStats
+    """What the build did."""
+
+
+@dataclass(frozen=True)
+class _SystemCache:
+    prompt: Message | None  # history[0] when it is a system message
+    injections: tuple[str, ...]
+    message: Message | None  # prompt with injections appended
+    tokens: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class _SummaryCache:
+    summary: Any  # the ThreadSummary object the message was rendered from
+    message: Message | None
+    tokens: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class _PrefixKey:
+    """Everything the incremental repair state depends on (objects compared by identity)."""
+
+    history: Any
+    revision: int
+    epoch: int
+    start: int
+    pinned: tuple[int, ...]
+    system: Message | None
+    summary: Message | None
+    chain: frozenset[Any] | None
+
+    def same(self, other: _PrefixKey) -> bool:
+        return (
+            self.history is other.history
+            and self.system is other.system
+            and self.summary is other.summary
+            and (self.revision, self.epoch, self.start, self.pinned, self.chain)
+            == (other.revision, other.epoch, other.start, other.pinned, other.chain)
+        )
+
+
+@dataclass(frozen=True)
+class _CutKey:
+    original: int  # id() of the original message, checked against _Cut.original
+    aim: int
+    keep_task: bool
+    epoch: int
+
+
+@dataclass(frozen=True)
+class _Cut:
+    original: Message
+    message: Message | None
+    tokens: int
+
+
 @dataclass
 class _Prefix:
     """Incremental repair state for one window position (valid until a trim or a rewrite)."""
 
-    key: tuple[Any, ...]
-    keep: tuple[Any, ...]  # objects whose identity the key relies on
+    key: _PrefixKey
     stream: RepairStream
     upto: int  # history messages consumed (exclusive index)
     tokens: int  # count of stream.out
@@ -211,6 +278,10 @@ class ContextManager:
 
     Args:
         settings: A :class:`ContextSettings` or a mapping of its fields.
+        window: The working window to build from (its history is the
+            conversation). Bound here, a build needs no ``window`` argument;
+            a build given another window resets the manager's caches.
+        yarn: Archive that receives evicted messages and supplies the summary.
         checkpoint: Called with a :class:`TrimEvent` before every trim (the
             session writes its progress checkpoint there). Errors are logged,
             never raised: a failed checkpoint must not stop the agent.
@@ -218,13 +289,15 @@ class ContextManager:
 
     Raises:
         InvalidArgumentError: ``settings`` is neither settings nor a mapping.
-        pydantic.ValidationError: a setting is out of range.
+        ConfigurationError: a setting is out of range (the message names it).
     """
 
     def __init__(
         self,
         settings: ContextSettings | Mapping[str, Any] | None = None,
         *,
+        window: ShortTermMemory | None = None,
+        yarn: YaRN | None = None,
         checkpoint: Callable[[TrimEvent], None] | None = None,
         reporter: ProgressReporter | None = None,
     ) -> None:
@@ -237,28 +310,33 @@ class ContextManager:
                 f"settings must be ContextSettings or a mapping, got {type(settings).__name__}"
             )
         self.settings = settings
+        self.window = window
+        self.yarn = yarn
         self.checkpoint = checkpoint
         self.reporter = reporter
-        self.stats = ContextStats()
-        self.last_messages: list[Message] = []
+        self.last_build: ContextBuild | None = None
+        """The result of the newest build, or ``None`` before the first one."""
         self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
-        # Truncated copies from the last build: (id of the original, aim, keep_task, epoch)
-        # -> (original, copy, its count). A steady payload re-uses them: a giant message
-        # is read and cut once, not on every build.
-        self._cuts: dict[tuple[int, int, bool, int], tuple[Message, Message | None, int]] = {}
+        # Truncated copies from the last build. A steady payload re-uses them: a giant
+        # message is read and cut once, not on every build.
+        self._cuts: dict[_CutKey, _Cut] = {}
         self._turns: TurnCache = {}
-        self._system_cache: (
-            tuple[Message | None, tuple[str, ...], Message | None, int, int] | None
-        ) = None
-        self._summary_cache: tuple[Any, Message | None, int, int] | None = None
+        self._system_cache: _SystemCache | None = None
+        self._summary_cache: _SummaryCache | None = None
         self._prefix: _Prefix | None = None
         self._reasoning = False
+        self._built_from: ShortTermMemory | None = window
+
+    @property
+    def stats(self) -> ContextStats:
+        """Stats of the newest build (empty before the first one)."""
+        return self.last_build.stats if self.last_build is not None else ContextStats()
 
     # ------------------------------------------------------------------ public
 
     def build(
         self,
-        window: ShortTermMemory,
+        window: ShortTermMemory | None = None,
         yarn: YaRN | None = None,
         *,
         provider: str = "openai",
@@ -269,8 +347,9 @@ class ContextManager:
         """The payload for the next call (stages 1 and 2).
 
         Args:
-            window: The working window (its history is the conversation).
-            yarn: Archive that receives evicted messages and supplies the summary.
+            window: The working window; the bound one when omitted.
+            yarn: Archive that receives evicted messages and supplies the
+                summary; the bound one when omitted.
             provider: ``"openai"`` or ``"anthropic"``.
             injections: Texts appended to the system prompt (long-term memory,
                 persona, memory context), in order.
@@ -283,16 +362,21 @@ class ContextManager:
             A fresh structure the caller may modify.
 
         Raises:
-            InvalidArgumentError: unknown provider.
+            InvalidArgumentError: unknown provider, or no window.
             ContextOverflowError: the system prompt alone does not fit the window.
         """
-        return self._build(
-            window, yarn, provider, injections, task_chain, force_reasoning_content_pad, attempt=0
-        )
+        return self.build_result(
+            window,
+            yarn,
+            provider=provider,
+            injections=injections,
+            task_chain=task_chain,
+            force_reasoning_content_pad=force_reasoning_content_pad,
+        ).payload
 
     def build_after_overflow(
         self,
-        window: ShortTermMemory,
+        window: ShortTermMemory | None = None,
         yarn: YaRN | None = None,
         attempt: int = 1,
         *,
@@ -304,15 +388,59 @@ class ContextManager:
         """The payload after the provider rejected the previous one for length (stage 3).
 
         Attempts 1 and 2 trim to ``overflow_targets[0]`` and ``[1]`` (50% and
-        25%); attempt 3 keeps only the newest unit and truncates to
-        ``overflow_targets[2]``. Each adds the recovery injection.
+        25%); attempt 3 keeps only the newest unit and gives it
+        ``overflow_targets[2]`` of the window. Each adds the recovery injection.
 
         Raises:
             InvalidArgumentError: ``attempt`` is not 1, 2 or 3, or unknown provider.
         """
-        if isinstance(attempt, bool) or attempt not in (1, 2, 3):
-            raise InvalidArgumentError(f"attempt must be 1, 2 or 3, got {attempt!r}")
-        return self._build(
+        check_overflow_attempt(attempt)
+        return self.build_result(
+            window,
+            yarn,
+            attempt=attempt,
+            provider=provider,
+            injections=injections,
+            task_chain=task_chain,
+            force_reasoning_content_pad=force_reasoning_content_pad,
+        ).payload
+
+    def build_result(
+        self,
+        window: ShortTermMemory | None = None,
+        yarn: YaRN | None = None,
+        *,
+        attempt: int = 0,
+        provider: str = "openai",
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> ContextBuild:
+        """Like :meth:`build` (``attempt=0``) or :meth:`build_after_overflow`, with the stats.
+
+        Returns:
+            A :class:`ContextBuild`: the payload, the canonical messages sent
+            and what the build did (also kept as :attr:`last_build`).
+
+        Raises:
+            InvalidArgumentError: ``attempt`` is not 0-3, unknown provider, or no window.
+            ContextOverflowError: the system prompt alone does not fit the window.
+        """
+        if isinstance(attempt, bool) or attempt not in (0, 1, 2, 3):
+            raise InvalidArgumentError(f"attempt must be 0, 1, 2 or 3, got {attempt!r}")
+        if window is None:
+            window = self.window
+        if yarn is None:
+            yarn = self.yarn
+        if not isinstance(window, ShortTermMemory):
+            raise InvalidArgumentError(
+                "window must be a ShortTermMemory (pass one here or to the constructor), "
+                f"got {type(window).__name__}"
+            )
+        if window is not self._built_from:
+            self._reset()
+            self._built_from = window
+        result = self._build(
             window,
             yarn,
             provider,
@@ -321,6 +449,16 @@ class ContextManager:
             force_reasoning_content_pad,
             attempt=attempt,
         )
+        self.last_build = result
+        return result
+
+    def _reset(self) -> None:
+        self._views = {}
+        self._cuts = {}
+        self._turns = {}
+        self._system_cache = None
+        self._summary_cache = None
+        self._prefix = None
 
     # ------------------------------------------------------------------ pipeline
 
@@ -334,7 +472,7 @@ class ContextManager:
         force_pad: bool,
         *,
         attempt: int,
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+    ) -> ContextBuild:
         if provider not in PROVIDERS:
             raise InvalidArgumentError(
                 f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
@@ -342,8 +480,9 @@ class ContextManager:
         chain = task_chain_set(task_chain)
         settings = self.settings
         limit = settings.context_window
-        counter = window.history.token_counter
-        self.stats = ContextStats()
+        history = window.history
+        counter = history.token_counter
+        stats = ContextStats()
 
         system, system_tokens = self._system_message(window, injections)
         if system_tokens + REPLY_PRIMING_TOKENS > limit:
@@ -356,15 +495,15 @@ class ContextManager:
 
         if attempt:
             target = int(settings.overflow_targets[attempt - 1] * limit)
-            self._trim(window, yarn, system_tokens, stage=3, attempt=attempt, target=target)
+            self._trim(window, yarn, system_tokens, stats, stage=3, attempt=attempt, target=target)
         elif self._estimate(window, yarn, system_tokens) > settings.proactive_threshold * limit:
             target = int(settings.trim_target * limit)
-            self._trim(window, yarn, system_tokens, stage=1, attempt=0, target=target)
+            self._trim(window, yarn, system_tokens, stats, stage=1, attempt=0, target=target)
 
         messages, total = self._repaired(window, yarn, system, chain)
         if not attempt and total > settings.validation_threshold * limit:
             target = int(settings.trim_target * limit)
-            self._trim(window, yarn, system_tokens, stage=2, attempt=0, target=target)
+            self._trim(window, yarn, system_tokens, stats, stage=2, attempt=0, target=target)
             messages, total = self._repaired(window, yarn, system, chain)
 
         if attempt:
@@ -380,7 +519,11 @@ class ContextManager:
                 anchor = next((m for m in reversed(messages) if is_real_user(m)), None)
                 summary_tokens = self._summary_message(yarn, counter)[1]
                 reserve = int(settings.summary_max_fraction * limit)
-                fixed += count_message(anchor, counter) if anchor is not None else 0
+                index = history.last_real_user_index()
+                if index is not None and history[index] is anchor:
+                    fixed += history.message_tokens(index)
+                elif anchor is not None:
+                    fixed += count_message(anchor, counter)
                 ceiling = min(fixed + min(summary_tokens, reserve) + share, limit)
             else:
                 ceiling = max(share, fixed)
@@ -388,18 +531,17 @@ class ContextManager:
             ceiling = int(settings.validation_threshold * limit)
             ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
         if total > ceiling:
-            messages, total = self._shrink(messages, window, yarn, ceiling, system, limit)
+            messages, total = self._shrink(messages, window, yarn, stats, ceiling, system, limit)
         if total > limit:
             raise ContextOverflowError(
                 f"cannot fit the conversation into {limit} tokens (the minimum is {total})",
                 needed=total,
                 window=limit,
             )
-        self.stats.tokens = total
-        self.stats.messages = len(messages)
-        self.last_messages = messages
+        stats.tokens = total
+        stats.messages = len(messages)
         pad = force_pad or self._reasoning
-        return self._render(messages, provider, pad)
+        return ContextBuild(self._render(messages, provider, pad), tuple(messages), stats)
 
     # ------------------------------------------------------------------ parts
 
@@ -417,8 +559,13 @@ class ContextManager:
         prompt = history[0] if history.has_system_prompt() else None
         extra = tuple(text for text in injections if text and text.strip())
         cache = self._system_cache
-        if cache is not None and cache[0] is prompt and cache[1] == extra and cache[4] == epoch:
-            return cache[2], cache[3]
+        if (
+            cache is not None
+            and cache.prompt is prompt
+            and cache.injections == extra
+            and cache.epoch == epoch
+        ):
+            return cache.message, cache.tokens
         message: Message | None
         if not extra:
             message = prompt
@@ -427,7 +574,7 @@ class ContextManager:
             parts.extend(extra)
             message = {"role": "system", "content": "\n\n".join(p for p in parts if p)}
         tokens = count_message(message, counter) if message is not None else 0
-        self._system_cache = (prompt, extra, message, tokens, epoch)
+        self._system_cache = _SystemCache(prompt, extra, message, tokens, epoch)
         return message, tokens
 
     def _summary_message(
@@ -439,11 +586,11 @@ class ContextManager:
         summary = yarn.summary
         epoch = getattr(counter, "epoch", 0)
         cache = self._summary_cache
-        if cache is not None and cache[0] is summary and cache[3] == epoch:
-            return cache[1], cache[2]
+        if cache is not None and cache.summary is summary and cache.epoch == epoch:
+            return cache.message, cache.tokens
         message = yarn.render_message()
         tokens = count_message(message, counter) if message is not None else 0
-        self._summary_cache = (summary, message, tokens, epoch)
+        self._summary_cache = _SummaryCache(summary, message, tokens, epoch)
         return message, tokens
 
     def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
@@ -458,6 +605,7 @@ class ContextManager:
         window: ShortTermMemory,
         yarn: YaRN | None,
         system_tokens: int,
+        stats: ContextStats,
         *,
         stage: Stage,
         attempt: int,
@@ -476,7 +624,7 @@ class ContextManager:
             target_tokens=target,
             window_messages=window.message_count(),
         )
-        self.stats.trims.append(event)
+        stats.trims.append(event)
         self._notify(event)
         reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
         budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + _prompt_tokens_in(window)
@@ -535,20 +683,20 @@ class ContextManager:
         """
         history = window.history
         counter = history.token_counter
-        summary, _ = self._summary_message(yarn, counter)
+        summary, summary_tokens = self._summary_message(yarn, counter)
         start = window.start
-        key = (
-            id(history),
+        key = _PrefixKey(
+            history,
             history.revision,
             getattr(counter, "epoch", 0),
             start,
             window.pinned,
-            id(system),
-            id(summary),
+            system,
+            summary,
             chain,
         )
         prefix = self._prefix
-        if prefix is None or prefix.key != key or len(history) < prefix.upto:
+        if prefix is None or not prefix.key.same(key) or len(history) < prefix.upto:
             stream = RepairStream()
             first = start
             if system is not None:
@@ -559,11 +707,21 @@ class ContextManager:
                 stream.push(history[i])
             if first == 0 and history.has_system_prompt():
                 first = 1  # already pushed as `system`
-            tokens = sum(count_message(entry, counter) for entry in stream.out)
+            # Cached counts for the parts pushed unchanged (a pin is a history message).
+            known: dict[int, tuple[Message | None, int]] = {
+                id(history[i]): (history[i], history.message_tokens(i)) for i in window.pinned
+            }
+            if system is not None and self._system_cache is not None:
+                known[id(system)] = (system, self._system_cache.tokens)
+            known[id(summary)] = (summary, summary_tokens)
+            tokens = 0
+            for entry in stream.out:
+                hit = known.get(id(entry))
+                tokens += (
+                    hit[1] if hit is not None and hit[0] is entry else count_message(entry, counter)
+                )
             reasoning = any(_has_reasoning(entry) for entry in stream.out)
-            prefix = _Prefix(
-                key, (system, summary), stream, first, tokens, len(stream.out), reasoning
-            )
+            prefix = _Prefix(key, stream, first, tokens, len(stream.out), reasoning)
             self._prefix = prefix
         stream = prefix.stream
         for i in range(prefix.upto, len(history)):
@@ -590,6 +748,7 @@ class ContextManager:
         messages: Sequence[Message],
         window: ShortTermMemory,
         yarn: YaRN | None,
+        stats: ContextStats,
         ceiling: int,
         system: Message | None,
         anchor_ceiling: int,
@@ -619,7 +778,8 @@ class ContextManager:
             if i is not None and history[i] is msg:
                 return history.message_tokens(i)
             if msg is system:
-                return self._system_cache[3] if self._system_cache else count_message(msg, counter)
+                cache = self._system_cache
+                return cache.tokens if cache is not None else count_message(msg, counter)
             summary, summary_tokens = self._summary_message(yarn, counter)
             if msg is summary:
                 return summary_tokens
@@ -629,7 +789,7 @@ class ContextManager:
         total = REPLY_PRIMING_TOKENS + sum(sizes)
         anchor = next((m for m in reversed(out) if is_real_user(m)), None)
         cuts = self._cuts
-        used: dict[tuple[int, int, bool, int], tuple[Message, Message | None, int]] = {}
+        used: dict[_CutKey, _Cut] = {}
 
         def rank(i: int) -> tuple[int, int]:
             # What to preserve, most important last: the summary gives way first, then
@@ -669,10 +829,10 @@ class ContextManager:
                 is_summary = bool(original[i].get("compressed_summary")) and yarn is not None
                 if is_summary and keep_task:
                     aim = max(aim, min(full[i], reserve))
-                key = (id(original[i]), aim, keep_task and is_summary, epoch)
+                key = _CutKey(id(original[i]), aim, keep_task and is_summary, epoch)
                 cached = used.get(key) or cuts.get(key)
-                if cached is not None and cached[0] is original[i]:
-                    _, new_msg, new_size = cached
+                if cached is not None and cached.original is original[i]:
+                    new_msg, new_size = cached.message, cached.tokens
                 else:
                     if is_summary and yarn is not None:
                         # The summary keeps its tags and its newest, most useful lines.
@@ -681,13 +841,13 @@ class ContextManager:
                     else:
                         new_msg = _truncated(original[i], aim, full[i])
                     new_size = count_message(new_msg, counter) if new_msg is not None else 0
-                used[key] = (original[i], new_msg, new_size)
+                used[key] = _Cut(original[i], new_msg, new_size)
                 if new_msg is None:
                     continue
                 if new_size >= sizes[i]:
                     continue
                 if out[i] is original[i]:
-                    self.stats.truncated += 1
+                    stats.truncated += 1
                 total += new_size - sizes[i]
                 out[i], sizes[i] = new_msg, new_size
         self._cuts = used
@@ -739,6 +899,12 @@ class ContextManager:
                 fresh["reasoning_content"] = ""
             out.append(fresh)
         return out
+
+
+def check_overflow_attempt(attempt: Any) -> None:
+    """Raise :class:`InvalidArgumentError` unless ``attempt`` is 1, 2 or 3 (a stage-3 attempt)."""
+    if isinstance(attempt, bool) or attempt not in (1, 2, 3):
+        raise InvalidArgumentError(f"attempt must be 1, 2 or 3, got {attempt!r}")
 
 
 def _prompt_tokens_in(window: ShortTermMemory) -> int:

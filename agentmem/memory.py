@@ -44,7 +44,14 @@ from typing import Any, Literal, overload
 
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.formats import check_format
-from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_todos
+from agentmem.context import (
+    ContextBuild,
+    ContextManager,
+    ContextSettings,
+    TrimEvent,
+    check_overflow_attempt,
+    latest_todos,
+)
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.history import MessageHistory
 from agentmem.messages import Message, content_text
@@ -483,7 +490,7 @@ class Session:
         """
         self._check_open()
         return self._finish_build(
-            self.context_manager.build(
+            self.context_manager.build_result(
                 self.window,
                 self.yarn,
                 provider=provider,
@@ -518,6 +525,7 @@ class Session:
             InvalidArgumentError: ``attempt`` is not 1, 2 or 3.
         """
         self._check_open()
+        check_overflow_attempt(attempt)
         if (
             reported_tokens is not None
             and self._last_payload is not None
@@ -525,10 +533,10 @@ class Session:
         ):
             self.token_counter.observe(self._last_payload, reported_tokens)
         return self._finish_build(
-            self.context_manager.build_after_overflow(
+            self.context_manager.build_result(
                 self.window,
                 self.yarn,
-                attempt,
+                attempt=attempt,
                 provider=provider,
                 injections=injections,
                 task_chain=task_chain,
@@ -537,13 +545,13 @@ class Session:
         )
 
     def _finish_build(
-        self, payload: list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]
+        self, result: ContextBuild
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        if self.context_manager.stats.trims:
+        if result.stats.trims:
             self._save_state()
         # What was sent (canonical shape), so record_usage can calibrate the counter.
-        self._last_payload = self.context_manager.last_messages
-        return payload
+        self._last_payload = list(result.messages)
+        return result.payload
 
     def record_usage(
         self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0

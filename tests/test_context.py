@@ -28,7 +28,7 @@ from agentmem import (
 )
 from agentmem._truncate import _MARKER_RE as MARKER
 from agentmem._truncate import MIN_KEPT_CHARS, omitted_count
-from agentmem.context import RECOVERY_TAG, latest_todos, truncate_text
+from agentmem.context import RECOVERY_TAG, ContextBuild, latest_todos, truncate_text
 from agentmem.messages import Message, content_text, normalize_messages
 from agentmem.repair import (
     MISSING_TOOL_RESULT,
@@ -664,3 +664,42 @@ def test_a_giant_message_is_counted_and_cut_once_across_builds(attempt: int) -> 
     fresh = ContextManager(agent.manager.settings)
     if not attempt:
         assert fresh.build(agent.window, agent.yarn) == payloads[-1]
+
+
+# ------------------------------------------------------------------- build results and binding
+
+
+def test_build_result_is_returned_not_left_in_mutable_state() -> None:
+    agent = Agent(2_000)
+    agent.user("Summarise the logs.")
+    for _ in range(12):
+        agent.tool_round("line\n" * 60)
+    first = agent.manager.build_result(agent.window, agent.yarn)
+    assert isinstance(first, ContextBuild)
+    assert first.payload == agent.build()
+    assert len(first.messages) == len(first.payload)
+    assert first.messages[0]["content"] == SYSTEM and first.stats.messages == len(first.messages)
+    assert first.stats.tokens == count_messages(first.payload, agent.counter)  # type: ignore[arg-type]
+    trims = list(first.stats.trims)
+    for _ in range(12):
+        agent.tool_round("line\n" * 60)
+        later = agent.manager.build_result(agent.window, agent.yarn)
+        assert agent.manager.stats is later.stats and agent.manager.last_build is later
+    assert first.stats.trims == trims  # a later build does not rewrite an earlier result
+    with pytest.raises(InvalidArgumentError, match="attempt"):
+        agent.manager.build_result(agent.window, agent.yarn, attempt=4)
+
+
+def test_window_bound_at_construction_and_switching_windows_resets_caches() -> None:
+    a, b = Agent(2_000), Agent(2_000)
+    bound = ContextManager(a.manager.settings, window=a.window, yarn=a.yarn)
+    with pytest.raises(InvalidArgumentError, match="window"):
+        ContextManager().build()
+    for i in range(15):
+        a.tool_round(f"a{i}\n" * 80)
+        b.tool_round(f"b{i}\n" * 80)
+        assert bound.build() == ContextManager(a.manager.settings).build(a.window, a.yarn)
+        # the same manager, handed another window, builds that window's payload
+        assert bound.build(b.window, b.yarn) == ContextManager(b.manager.settings).build(
+            b.window, b.yarn
+        )
