@@ -66,7 +66,13 @@ from agentmem._shell import commands_in_call, commands_in_text, written_files
 from agentmem._storage.formats import check_format
 from agentmem._truncate import truncate_text
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
-from agentmem.messages import Message, content_text, normalize_messages, sanitize_text
+from agentmem.messages import (
+    Message,
+    content_text,
+    is_real_user,
+    normalize_messages,
+    sanitize_text,
+)
 from agentmem.protocols import LLM, Summarizer
 
 __all__ = [
@@ -144,7 +150,6 @@ _BRACKET_COMMIT: Final = re.compile(r"^\[(?:(\S[^\]\n]*) )?([0-9a-f]{7,40})\] +(
 _HEX_LETTER: Final = re.compile(r"[a-f]")
 _PATH_KEYS: Final = ("path", "file_path", "filename", "old_path", "new_path")
 _QUESTION_KEYS: Final = ("question", "message", "prompt", "text")
-_INJECTED_FLAGS: Final = ("system_injected", "session_context", "memory_update")
 # Words that make up replies like "yes", "ok go ahead", "sounds good, continue": a request
 # made only of these is a confirmation, not a task.
 _CONFIRMATION_TEXT: Final = (
@@ -179,10 +184,6 @@ def _is_substantive(text: str) -> bool:
         return False
     words = _WORD.findall(text.lower())
     return not words or not all(word in _CONFIRMATION_WORDS for word in words)
-
-
-def _is_real_user(msg: Mapping[str, Any]) -> bool:
-    return msg.get("role") == "user" and not any(msg.get(flag) for flag in _INJECTED_FLAGS)
 
 
 def _last_sentence(text: str) -> str:
@@ -604,7 +605,7 @@ class _Fold:
             # Agents that run commands without tool calls (mini-swe-agent) get the
             # output back in a user message.
             self.commits.extend(_commits(raw))
-            if not _is_real_user(msg):
+            if not is_real_user(msg):
                 return
             text = _squash(raw)
             if not text:

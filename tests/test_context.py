@@ -84,9 +84,17 @@ class Agent:
         self.history.append({"role": "tool", "tool_call_id": call_id, "content": output})
 
 
+INJECTION_FLAGS = ("system_injected", "session_context", "memory_update")
+
+
 def newest_real_user(history: MessageHistory) -> Message | None:
     return next(
-        (m for m in reversed(history) if m["role"] == "user" and not m.get("system_injected")), None
+        (
+            m
+            for m in reversed(history)
+            if m["role"] == "user" and not any(m.get(flag) for flag in INJECTION_FLAGS)
+        ),
+        None,
     )
 
 
@@ -703,3 +711,30 @@ def test_window_bound_at_construction_and_switching_windows_resets_caches() -> N
         assert bound.build(b.window, b.yarn) == ContextManager(b.manager.settings).build(
             b.window, b.yarn
         )
+
+
+# ------------------------------------------------------------------- one "real user" predicate
+
+
+@pytest.mark.parametrize("flag", INJECTION_FLAGS)
+def test_injected_user_messages_are_never_the_anchor_or_a_request(flag: str) -> None:
+    agent = Agent(1_500)
+    agent.user("Rename the config loader and update every caller.")
+    for i in range(10):
+        agent.tool_round(f"step {i}\n" * 40)
+    agent.history.append({"role": "user", "content": "Injected: today is 2026-11-22.", flag: True})
+    agent.tool_round("more\n" * 40)
+    history = agent.history
+    index = history.last_real_user_index()
+    assert index is not None
+    assert history[index]["content"] == "Rename the config loader and update every caller."
+    assert [m["content"] for m in history.real_user_messages()] == [history[index]["content"]]
+    for _ in range(6):
+        agent.tool_round("again\n" * 40)
+        payload = agent.build()
+        check_payload(agent, payload, 1_500)
+    assert agent.window.pinned == (index,)
+    summary = agent.yarn.summary
+    assert summary is not None
+    assert not any("Injected" in r for r in summary.user_requests)
+    assert summary.current_task == "Rename the config loader and update every caller."
