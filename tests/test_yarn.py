@@ -1013,3 +1013,18 @@ def test_shell_extraction_never_raises_on_odd_commands() -> None:
         assert all(isinstance(f, str) and f for f in s.files_touched)
     s = ThreadSummary.from_messages([assistant(None, call("c", "bash", command=odd[1]))])
     assert s.files_touched == ("never_closed.txt",)
+
+
+def test_extraction_module_reads_the_same_facts_the_summary_holds() -> None:
+    from agentmem._extract import Fold
+
+    fold = Fold(DEFAULT_ASK_TOOLS, None, {})
+    for msg in transcript():
+        fold.feed(msg)
+    facts = fold.facts(None)
+    s = fresh()
+    assert facts.user_requests == s.user_requests and facts.current_task == s.current_task
+    assert facts.commits == s.commits and facts.files_touched == s.files_touched
+    assert [Decision(question=q, answer=a) for q, a in facts.decisions] == list(s.decisions)
+    assert facts.tool_counts == dict(s.tool_counts)
+    assert facts.compressed_messages == s.compressed_messages == len(transcript())
