@@ -60,10 +60,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentmem._truncate import truncate_text
-from agentmem.errors import ContextOverflowError, InvalidArgumentError
+from agentmem.errors import ConfigurationError, ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, TurnCache, content_text, is_real_user, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
@@ -113,6 +113,24 @@ class ContextSettings(BaseModel):
     summary_max_fraction: float = Field(default=0.1, ge=0, le=0.5)
     """Room reserved for the thread summary when trimming; a longer summary is truncated."""
 
+    def __init__(self, **data: Any) -> None:
+        """Validate the settings.
+
+        Raises:
+            ConfigurationError: a field is unknown, of the wrong type or out of
+                range, or the fields contradict each other; the message names them.
+        """
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid context settings: {_describe(exc)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ConfigurationError(
+            f"context settings are immutable: cannot set {name!r}; "
+            f"use settings.model_copy(update={{{name!r}: ...}}) or pass new settings"
+        )
+
     @model_validator(mode="after")
     def _coherent(self) -> ContextSettings:
         if self.trim_target > self.proactive_threshold:
@@ -122,6 +140,16 @@ class ContextSettings(BaseModel):
         if any(not 0 <= t <= 1 for t in self.overflow_targets):
             raise ValueError("overflow_targets must be shares between 0 and 1")
         return self
+
+
+def _describe(exc: ValidationError) -> str:
+    """Every error of ``exc`` as ``field: message``, joined (no pydantic wording about URLs)."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)

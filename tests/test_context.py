@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any
 
+import pydantic
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from strategies import conversation, message
 
 from agentmem import (
     INTERNAL_FIELDS,
+    ConfigurationError,
     ContextManager,
     ContextOverflowError,
     ContextSettings,
@@ -738,3 +740,38 @@ def test_injected_user_messages_are_never_the_anchor_or_a_request(flag: str) -> 
     assert summary is not None
     assert not any("Injected" in r for r in summary.user_requests)
     assert summary.current_task == "Rename the config loader and update every caller."
+
+
+# ------------------------------------------------------------------- settings errors
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"context_window": 10}, "context_window"),
+        ({"context_window": "big"}, "context_window"),
+        ({"trim_target": 0.9}, "trim_target"),
+        ({"validation_threshold": 0.3}, "trim_target"),
+        ({"overflow_targets": (0.5, 0.2, 2.0)}, "overflow_targets"),
+        ({"summary_max_fraction": -1}, "summary_max_fraction"),
+        ({"windw": 4_000}, "windw"),
+    ],
+)
+def test_invalid_settings_raise_configuration_error_naming_the_field(
+    settings: dict[str, Any], field: str
+) -> None:
+    for make in (
+        lambda: ContextSettings(**settings),
+        lambda: ContextManager(settings),
+    ):
+        with pytest.raises(ConfigurationError, match=field) as info:
+            make()
+        assert not isinstance(info.value, pydantic.ValidationError)
+        assert info.value.__cause__ is None
+
+
+def test_settings_are_immutable_with_a_clear_error() -> None:
+    s = ContextSettings()
+    with pytest.raises(ConfigurationError, match="context_window"):
+        s.context_window = 1_000  # type: ignore[misc]
+    assert s.model_copy(update={"context_window": 1_000}).context_window == 1_000
