@@ -54,7 +54,6 @@ valid then); between trims, appending a message only appends to the payload.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -62,6 +61,13 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentmem._progress import (
+    TODO_TOOL_NAMES,
+    Progress,
+    latest_todos,
+    progress_of,
+    render_progress,
+)
 from agentmem._truncate import truncate_text
 from agentmem.errors import ConfigurationError, ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, TurnCache, content_text, is_real_user, to_anthropic
@@ -72,10 +78,17 @@ from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
 from agentmem.yarn import YaRN
 
 __all__ = [
+    "TODO_TOOL_NAMES",
+    "ContextBuild",
     "ContextManager",
     "ContextSettings",
     "ContextStats",
+    "Progress",
     "TrimEvent",
+    "check_overflow_attempt",
+    "latest_todos",
+    "progress_of",
+    "render_progress",
     "truncate_text",
 ]
 
@@ -84,9 +97,6 @@ _log = logging.getLogger("agentmem.context")
 Stage = Literal[1, 2, 3]
 
 RECOVERY_TAG = "context_recovery"
-TODO_TOOL_NAMES = frozenset(
-    {"todo_write", "TodoWrite", "write_todos", "update_todos", "todo", "todos", "update_plan"}
-)
 
 
 class ContextSettings(BaseModel):
@@ -148,6 +158,8 @@ def _describe(exc: ValidationError) -> str:
     for error in exc.errors():
         where = ".".join(str(part) for part in error["loc"])
         message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = f"unknown setting; expected one of {', '.join(ContextSettings.model_fields)}"
         parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts)
 
@@ -883,29 +895,15 @@ class ContextManager:
 
     def _recovery_message(self, window: ShortTermMemory, yarn: YaRN | None) -> Message:
         """The neutral note added to every stage-3 payload."""
-        history = window.history
+        progress = progress_of(window.history, yarn.summary if yarn is not None else None)
         lines = [
             f"<{RECOVERY_TAG}>",
             "The conversation was shortened to fit the model's context window. Earlier "
             "messages are kept in the session archive and summarized in <thread_summary>.",
+            *render_progress(progress),
+            "Continue with the current task from where you left off.",
+            f"</{RECOVERY_TAG}>",
         ]
-        summary = yarn.summary if yarn is not None else None
-        anchor = history.last_real_user_index()
-        task = _text_of(history[anchor]).strip() if anchor is not None else ""
-        if not task and summary is not None and summary.current_task:
-            task = summary.current_task
-        if task:
-            lines.append(f"Current task: {truncate_text(task, 300)}")
-        todos = latest_todos(history)
-        if todos:
-            lines.append("Todo list:")
-            lines.extend(f"- {item}" for item in todos)
-        commits = list(summary.commits[-5:]) if summary is not None else []
-        if commits:
-            lines.append("Recent git activity:")
-            lines.extend(f"- {c}" for c in commits)
-        lines.append("Continue with the current task from where you left off.")
-        lines.append(f"</{RECOVERY_TAG}>")
         return {"role": "system", "content": "\n".join(lines), "synthesized": True}
 
     def _render(
@@ -980,49 +978,3 @@ def _truncated(msg: Message, max_tokens: int, tokens: int) -> Message | None:
             for c in calls
         ]
     return new
-
-
-_TODO_STATUS_RE = re.compile(r"^[a-z_ -]{1,20}$")
-
-
-def latest_todos(messages: Sequence[Message], *, scan_limit: int = 400) -> list[str]:
-    """The newest todo list an agent wrote through a todo tool, as display lines.
-
-    Looks at the last ``scan_limit`` messages for a tool call whose name is
-    one of :data:`TODO_TOOL_NAMES` and reads its ``todos`` (or ``items`` /
-    ``plan``) argument: a list of strings or of objects with
-    ``content``/``text``/``step`` and ``status``.
-    """
-    n = len(messages)
-    for i in range(n - 1, max(n - scan_limit, 0) - 1, -1):
-        msg = messages[i]
-        for call in reversed(msg.get("tool_calls") or ()):
-            if call.get("function", {}).get("name") not in TODO_TOOL_NAMES:
-                continue
-            try:
-                args = orjson.loads(call["function"].get("arguments") or "{}")
-            except orjson.JSONDecodeError:
-                continue
-            items = (
-                args.get("todos") or args.get("items") or args.get("plan")
-                if isinstance(args, dict)
-                else None
-            )
-            if not isinstance(items, list):
-                continue
-            lines = []
-            for item in items[:30]:
-                if isinstance(item, str):
-                    lines.append(truncate_text(item, 200))
-                elif isinstance(item, dict):
-                    text = item.get("content") or item.get("text") or item.get("step") or ""
-                    status = item.get("status")
-                    mark = (
-                        f"[{status}] "
-                        if isinstance(status, str) and _TODO_STATUS_RE.match(status)
-                        else ""
-                    )
-                    if isinstance(text, str) and text:
-                        lines.append(mark + truncate_text(text, 200))
-            return lines
-    return []

@@ -50,11 +50,12 @@ from agentmem.context import (
     ContextSettings,
     TrimEvent,
     check_overflow_attempt,
-    latest_todos,
+    progress_of,
+    render_progress,
 )
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.history import MessageHistory
-from agentmem.messages import Message, content_text
+from agentmem.messages import Message
 from agentmem.protocols import LLM, ProgressReporter, Summarizer, TokenCounter
 from agentmem.session_store import (
     BillingRecord,
@@ -643,9 +644,7 @@ class Session:
         """Write ``memory/session_progress.md`` before a trim (never in incognito mode)."""
         if self._memory.incognito:
             return
-        summary = self.yarn.summary
-        index = self.history.last_real_user_index()
-        anchor = self.history[index] if index is not None else None
+        progress = progress_of(self.history, self.yarn.summary, task_chars=2000)
         lines = [
             "# Session progress",
             "",
@@ -655,16 +654,9 @@ class Session:
             f"({event.tokens_before} -> {event.target_tokens} tokens)",
             f"- messages: {len(self.history)}; window starts at {self.window.start}",
             "",
-            "## Current task",
-            "",
-            (content_text(anchor.get("content")) if anchor is not None else "(none)")[:2000],
+            *render_progress(progress, with_summary=True),
             "",
         ]
-        todos = latest_todos(self.history)
-        if todos:
-            lines += ["## Todo", "", *(f"- {t}" for t in todos), ""]
-        if summary is not None:
-            lines += ["## Summary of earlier work", "", summary.render(), ""]
         path = self._memory.root / PROGRESS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, "\n".join(lines))

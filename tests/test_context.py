@@ -384,7 +384,7 @@ def test_bad_arguments() -> None:
         ContextManager(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="trim_target"):
         ContextSettings(trim_target=0.9, proactive_threshold=0.75)
-    with pytest.raises(ValueError, match="extra"):
+    with pytest.raises(ConfigurationError, match="no_such_setting: unknown setting"):
         ContextManager({"context_window": 1000, "no_such_setting": 1})
 
 
@@ -775,3 +775,48 @@ def test_settings_are_immutable_with_a_clear_error() -> None:
     with pytest.raises(ConfigurationError, match="context_window"):
         s.context_window = 1_000  # type: ignore[misc]
     assert s.model_copy(update={"context_window": 1_000}).context_window == 1_000
+
+
+# ------------------------------------------------------------------- one progress renderer
+
+
+def test_recovery_note_and_progress_file_render_the_same_progress(tmp_path: Any) -> None:
+    import agentmem
+
+    with agentmem.Memory(root=tmp_path / ".agentmem", working_dir=tmp_path) as mem:
+        s = mem.session(name="p", context_window=2_000)
+        s.history.replace_system_prompt(SYSTEM)
+        s.start_task("Port the exporter to the new API and commit each step.")
+        todos = {"todos": [{"content": "port exporter", "status": "in_progress"}, "add tests"]}
+        for i in range(25):
+            name, args = ("todo_write", todos) if i == 0 else ("bash", {"cmd": f"step {i}"})
+            output = f"[main {i:02d}abcdef] Step {i}\n" + "ok\n" * 30
+            s.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)},
+                        }
+                    ],
+                }
+            )
+            s.append({"role": "tool", "tool_call_id": f"c{i}", "content": output})
+            s.context()
+        payload = s.context_after_overflow(1)
+        note = payload[-1]["content"].splitlines()
+        body = note[2 : note.index("Continue with the current task from where you left off.")]
+        # The next trim writes the file first, from the state the note was rendered from.
+        s.context_after_overflow(2)
+        text = (tmp_path / ".agentmem" / "memory" / "session_progress.md").read_text()
+        lines = text.splitlines()
+        # the note's progress lines appear, in order and contiguous, in the file
+        start = lines.index(body[0])
+        assert lines[start : start + len(body)] == body
+        assert "Current task: Port the exporter" in body[0]
+        assert "- [in_progress] port exporter" in body
+        assert "Recent git activity:" in body
+        assert "Summary of earlier work:" in lines
