@@ -43,6 +43,11 @@ cache, OpenAI views of stored messages are cached by identity, and the
 payload is a structural copy (strings shared, containers fresh) rather than
 a re-serialisation. The whole history is never recounted.
 
+Why this module is long: the pipeline's stages share the incremental state
+(repair stream, counts, caches) that keeps a build O(window); splitting the
+manager would pass that state across modules. Payload-level truncation is in
+:mod:`agentmem._shrink`, the progress rendering in :mod:`agentmem._progress`.
+
 Guarantees: the payload satisfies the provider rules of
 :mod:`agentmem.repair`; it always contains the system prompt and the newest
 real user message; its count by the history's token counter never exceeds
@@ -58,7 +63,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentmem._progress import (
@@ -68,6 +72,7 @@ from agentmem._progress import (
     progress_of,
     render_progress,
 )
+from agentmem._shrink import PayloadShrinker
 from agentmem._truncate import truncate_text
 from agentmem.errors import ConfigurationError, ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, TurnCache, content_text, is_real_user, to_anthropic
@@ -194,16 +199,6 @@ class ContextStats:
     """Messages whose content was truncated in the payload."""
 
 
-def _shrink_json_strings(value: Any, max_chars: int) -> Any:
-    if isinstance(value, str):
-        return truncate_text(value, max_chars)
-    if isinstance(value, list):
-        return [_shrink_json_strings(v, max_chars) for v in value]
-    if isinstance(value, dict):
-        return {k: _shrink_json_strings(v, max_chars) for k, v in value.items()}
-    return value
-
-
 def _copy_view(view: Mapping[str, Any]) -> dict[str, Any]:
     """Copy the containers of an OpenAI message view; strings and numbers are shared.
 
@@ -282,21 +277,6 @@ class _PrefixKey:
         )
 
 
-@dataclass(frozen=True)
-class _CutKey:
-    original: int  # id() of the original message, checked against _Cut.original
-    aim: int
-    keep_task: bool
-    epoch: int
-
-
-@dataclass(frozen=True)
-class _Cut:
-    original: Message
-    message: Message | None
-    tokens: int
-
-
 @dataclass
 class _Prefix:
     """Incremental repair state for one window position (valid until a trim or a rewrite)."""
@@ -357,9 +337,7 @@ class ContextManager:
         self.last_build: ContextBuild | None = None
         """The result of the newest build, or ``None`` before the first one."""
         self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
-        # Truncated copies from the last build. A steady payload re-uses them: a giant
-        # message is read and cut once, not on every build.
-        self._cuts: dict[_CutKey, _Cut] = {}
+        self._shrinker = PayloadShrinker()
         self._turns: TurnCache = {}
         self._system_cache: _SystemCache | None = None
         self._summary_cache: _SummaryCache | None = None
@@ -494,7 +472,7 @@ class ContextManager:
 
     def _reset(self) -> None:
         self._views = {}
-        self._cuts = {}
+        self._shrinker.reset()
         self._turns = {}
         self._system_cache = None
         self._summary_cache = None
@@ -682,7 +660,7 @@ class ContextManager:
         self._prefix = None
         alive = {id(m) for m in window.messages()}
         self._views = {k: v for k, v in self._views.items() if k in alive}
-        self._cuts = {}
+        self._shrinker.reset()
         self._turns = {k: v for k, v in self._turns.items() if k in alive}
         if self.reporter is not None:
             try:
@@ -793,104 +771,40 @@ class ContextManager:
         system: Message | None,
         anchor_ceiling: int,
     ) -> tuple[list[Message], int]:
-        """Truncate content in the payload until it fits ``ceiling``.
+        """Truncate content in the payload until it fits ``ceiling`` (see :mod:`._shrink`).
 
-        Order, following the design's priority (system prompt, anchor, newest
-        units, summary): the thread summary first, then tool results (largest
-        first), then other conversation messages (mid-conversation system
-        notes included), and the task anchor only as a last resort. The
-        system prompt and the recovery note are never cut. The stored history
-        is untouched.
+        Counts come from the caches (history, system prompt, summary); only
+        synthesised entries are counted here, and they are small.
         """
         history = window.history
         counter = history.token_counter
-        epoch = getattr(counter, "epoch", 0)
-        reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
-        out = list(messages)
-        # Counts come from the caches (history, system prompt, summary); only synthesised
-        # entries are counted here, and they are small.
         known = {id(history[i]): i for i in window.indices()}
         if window.start > 0 and history.has_system_prompt():
             known[id(history[0])] = 0
+        summary, summary_tokens = self._summary_message(yarn, counter)
+        system_cache = self._system_cache
 
         def count(msg: Message) -> int:
             i = known.get(id(msg))
             if i is not None and history[i] is msg:
                 return history.message_tokens(i)
-            if msg is system:
-                cache = self._system_cache
-                return cache.tokens if cache is not None else count_message(msg, counter)
-            summary, summary_tokens = self._summary_message(yarn, counter)
+            if msg is system and system_cache is not None and system_cache.message is msg:
+                return system_cache.tokens
             if msg is summary:
                 return summary_tokens
             return count_message(msg, counter)
 
-        sizes = [count(m) for m in out]
-        total = REPLY_PRIMING_TOKENS + sum(sizes)
-        anchor = next((m for m in reversed(out) if is_real_user(m)), None)
-        cuts = self._cuts
-        used: dict[_CutKey, _Cut] = {}
-
-        def rank(i: int) -> tuple[int, int]:
-            # What to preserve, most important last: the summary gives way first, then
-            # tool outputs (largest first), then other messages of the newest units.
-            msg = out[i]
-            if msg.get("compressed_summary"):
-                group = 0
-            elif msg["role"] == "tool":
-                group = 1
-            else:
-                group = 2
-            return (group, -sizes[i])
-
-        # Never cut: the system prompt, the recovery note; the anchor only as a last resort.
-        others = sorted(
-            (
-                i
-                for i, m in enumerate(out)
-                if m is not system and m is not anchor and not m.get("synthesized")
-            ),
-            key=rank,
+        out, total, truncated = self._shrinker.shrink(
+            messages,
+            count=count,
+            counter=counter,
+            summary=yarn.render_message if yarn is not None else None,
+            system=system,
+            ceiling=ceiling,
+            anchor_ceiling=anchor_ceiling,
+            summary_reserve=int(self.settings.summary_max_fraction * self.settings.context_window),
         )
-        last = [i for i, m in enumerate(out) if m is anchor]
-        original = list(out)
-        full = list(sizes)
-        # Everything else is cut down to the target first (two rounds, since a cut lands
-        # only near its aim), the summary no further than its reserve
-        # (summary_max_fraction) and its header and current task; then, if still
-        # needed, the summary below that; the anchor only if the window
-        # itself is exceeded. A later cut starts again from the original message.
-        rounds = ((others, ceiling, True), (others, ceiling, True), (others, ceiling, False))
-        for candidates, bound, keep_task in (*rounds, (last, anchor_ceiling, False)):
-            for i in candidates:
-                if total <= bound:
-                    break
-                aim = max(sizes[i] - (total - bound), 8)
-                is_summary = bool(original[i].get("compressed_summary")) and yarn is not None
-                if is_summary and keep_task:
-                    aim = max(aim, min(full[i], reserve))
-                key = _CutKey(id(original[i]), aim, keep_task and is_summary, epoch)
-                cached = used.get(key) or cuts.get(key)
-                if cached is not None and cached.original is original[i]:
-                    new_msg, new_size = cached.message, cached.tokens
-                else:
-                    if is_summary and yarn is not None:
-                        # The summary keeps its tags and its newest, most useful lines.
-                        chars = len(_text_of(original[i])) * aim // max(full[i], 1) * 9 // 10
-                        new_msg = yarn.render_message(max_chars=chars, keep_task=keep_task)
-                    else:
-                        new_msg = _truncated(original[i], aim, full[i])
-                    new_size = count_message(new_msg, counter) if new_msg is not None else 0
-                used[key] = _Cut(original[i], new_msg, new_size)
-                if new_msg is None:
-                    continue
-                if new_size >= sizes[i]:
-                    continue
-                if out[i] is original[i]:
-                    stats.truncated += 1
-                total += new_size - sizes[i]
-                out[i], sizes[i] = new_msg, new_size
-        self._cuts = used
+        stats.truncated += truncated
         return out, total
 
     def _recovery_message(self, window: ShortTermMemory, yarn: YaRN | None) -> Message:
@@ -937,44 +851,3 @@ def _prompt_tokens_in(window: ShortTermMemory) -> int:
     """Tokens of the system prompt when the window still starts at it (index 0), else 0."""
     history = window.history
     return history.message_tokens(0) if window.start == 0 and history.has_system_prompt() else 0
-
-
-def _truncated(msg: Message, max_tokens: int, tokens: int) -> Message | None:
-    """A copy of ``msg`` with its text cut to roughly ``max_tokens`` (None if nothing to cut)."""
-    content = msg.get("content")
-    calls = msg.get("tool_calls") or []
-    size = len(content_text(content)) + sum(len(c["function"]["arguments"]) for c in calls)
-    if size == 0:
-        return None
-    # Scale by this message's own characters per token so the cut lands near the target.
-    max_chars = int(size * max_tokens / max(tokens, 1) * 0.9)
-    new: Message = {**msg, "truncated": True}
-    if isinstance(content, str):
-        new["content"] = truncate_text(content, max_chars)
-    elif isinstance(content, list):
-        texts = [p for p in content if p.get("type") == "text"]
-        share = max_chars // max(len(texts), 1)
-        new["content"] = [
-            {**p, "text": truncate_text(p["text"], share)}
-            if p.get("type") == "text"
-            else {
-                "type": "text",
-                "text": f"[{p.get('type', 'part')} omitted to fit the context window]",
-            }
-            for p in content
-        ]
-    if calls:
-        per_call = max(max_chars // (len(calls) + 1), 64)
-        new["tool_calls"] = [
-            {
-                **c,
-                "function": {
-                    **c["function"],
-                    "arguments": orjson.dumps(
-                        _shrink_json_strings(orjson.loads(c["function"]["arguments"]), per_call)
-                    ).decode(),
-                },
-            }
-            for c in calls
-        ]
-    return new
