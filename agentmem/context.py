@@ -27,8 +27,9 @@ and keeps it inside the window in three stages:
    messages, the anchor only if the window itself would be exceeded.
 3. **Reactive trim** (after the provider rejected the request for length:
    :meth:`ContextManager.build_after_overflow`). Attempt 1 trims to 50% of
-   the window, attempt 2 to 25%, attempt 3 to the minimum (system prompt,
-   summary, anchor, newest unit). Each adds a *recovery injection*: a neutral
+   the window, attempt 2 to 25%, attempt 3 keeps only the newest unit and
+   gives it 10% of the window beside the system prompt, anchor, summary and
+   recovery note (a short message is never cut). Each adds a *recovery injection*: a neutral
    note with the summary, the agent's todo list and recent git activity that
    tells the agent to keep working.
 
