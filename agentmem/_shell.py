@@ -12,7 +12,8 @@ heredocs (their bodies are data, not commands), ``&&``/``||``/``;``/``|``
 chains and line continuations, ``bash -c '...'``, fd redirections
 (``2>&1``, ``>/dev/null`` write no file), and ignores paths built from
 variables, command substitutions or globs, which it cannot resolve.
-``python - <<'EOF'`` writes nothing it can see.
+Python run from the shell counts only when it opens a literal path for
+writing (``python - <<'EOF'`` that only reads writes nothing).
 """
 
 from __future__ import annotations
@@ -47,11 +48,29 @@ _WRAPPERS: Final = frozenset(
 _SHELLS: Final = frozenset({"bash", "sh", "zsh", "dash"})
 _ASSIGNMENT_RE: Final = re.compile(r"^[A-Za-z_]\w*=")
 _MAX_DEPTH: Final = 3
+# Python run from the shell (python -c, python - <<EOF) writing a literal path.
+_PYTHON_RE: Final = re.compile(r"\bpython[\d.]*\b")
+_PY_WRITE_RE: Final = re.compile(
+    r"""open\(\s*[rRbBfFuU]?(['"])([^'"\n]{1,300})\1\s*,\s*[rRbBfFuU]?(['"])[^'"\n]*[wax]"""
+    r"""|Path\(\s*(['"])([^'"\n]{1,300})\4\s*\)\s*\.write_(?:text|bytes)\("""
+)
 
 
 def written_files(script: str) -> list[str]:
-    """Paths ``script`` writes, creates, moves or deletes, in order (duplicates kept)."""
-    return list(_written(script, 0))
+    """Paths ``script`` writes, creates, moves or deletes, in order (duplicates kept).
+
+    Python code the script runs (``python -c '...'``, ``python - <<'EOF'``)
+    counts when it opens a literal path for writing or calls
+    ``Path('...').write_text``; reading code writes nothing.
+    """
+    found = list(_written(script, 0))
+    head = script[:MAX_COMMAND_CHARS]
+    if ("open(" in head or ".write_" in head) and _PYTHON_RE.search(head):
+        for match in _PY_WRITE_RE.finditer(head):
+            path = match.group(2) or match.group(5)
+            if path and _usable(path):
+                found.append(path)
+    return found
 
 
 def commands_in_text(text: str) -> list[str]:

@@ -1028,3 +1028,20 @@ def test_extraction_module_reads_the_same_facts_the_summary_holds() -> None:
     assert [Decision(question=q, answer=a) for q, a in facts.decisions] == list(s.decisions)
     assert facts.tool_counts == dict(s.tool_counts)
     assert facts.compressed_messages == s.compressed_messages == len(transcript())
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (
+            "python - <<'EOF'\nwith open('out/report.txt', 'w') as f:\n    f.write('x')\nEOF",
+            ["out/report.txt"],
+        ),
+        ("python3 -c \"from pathlib import Path; Path('a.cfg').write_text('1')\"", ["a.cfg"]),
+        ("python -c \"print(open('README.md').read())\"", []),
+        ("echo \"open('x.txt', 'w')\" > notes.md", ["notes.md"]),  # not python: only the redirect
+    ],
+)
+def test_python_run_from_the_shell_writing_literal_paths(command: str, expected: list[str]) -> None:
+    s = ThreadSummary.from_messages([assistant(None, call("c1", "bash", command=command))])
+    assert list(s.files_touched) == expected
