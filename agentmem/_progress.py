@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from agentmem._truncate import truncate_text
-from agentmem.messages import Message, content_text
+from agentmem.messages import Message, content_text, is_real_user
 
 __all__ = ["TODO_TOOL_NAMES", "Progress", "latest_todos", "progress_of", "render_progress"]
 
@@ -55,7 +55,11 @@ def progress_of(
         commits: How many of the newest commits to keep.
     """
     index = getattr(history, "last_real_user_index", None)
-    anchor = index() if callable(index) else None
+    if callable(index):
+        anchor = index()
+    else:
+        newest_first = range(len(history) - 1, -1, -1)
+        anchor = next((i for i in newest_first if is_real_user(history[i])), None)
     task = content_text(history[anchor].get("content")).strip() if anchor is not None else ""
     if not task and summary is not None and summary.current_task:
         task = summary.current_task

@@ -30,7 +30,14 @@ from agentmem import (
 )
 from agentmem._truncate import _MARKER_RE as MARKER
 from agentmem._truncate import MIN_KEPT_CHARS, omitted_count
-from agentmem.context import RECOVERY_TAG, ContextBuild, latest_todos, truncate_text
+from agentmem.context import (
+    RECOVERY_TAG,
+    ContextBuild,
+    latest_todos,
+    progress_of,
+    render_progress,
+    truncate_text,
+)
 from agentmem.messages import Message, content_text, normalize_messages
 from agentmem.repair import (
     MISSING_TOOL_RESULT,
@@ -820,3 +827,13 @@ def test_recovery_note_and_progress_file_render_the_same_progress(tmp_path: Any)
         assert "- [in_progress] port exporter" in body
         assert "Recent git activity:" in body
         assert "Summary of earlier work:" in lines
+
+
+def test_progress_of_a_plain_list_finds_the_real_request() -> None:
+    messages = [
+        {"role": "user", "content": "Migrate the build to hatch."},
+        {"role": "user", "content": "Session context: 2026-11-22", "session_context": True},
+    ]
+    assert render_progress(progress_of(messages, None)) == [
+        "Current task: Migrate the build to hatch."
+    ]
