@@ -56,6 +56,7 @@ from agentmem.session_store import (
     SessionWriter,
 )
 from agentmem.stm import ShortTermMemory
+from agentmem.summarizer import LLMSummarizer
 from agentmem.tokens import (
     HeuristicCounter,
     LearningEstimator,
@@ -64,7 +65,7 @@ from agentmem.tokens import (
     count_messages,
     counter_for_model,
 )
-from agentmem.yarn import DEFAULT_ASK_TOOLS, Decision, LLMSummarizer, ThreadSummary, YaRN
+from agentmem.yarn import DEFAULT_ASK_TOOLS, Decision, ThreadSummary, YaRN
 
 __version__ = "0.1.0"
 

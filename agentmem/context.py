@@ -27,8 +27,9 @@ and keeps it inside the window in three stages:
    messages, the anchor only if the window itself would be exceeded.
 3. **Reactive trim** (after the provider rejected the request for length:
    :meth:`ContextManager.build_after_overflow`). Attempt 1 trims to 50% of
-   the window, attempt 2 to 25%, attempt 3 to the minimum (system prompt,
-   summary, anchor, newest unit). Each adds a *recovery injection*: a neutral
+   the window, attempt 2 to 25%, attempt 3 keeps only the newest unit and
+   gives it 10% of the window beside the system prompt, anchor, summary and
+   recovery note (a short message is never cut). Each adds a *recovery injection*: a neutral
    note with the summary, the agent's todo list and recent git activity that
    tells the agent to keep working.
 
@@ -43,6 +44,11 @@ cache, OpenAI views of stored messages are cached by identity, and the
 payload is a structural copy (strings shared, containers fresh) rather than
 a re-serialisation. The whole history is never recounted.
 
+Why this module is long: the pipeline's stages share the incremental state
+(repair stream, counts, caches) that keeps a build O(window); splitting the
+manager would pass that state across modules. Payload-level truncation is in
+:mod:`agentmem._shrink`, the progress rendering in :mod:`agentmem._progress`.
+
 Guarantees: the payload satisfies the provider rules of
 :mod:`agentmem.repair`; it always contains the system prompt and the newest
 real user message; its count by the history's token counter never exceeds
@@ -54,16 +60,22 @@ valid then); between trims, appending a message only appends to the payload.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentmem._json import decode_arguments, parse_arguments
-from agentmem.errors import ContextOverflowError, InvalidArgumentError
+from agentmem._progress import (
+    TODO_TOOL_NAMES,
+    Progress,
+    latest_todos,
+    progress_of,
+    render_progress,
+)
+from agentmem._shrink import PayloadShrinker
+from agentmem._truncate import truncate_text
+from agentmem.errors import ConfigurationError, ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, TurnCache, content_text, is_real_user, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
@@ -72,10 +84,17 @@ from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
 from agentmem.yarn import YaRN
 
 __all__ = [
+    "TODO_TOOL_NAMES",
+    "ContextBuild",
     "ContextManager",
     "ContextSettings",
     "ContextStats",
+    "Progress",
     "TrimEvent",
+    "check_overflow_attempt",
+    "latest_todos",
+    "progress_of",
+    "render_progress",
     "truncate_text",
 ]
 
@@ -84,14 +103,6 @@ _log = logging.getLogger("agentmem.context")
 Stage = Literal[1, 2, 3]
 
 RECOVERY_TAG = "context_recovery"
-TRUNCATION_MARKER = (
-    "\n[... {omitted} characters omitted here to fit the context window; "
-    "the full text is kept in the session archive ...]\n"
-)
-SHORT_TRUNCATION_MARKER = "[... {omitted} characters omitted ...]"
-TODO_TOOL_NAMES = frozenset(
-    {"todo_write", "TodoWrite", "write_todos", "update_todos", "todo", "todos", "update_plan"}
-)
 
 
 class ContextSettings(BaseModel):
@@ -107,10 +118,34 @@ class ContextSettings(BaseModel):
     """Stages 1 and 2 trim down to this share."""
     validation_threshold: float = Field(default=0.75, gt=0, le=1)
     """Stage 2 trims when the exact count of the payload passes this share."""
-    overflow_targets: tuple[float, float, float] = (0.5, 0.25, 0.0)
-    """Stage 3 targets for attempts 1, 2 and 3 (0.0 means: keep only the newest unit)."""
+    overflow_targets: tuple[float, float, float] = (0.5, 0.25, 0.1)
+    """Stage 3 targets for attempts 1, 2 and 3.
+
+    Attempts 1 and 2 trim the whole payload to their share. Attempt 3 keeps
+    only the newest unit and gives it this share of the window, on top of
+    what the system prompt, the anchor, the recovery note and the summary
+    (at most ``summary_max_fraction``) cost.
+    """
     summary_max_fraction: float = Field(default=0.1, ge=0, le=0.5)
     """Room reserved for the thread summary when trimming; a longer summary is truncated."""
+
+    def __init__(self, **data: Any) -> None:
+        """Validate the settings.
+
+        Raises:
+            ConfigurationError: a field is unknown, of the wrong type or out of
+                range, or the fields contradict each other; the message names them.
+        """
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid context settings: {_describe(exc)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ConfigurationError(
+            f"context settings are immutable: cannot set {name!r}; "
+            f"use settings.model_copy(update={{{name!r}: ...}}) or pass new settings"
+        )
 
     @model_validator(mode="after")
     def _coherent(self) -> ContextSettings:
@@ -121,6 +156,18 @@ class ContextSettings(BaseModel):
         if any(not 0 <= t <= 1 for t in self.overflow_targets):
             raise ValueError("overflow_targets must be shares between 0 and 1")
         return self
+
+
+def _describe(exc: ValidationError) -> str:
+    """Every error of ``exc`` as ``field: message``, joined (no pydantic wording about URLs)."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = f"unknown setting; expected one of {', '.join(ContextSettings.model_fields)}"
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -153,36 +200,6 @@ class ContextStats:
     """Messages whose content was truncated in the payload."""
 
 
-def truncate_text(text: str, max_chars: int) -> str:
-    """Shorten ``text`` to about ``max_chars`` keeping its head and tail, with a marker.
-
-    The result is at most about ``max_chars`` long, marker included.
-    Deterministic: the same input gives the same output, so a truncated
-    message stays identical across calls. When little room is left a short
-    marker is used, so the marker never costs more than the text it replaces.
-    """
-    if len(text) <= max_chars:
-        return text
-    template = (
-        TRUNCATION_MARKER if max_chars >= 4 * len(TRUNCATION_MARKER) else SHORT_TRUNCATION_MARKER
-    )
-    keep = max(max_chars - len(template) - 8, 0)  # 8: room for the count in the marker
-    head = keep * 2 // 3
-    tail = keep - head
-    omitted = len(text) - head - tail
-    return text[:head] + template.format(omitted=omitted) + (text[-tail:] if tail else "")
-
-
-def _shrink_json_strings(value: Any, max_chars: int) -> Any:
-    if isinstance(value, str):
-        return truncate_text(value, max_chars)
-    if isinstance(value, list):
-        return [_shrink_json_strings(v, max_chars) for v in value]
-    if isinstance(value, dict):
-        return {k: _shrink_json_strings(v, max_chars) for k, v in value.items()}
-    return value
-
-
 def _copy_view(view: Mapping[str, Any]) -> dict[str, Any]:
     """Copy the containers of an OpenAI message view; strings and numbers are shared.
 
@@ -208,12 +225,64 @@ def _text_of(msg: Mapping[str, Any]) -> str:
     return content_text(msg.get("content"))
 
 
+@dataclass(frozen=True)
+class ContextBuild:
+    """What one build returned: the payload, the canonical messages behind it, its stats."""
+
+    payload: list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]
+    """OpenAI: a list of message dicts. Anthropic: ``(system, messages)``. The caller may
+    modify it."""
+    messages: tuple[Message, ...]
+    """The payload in canonical (OpenAI) shape, internal fields included; do not modify."""
+    stats: ContextStats
+    """What the build did."""
+
+
+@dataclass(frozen=True)
+class _SystemCache:
+    prompt: Message | None  # history[0] when it is a system message
+    injections: tuple[str, ...]
+    message: Message | None  # prompt with injections appended
+    tokens: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class _SummaryCache:
+    summary: Any  # the ThreadSummary object the message was rendered from
+    message: Message | None
+    tokens: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class _PrefixKey:
+    """Everything the incremental repair state depends on (objects compared by identity)."""
+
+    history: Any
+    revision: int
+    epoch: int
+    start: int
+    pinned: tuple[int, ...]
+    system: Message | None
+    summary: Message | None
+    chain: frozenset[Any] | None
+
+    def same(self, other: _PrefixKey) -> bool:
+        return (
+            self.history is other.history
+            and self.system is other.system
+            and self.summary is other.summary
+            and (self.revision, self.epoch, self.start, self.pinned, self.chain)
+            == (other.revision, other.epoch, other.start, other.pinned, other.chain)
+        )
+
+
 @dataclass
 class _Prefix:
     """Incremental repair state for one window position (valid until a trim or a rewrite)."""
 
-    key: tuple[Any, ...]
-    keep: tuple[Any, ...]  # objects whose identity the key relies on
+    key: _PrefixKey
     stream: RepairStream
     upto: int  # history messages consumed (exclusive index)
     tokens: int  # count of stream.out
@@ -230,6 +299,10 @@ class ContextManager:
 
     Args:
         settings: A :class:`ContextSettings` or a mapping of its fields.
+        window: The working window to build from (its history is the
+            conversation). Bound here, a build needs no ``window`` argument;
+            a build given another window resets the manager's caches.
+        yarn: Archive that receives evicted messages and supplies the summary.
         checkpoint: Called with a :class:`TrimEvent` before every trim (the
             session writes its progress checkpoint there). Errors are logged,
             never raised: a failed checkpoint must not stop the agent.
@@ -237,13 +310,15 @@ class ContextManager:
 
     Raises:
         InvalidArgumentError: ``settings`` is neither settings nor a mapping.
-        pydantic.ValidationError: a setting is out of range.
+        ConfigurationError: a setting is out of range (the message names it).
     """
 
     def __init__(
         self,
         settings: ContextSettings | Mapping[str, Any] | None = None,
         *,
+        window: ShortTermMemory | None = None,
+        yarn: YaRN | None = None,
         checkpoint: Callable[[TrimEvent], None] | None = None,
         reporter: ProgressReporter | None = None,
     ) -> None:
@@ -256,24 +331,31 @@ class ContextManager:
                 f"settings must be ContextSettings or a mapping, got {type(settings).__name__}"
             )
         self.settings = settings
+        self.window = window
+        self.yarn = yarn
         self.checkpoint = checkpoint
         self.reporter = reporter
-        self.stats = ContextStats()
-        self.last_messages: list[Message] = []
+        self.last_build: ContextBuild | None = None
+        """The result of the newest build, or ``None`` before the first one."""
         self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._shrinker = PayloadShrinker()
         self._turns: TurnCache = {}
-        self._system_cache: (
-            tuple[Message | None, tuple[str, ...], Message | None, int, int] | None
-        ) = None
-        self._summary_cache: tuple[Any, Message | None, int, int] | None = None
+        self._system_cache: _SystemCache | None = None
+        self._summary_cache: _SummaryCache | None = None
         self._prefix: _Prefix | None = None
         self._reasoning = False
+        self._built_from: ShortTermMemory | None = window
+
+    @property
+    def stats(self) -> ContextStats:
+        """Stats of the newest build (empty before the first one)."""
+        return self.last_build.stats if self.last_build is not None else ContextStats()
 
     # ------------------------------------------------------------------ public
 
     def build(
         self,
-        window: ShortTermMemory,
+        window: ShortTermMemory | None = None,
         yarn: YaRN | None = None,
         *,
         provider: str = "openai",
@@ -284,8 +366,9 @@ class ContextManager:
         """The payload for the next call (stages 1 and 2).
 
         Args:
-            window: The working window (its history is the conversation).
-            yarn: Archive that receives evicted messages and supplies the summary.
+            window: The working window; the bound one when omitted.
+            yarn: Archive that receives evicted messages and supplies the
+                summary; the bound one when omitted.
             provider: ``"openai"`` or ``"anthropic"``.
             injections: Texts appended to the system prompt (long-term memory,
                 persona, memory context), in order.
@@ -298,16 +381,21 @@ class ContextManager:
             A fresh structure the caller may modify.
 
         Raises:
-            InvalidArgumentError: unknown provider.
+            InvalidArgumentError: unknown provider, or no window.
             ContextOverflowError: the system prompt alone does not fit the window.
         """
-        return self._build(
-            window, yarn, provider, injections, task_chain, force_reasoning_content_pad, attempt=0
-        )
+        return self.build_result(
+            window,
+            yarn,
+            provider=provider,
+            injections=injections,
+            task_chain=task_chain,
+            force_reasoning_content_pad=force_reasoning_content_pad,
+        ).payload
 
     def build_after_overflow(
         self,
-        window: ShortTermMemory,
+        window: ShortTermMemory | None = None,
         yarn: YaRN | None = None,
         attempt: int = 1,
         *,
@@ -319,15 +407,59 @@ class ContextManager:
         """The payload after the provider rejected the previous one for length (stage 3).
 
         Attempts 1 and 2 trim to ``overflow_targets[0]`` and ``[1]`` (50% and
-        25%); attempt 3 keeps only the newest unit and truncates to
-        ``overflow_targets[2]``. Each adds the recovery injection.
+        25%); attempt 3 keeps only the newest unit and gives it
+        ``overflow_targets[2]`` of the window. Each adds the recovery injection.
 
         Raises:
             InvalidArgumentError: ``attempt`` is not 1, 2 or 3, or unknown provider.
         """
-        if isinstance(attempt, bool) or attempt not in (1, 2, 3):
-            raise InvalidArgumentError(f"attempt must be 1, 2 or 3, got {attempt!r}")
-        return self._build(
+        check_overflow_attempt(attempt)
+        return self.build_result(
+            window,
+            yarn,
+            attempt=attempt,
+            provider=provider,
+            injections=injections,
+            task_chain=task_chain,
+            force_reasoning_content_pad=force_reasoning_content_pad,
+        ).payload
+
+    def build_result(
+        self,
+        window: ShortTermMemory | None = None,
+        yarn: YaRN | None = None,
+        *,
+        attempt: int = 0,
+        provider: str = "openai",
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> ContextBuild:
+        """Like :meth:`build` (``attempt=0``) or :meth:`build_after_overflow`, with the stats.
+
+        Returns:
+            A :class:`ContextBuild`: the payload, the canonical messages sent
+            and what the build did (also kept as :attr:`last_build`).
+
+        Raises:
+            InvalidArgumentError: ``attempt`` is not 0-3, unknown provider, or no window.
+            ContextOverflowError: the system prompt alone does not fit the window.
+        """
+        if isinstance(attempt, bool) or attempt not in (0, 1, 2, 3):
+            raise InvalidArgumentError(f"attempt must be 0, 1, 2 or 3, got {attempt!r}")
+        if window is None:
+            window = self.window
+        if yarn is None:
+            yarn = self.yarn
+        if not isinstance(window, ShortTermMemory):
+            raise InvalidArgumentError(
+                "window must be a ShortTermMemory (pass one here or to the constructor), "
+                f"got {type(window).__name__}"
+            )
+        if window is not self._built_from:
+            self._reset()
+            self._built_from = window
+        result = self._build(
             window,
             yarn,
             provider,
@@ -336,6 +468,16 @@ class ContextManager:
             force_reasoning_content_pad,
             attempt=attempt,
         )
+        self.last_build = result
+        return result
+
+    def _reset(self) -> None:
+        self._views = {}
+        self._shrinker.reset()
+        self._turns = {}
+        self._system_cache = None
+        self._summary_cache = None
+        self._prefix = None
 
     # ------------------------------------------------------------------ pipeline
 
@@ -349,7 +491,7 @@ class ContextManager:
         force_pad: bool,
         *,
         attempt: int,
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+    ) -> ContextBuild:
         if provider not in PROVIDERS:
             raise InvalidArgumentError(
                 f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
@@ -357,8 +499,9 @@ class ContextManager:
         chain = task_chain_set(task_chain)
         settings = self.settings
         limit = settings.context_window
-        counter = window.history.token_counter
-        self.stats = ContextStats()
+        history = window.history
+        counter = history.token_counter
+        stats = ContextStats()
 
         system, system_tokens = self._system_message(window, injections)
         if system_tokens + REPLY_PRIMING_TOKENS > limit:
@@ -371,37 +514,53 @@ class ContextManager:
 
         if attempt:
             target = int(settings.overflow_targets[attempt - 1] * limit)
-            self._trim(window, yarn, system_tokens, stage=3, attempt=attempt, target=target)
+            self._trim(window, yarn, system_tokens, stats, stage=3, attempt=attempt, target=target)
         elif self._estimate(window, yarn, system_tokens) > settings.proactive_threshold * limit:
             target = int(settings.trim_target * limit)
-            self._trim(window, yarn, system_tokens, stage=1, attempt=0, target=target)
+            self._trim(window, yarn, system_tokens, stats, stage=1, attempt=0, target=target)
 
         messages, total = self._repaired(window, yarn, system, chain)
         if not attempt and total > settings.validation_threshold * limit:
             target = int(settings.trim_target * limit)
-            self._trim(window, yarn, system_tokens, stage=2, attempt=0, target=target)
+            self._trim(window, yarn, system_tokens, stats, stage=2, attempt=0, target=target)
             messages, total = self._repaired(window, yarn, system, chain)
 
         if attempt:
-            messages = [*messages, self._recovery_message(window, yarn)]
-            total += count_message(messages[-1], counter)
-            ceiling = int(settings.overflow_targets[attempt - 1] * limit)
+            recovery = self._recovery_message(window, yarn)
+            recovery_tokens = count_message(recovery, counter)
+            messages = [*messages, recovery]
+            total += recovery_tokens
+            share = int(settings.overflow_targets[attempt - 1] * limit)
+            fixed = system_tokens + recovery_tokens + REPLY_PRIMING_TOKENS
+            if attempt == 3:
+                # Only the newest unit is left: it gets its share of the window beside
+                # the parts that are never cut and the summary's reserve.
+                anchor = next((m for m in reversed(messages) if is_real_user(m)), None)
+                summary_tokens = self._summary_message(yarn, counter)[1]
+                reserve = int(settings.summary_max_fraction * limit)
+                index = history.last_real_user_index()
+                if index is not None and history[index] is anchor:
+                    fixed += history.message_tokens(index)
+                elif anchor is not None:
+                    fixed += count_message(anchor, counter)
+                ceiling = min(fixed + min(summary_tokens, reserve) + share, limit)
+            else:
+                ceiling = max(share, fixed)
         else:
             ceiling = int(settings.validation_threshold * limit)
-        ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
+            ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
         if total > ceiling:
-            messages, total = self._shrink(messages, window, ceiling, system, limit)
+            messages, total = self._shrink(messages, window, yarn, stats, ceiling, system, limit)
         if total > limit:
             raise ContextOverflowError(
                 f"cannot fit the conversation into {limit} tokens (the minimum is {total})",
                 needed=total,
                 window=limit,
             )
-        self.stats.tokens = total
-        self.stats.messages = len(messages)
-        self.last_messages = messages
+        stats.tokens = total
+        stats.messages = len(messages)
         pad = force_pad or self._reasoning
-        return self._render(messages, provider, pad)
+        return ContextBuild(self._render(messages, provider, pad), tuple(messages), stats)
 
     # ------------------------------------------------------------------ parts
 
@@ -419,8 +578,13 @@ class ContextManager:
         prompt = history[0] if history.has_system_prompt() else None
         extra = tuple(text for text in injections if text and text.strip())
         cache = self._system_cache
-        if cache is not None and cache[0] is prompt and cache[1] == extra and cache[4] == epoch:
-            return cache[2], cache[3]
+        if (
+            cache is not None
+            and cache.prompt is prompt
+            and cache.injections == extra
+            and cache.epoch == epoch
+        ):
+            return cache.message, cache.tokens
         message: Message | None
         if not extra:
             message = prompt
@@ -429,7 +593,7 @@ class ContextManager:
             parts.extend(extra)
             message = {"role": "system", "content": "\n\n".join(p for p in parts if p)}
         tokens = count_message(message, counter) if message is not None else 0
-        self._system_cache = (prompt, extra, message, tokens, epoch)
+        self._system_cache = _SystemCache(prompt, extra, message, tokens, epoch)
         return message, tokens
 
     def _summary_message(
@@ -441,11 +605,11 @@ class ContextManager:
         summary = yarn.summary
         epoch = getattr(counter, "epoch", 0)
         cache = self._summary_cache
-        if cache is not None and cache[0] is summary and cache[3] == epoch:
-            return cache[1], cache[2]
+        if cache is not None and cache.summary is summary and cache.epoch == epoch:
+            return cache.message, cache.tokens
         message = yarn.render_message()
         tokens = count_message(message, counter) if message is not None else 0
-        self._summary_cache = (summary, message, tokens, epoch)
+        self._summary_cache = _SummaryCache(summary, message, tokens, epoch)
         return message, tokens
 
     def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
@@ -460,6 +624,7 @@ class ContextManager:
         window: ShortTermMemory,
         yarn: YaRN | None,
         system_tokens: int,
+        stats: ContextStats,
         *,
         stage: Stage,
         attempt: int,
@@ -478,7 +643,7 @@ class ContextManager:
             target_tokens=target,
             window_messages=window.message_count(),
         )
-        self.stats.trims.append(event)
+        stats.trims.append(event)
         self._notify(event)
         reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
         budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + _prompt_tokens_in(window)
@@ -496,6 +661,7 @@ class ContextManager:
         self._prefix = None
         alive = {id(m) for m in window.messages()}
         self._views = {k: v for k, v in self._views.items() if k in alive}
+        self._shrinker.reset()
         self._turns = {k: v for k, v in self._turns.items() if k in alive}
         if self.reporter is not None:
             try:
@@ -536,20 +702,20 @@ class ContextManager:
         """
         history = window.history
         counter = history.token_counter
-        summary, _ = self._summary_message(yarn, counter)
+        summary, summary_tokens = self._summary_message(yarn, counter)
         start = window.start
-        key = (
-            id(history),
+        key = _PrefixKey(
+            history,
             history.revision,
             getattr(counter, "epoch", 0),
             start,
             window.pinned,
-            id(system),
-            id(summary),
+            system,
+            summary,
             chain,
         )
         prefix = self._prefix
-        if prefix is None or prefix.key != key or len(history) < prefix.upto:
+        if prefix is None or not prefix.key.same(key) or len(history) < prefix.upto:
             stream = RepairStream()
             first = start
             if system is not None:
@@ -560,11 +726,21 @@ class ContextManager:
                 stream.push(history[i])
             if first == 0 and history.has_system_prompt():
                 first = 1  # already pushed as `system`
-            tokens = sum(count_message(entry, counter) for entry in stream.out)
+            # Cached counts for the parts pushed unchanged (a pin is a history message).
+            known: dict[int, tuple[Message | None, int]] = {
+                id(history[i]): (history[i], history.message_tokens(i)) for i in window.pinned
+            }
+            if system is not None and self._system_cache is not None:
+                known[id(system)] = (system, self._system_cache.tokens)
+            known[id(summary)] = (summary, summary_tokens)
+            tokens = 0
+            for entry in stream.out:
+                hit = known.get(id(entry))
+                tokens += (
+                    hit[1] if hit is not None and hit[0] is entry else count_message(entry, counter)
+                )
             reasoning = any(_has_reasoning(entry) for entry in stream.out)
-            prefix = _Prefix(
-                key, (system, summary), stream, first, tokens, len(stream.out), reasoning
-            )
+            prefix = _Prefix(key, stream, first, tokens, len(stream.out), reasoning)
             self._prefix = prefix
         stream = prefix.stream
         for i in range(prefix.upto, len(history)):
@@ -590,89 +766,59 @@ class ContextManager:
         self,
         messages: Sequence[Message],
         window: ShortTermMemory,
+        yarn: YaRN | None,
+        stats: ContextStats,
         ceiling: int,
         system: Message | None,
         anchor_ceiling: int,
     ) -> tuple[list[Message], int]:
-        """Truncate content in the payload until it fits ``ceiling``.
+        """Truncate content in the payload until it fits ``ceiling`` (see :mod:`._shrink`).
 
-        Order, following the design's priority (system prompt, anchor, newest
-        units, summary): the thread summary first, then tool results (largest
-        first), then other conversation messages (mid-conversation system
-        notes included), and the task anchor only as a last resort. The
-        system prompt and the recovery note are never cut. The stored history
-        is untouched.
+        Counts come from the caches (history, system prompt, summary); only
+        synthesised entries are counted here, and they are small.
         """
-        counter = window.history.token_counter
-        out = list(messages)
-        sizes = [count_message(m, counter) for m in out]
-        total = REPLY_PRIMING_TOKENS + sum(sizes)
-        anchor = next((m for m in reversed(out) if is_real_user(m)), None)
+        history = window.history
+        counter = history.token_counter
+        known = {id(history[i]): i for i in window.indices()}
+        if window.start > 0 and history.has_system_prompt():
+            known[id(history[0])] = 0
+        summary, summary_tokens = self._summary_message(yarn, counter)
+        system_cache = self._system_cache
 
-        def rank(i: int) -> tuple[int, int]:
-            # What to preserve, most important last: the summary gives way first, then
-            # tool outputs (largest first), then other messages of the newest units.
-            msg = out[i]
-            if msg.get("compressed_summary"):
-                group = 0
-            elif msg["role"] == "tool":
-                group = 1
-            else:
-                group = 2
-            return (group, -sizes[i])
+        def count(msg: Message) -> int:
+            i = known.get(id(msg))
+            if i is not None and history[i] is msg:
+                return history.message_tokens(i)
+            if msg is system and system_cache is not None and system_cache.message is msg:
+                return system_cache.tokens
+            if msg is summary:
+                return summary_tokens
+            return count_message(msg, counter)
 
-        # Never cut: the system prompt, the recovery note; the anchor only as a last resort.
-        others = sorted(
-            (
-                i
-                for i, m in enumerate(out)
-                if m is not system and m is not anchor and not m.get("synthesized")
-            ),
-            key=rank,
+        out, total, truncated = self._shrinker.shrink(
+            messages,
+            count=count,
+            counter=counter,
+            summary=yarn.render_message if yarn is not None else None,
+            system=system,
+            ceiling=ceiling,
+            anchor_ceiling=anchor_ceiling,
+            summary_reserve=int(self.settings.summary_max_fraction * self.settings.context_window),
         )
-        last = [i for i, m in enumerate(out) if m is anchor]
-        # Everything else is cut down to the target first (two rounds, since a cut lands
-        # only near its aim); the anchor is cut only if the window itself is exceeded.
-        for candidates, bound in ((others, ceiling), (others, ceiling), (last, anchor_ceiling)):
-            for i in candidates:
-                if total <= bound:
-                    break
-                new_msg = _truncated(out[i], max(sizes[i] - (total - bound), 8), sizes[i])
-                if new_msg is None:
-                    continue
-                new_size = count_message(new_msg, counter)
-                if new_size >= sizes[i]:
-                    continue
-                total += new_size - sizes[i]
-                out[i], sizes[i] = new_msg, new_size
-                self.stats.truncated += 1
+        stats.truncated += truncated
         return out, total
 
     def _recovery_message(self, window: ShortTermMemory, yarn: YaRN | None) -> Message:
         """The neutral note added to every stage-3 payload."""
-        history = window.history
+        progress = progress_of(window.history, yarn.summary if yarn is not None else None)
         lines = [
             f"<{RECOVERY_TAG}>",
             "The conversation was shortened to fit the model's context window. Earlier "
             "messages are kept in the session archive and summarized in <thread_summary>.",
+            *render_progress(progress),
+            "Continue with the current task from where you left off.",
+            f"</{RECOVERY_TAG}>",
         ]
-        summary = yarn.summary if yarn is not None else None
-        anchor = history.last_real_user_index()
-        task = _text_of(history[anchor]).strip() if anchor is not None else ""
-        if not task and summary is not None and summary.current_task:
-            task = summary.current_task
-        if task:
-            lines.append(f"Current task: {truncate_text(task, 300)}")
-        todos = latest_todos(history)
-        if todos:
-            lines.append("Todo list:")
-            lines.extend(f"- {item}" for item in todos)
-        commits = list(summary.commits[-5:]) if summary is not None else []
-        if commits:
-            lines.append("Recent git activity:")
-            lines.extend(f"- {c}" for c in commits)
-        lines.append("Continue with the current task from where you left off.")
-        lines.append(f"</{RECOVERY_TAG}>")
         return {"role": "system", "content": "\n".join(lines), "synthesized": True}
 
     def _render(
@@ -696,93 +842,13 @@ class ContextManager:
         return out
 
 
+def check_overflow_attempt(attempt: Any) -> None:
+    """Raise :class:`InvalidArgumentError` unless ``attempt`` is 1, 2 or 3 (a stage-3 attempt)."""
+    if type(attempt) is not int or attempt not in (1, 2, 3):
+        raise InvalidArgumentError(f"attempt must be 1, 2 or 3, got {attempt!r}")
+
+
 def _prompt_tokens_in(window: ShortTermMemory) -> int:
     """Tokens of the system prompt when the window still starts at it (index 0), else 0."""
     history = window.history
     return history.message_tokens(0) if window.start == 0 and history.has_system_prompt() else 0
-
-
-def _truncated(msg: Message, max_tokens: int, tokens: int) -> Message | None:
-    """A copy of ``msg`` with its text cut to roughly ``max_tokens`` (None if nothing to cut)."""
-    content = msg.get("content")
-    calls = msg.get("tool_calls") or []
-    size = len(content_text(content)) + sum(len(c["function"]["arguments"]) for c in calls)
-    if size == 0:
-        return None
-    # Scale by this message's own characters per token so the cut lands near the target.
-    max_chars = int(size * max_tokens / max(tokens, 1) * 0.9)
-    new: Message = {**msg, "truncated": True}
-    if isinstance(content, str):
-        new["content"] = truncate_text(content, max_chars)
-    elif isinstance(content, list):
-        texts = [p for p in content if p.get("type") == "text"]
-        share = max_chars // max(len(texts), 1)
-        new["content"] = [
-            {**p, "text": truncate_text(p["text"], share)}
-            if p.get("type") == "text"
-            else {
-                "type": "text",
-                "text": f"[{p.get('type', 'part')} omitted to fit the context window]",
-            }
-            for p in content
-        ]
-    if calls:
-        per_call = max(max_chars // (len(calls) + 1), 64)
-        new["tool_calls"] = [
-            {
-                **c,
-                "function": {
-                    **c["function"],
-                    "arguments": orjson.dumps(
-                        _shrink_json_strings(
-                            parse_arguments(c["function"]["arguments"]).value, per_call
-                        )
-                    ).decode(),
-                },
-            }
-            for c in calls
-        ]
-    return new
-
-
-_TODO_STATUS_RE = re.compile(r"^[a-z_ -]{1,20}$")
-
-
-def latest_todos(messages: Sequence[Message], *, scan_limit: int = 400) -> list[str]:
-    """The newest todo list an agent wrote through a todo tool, as display lines.
-
-    Looks at the last ``scan_limit`` messages for a tool call whose name is
-    one of :data:`TODO_TOOL_NAMES` and reads its ``todos`` (or ``items`` /
-    ``plan``) argument: a list of strings or of objects with
-    ``content``/``text``/``step`` and ``status``.
-    """
-    n = len(messages)
-    for i in range(n - 1, max(n - scan_limit, 0) - 1, -1):
-        msg = messages[i]
-        for call in reversed(msg.get("tool_calls") or ()):
-            if call.get("function", {}).get("name") not in TODO_TOOL_NAMES:
-                continue
-            args = decode_arguments(call["function"].get("arguments"))
-            items = (
-                args.get("todos") or args.get("items") or args.get("plan")
-                if isinstance(args, dict)
-                else None
-            )
-            if not isinstance(items, list):
-                continue
-            lines = []
-            for item in items[:30]:
-                if isinstance(item, str):
-                    lines.append(truncate_text(item, 200))
-                elif isinstance(item, dict):
-                    text = item.get("content") or item.get("text") or item.get("step") or ""
-                    status = item.get("status")
-                    mark = (
-                        f"[{status}] "
-                        if isinstance(status, str) and _TODO_STATUS_RE.match(status)
-                        else ""
-                    )
-                    if isinstance(text, str) and text:
-                        lines.append(mark + truncate_text(text, 200))
-            return lines
-    return []

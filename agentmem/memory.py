@@ -58,7 +58,15 @@ from agentmem._facade_args import (
 )
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.formats import check_format
-from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_todos
+from agentmem.context import (
+    ContextBuild,
+    ContextManager,
+    ContextSettings,
+    TrimEvent,
+    check_overflow_attempt,
+    progress_of,
+    render_progress,
+)
 from agentmem.errors import (
     AgentMemError,
     ConfigurationError,
@@ -67,7 +75,7 @@ from agentmem.errors import (
     StorageError,
 )
 from agentmem.history import MessageHistory
-from agentmem.messages import Message, content_text
+from agentmem.messages import Message
 from agentmem.protocols import (
     LLM,
     CalibratingCounter,
@@ -547,7 +555,7 @@ class Session:
         self._check_open()
         check_injections(injections)
         return self._finish_build(
-            self.context_manager.build(
+            self.context_manager.build_result(
                 self.window,
                 self.yarn,
                 provider=provider,
@@ -584,8 +592,7 @@ class Session:
                 argument :meth:`context` refuses.
         """
         self._check_open()
-        if type(attempt) is not int or attempt not in (1, 2, 3):
-            raise InvalidArgumentError(f"attempt must be 1, 2 or 3, got {attempt!r}")
+        check_overflow_attempt(attempt)
         if reported_tokens is not None and (
             type(reported_tokens) is not int or not 0 <= reported_tokens <= MAX_TOKENS
         ):
@@ -600,10 +607,10 @@ class Session:
         ):
             self._calibration.observe(self._last_payload, reported_tokens)
         return self._finish_build(
-            self.context_manager.build_after_overflow(
+            self.context_manager.build_result(
                 self.window,
                 self.yarn,
-                attempt,
+                attempt=attempt,
                 provider=provider,
                 injections=injections,
                 task_chain=task_chain,
@@ -612,13 +619,13 @@ class Session:
         )
 
     def _finish_build(
-        self, payload: list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]
+        self, result: ContextBuild
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        if self.context_manager.stats.trims:
+        if result.stats.trims:
             self._save_state()
         # What was sent (canonical shape), so record_usage can calibrate the counter.
-        self._last_payload = self.context_manager.last_messages
-        return payload
+        self._last_payload = list(result.messages)
+        return result.payload
 
     def record_usage(
         self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0
@@ -718,9 +725,7 @@ class Session:
         """Write ``memory/session_progress.md`` before a trim (never in incognito mode)."""
         if self._memory.incognito:
             return
-        summary = self.yarn.summary
-        index = self.history.last_real_user_index()
-        anchor = self.history[index] if index is not None else None
+        progress = progress_of(self.history, self.yarn.summary, task_chars=2000)
         lines = [
             "# Session progress",
             "",
@@ -730,16 +735,9 @@ class Session:
             f"({event.tokens_before} -> {event.target_tokens} tokens)",
             f"- messages: {len(self.history)}; window starts at {self.window.start}",
             "",
-            "## Current task",
-            "",
-            (content_text(anchor.get("content")) if anchor is not None else "(none)")[:2000],
+            *render_progress(progress, with_summary=True),
             "",
         ]
-        todos = latest_todos(self.history)
-        if todos:
-            lines += ["## Todo", "", *(f"- {t}" for t in todos), ""]
-        if summary is not None:
-            lines += ["## Summary of earlier work", "", summary.render(), ""]
         path = self._memory.root / PROGRESS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, "\n".join(lines))

@@ -393,11 +393,21 @@ def _validate_canonical(msg: Message, index: int) -> Message:
 
 
 def is_real_user(message: Mapping[str, Any]) -> bool:
-    """True for a user message the user typed: role ``user`` and not ``system_injected``.
+    """True for a user message the user typed: role ``user`` and none of the injection flags.
 
-    The newest one is the task anchor the context pipeline always keeps.
+    A message marked ``system_injected``, ``session_context`` (the session's
+    date and environment) or ``memory_update`` (a memory consolidation
+    prompt) rides in the user role but is not a request of the user: it is
+    never the task anchor, never pinned, and never a request in a summary.
+    The newest real user message is the task anchor the context pipeline
+    always keeps.
     """
-    return message.get("role") == "user" and not message.get("system_injected")
+    return (
+        message.get("role") == "user"
+        and not message.get("system_injected")
+        and not message.get("session_context")
+        and not message.get("memory_update")
+    )
 
 
 def is_anthropic_message(message: object) -> bool:

@@ -5,8 +5,12 @@ of a :class:`~agentmem.history.MessageHistory` (``history[start:]``), plus
 *pinned* older messages that must stay visible (the newest real user
 request, when a trim moved past it). It never holds messages of its own:
 the history is the single source of truth, so nothing the window drops is
-lost. What it evicts is handed to an ``on_evict`` callback (the session
-passes it to :class:`~agentmem.yarn.YaRN` for compression).
+lost. What it evicts is returned by :meth:`ShortTermMemory.evict_to` (and
+:meth:`~ShortTermMemory.enforce`, :meth:`~ShortTermMemory.add`) and also
+handed to the optional ``on_evict`` observer. The context manager
+(:mod:`agentmem.context`) is what passes evictions to
+:class:`~agentmem.yarn.YaRN`, from the returned list, with the current task;
+a session leaves ``on_evict`` unset.
 
 Eviction works in whole *units*. A unit starts at every non-tool message and
 includes the tool messages that follow it, so an assistant message and the
@@ -48,7 +52,8 @@ class ShortTermMemory:
             history's token counter (pins included).
         start: Index of the first message of the contiguous window.
         pinned: Indices before ``start`` that stay in the window.
-        on_evict: Called with the messages each eviction removes, oldest first.
+        on_evict: Optional observer, called with the messages each eviction
+            removes, oldest first (the same list the evicting call returns).
 
     Raises:
         InvalidArgumentError: a bound is not a positive integer.
@@ -76,6 +81,10 @@ class ShortTermMemory:
         self.max_tokens = max_tokens
         self.on_evict = on_evict
         self._start = start
+        # The messages before the start, as the window left them behind: a rewrite of the
+        # history's tail below the start (truncate, then append) brings in messages the
+        # window never showed, and these tell where they begin.
+        self._behind: list[Message] | None = None  # None: adopt history[:start] as is
         self._pinned: tuple[int, ...] = tuple(pinned)
         # Running token total of the pinned messages plus history[start:counted].
         self._total = 0
@@ -100,9 +109,12 @@ class ShortTermMemory:
     def sync(self) -> None:
         """Re-validate positions after the history changed other than by appending.
 
-        Clamps the start into range, moves it back to the beginning of its
-        unit if it points at a tool message, and drops pins that no longer
-        point at a real user message before the start. Recounts the window.
+        Clamps the start into range; moves it back to the first message the
+        window has not left behind when the history was rewritten below it
+        (a message it never showed is never skipped); moves it back to the
+        beginning of its unit if it points at a tool message; and drops pins
+        that no longer point at a real user message before the start.
+        Recounts the window.
         """
         history = self.history
         epoch = getattr(history.token_counter, "epoch", 0)
@@ -110,10 +122,21 @@ class ShortTermMemory:
             return
         n = len(history)
         start = min(max(self._start, 0), n)
+        behind = self._behind
+        if behind is None:
+            behind = self._behind = []
+        elif len(behind) != start or (start and history[start - 1] is not behind[start - 1]):
+            # Rewrites keep the untouched prefix's objects: find where it ends.
+            kept = min(start, len(behind))
+            while kept and history[kept - 1] is not behind[kept - 1]:
+                kept -= 1
+            start = kept
+        del behind[start:]
         while 0 < start < n and history[start]["role"] == "tool":
             start -= 1
         self._start = start
         self._pinned = tuple(i for i in self._pinned if 0 <= i < start and is_real_user(history[i]))
+        behind.extend(history[i] for i in range(len(behind), start))
         self._total = sum(history.message_tokens(i) for i in self._pinned)
         self._counted = start
         self._revision = history.revision
@@ -229,6 +252,8 @@ class ShortTermMemory:
         old_start, new_start = self._start, starts[k]
         evicted = [history[i] for i in range(old_start, new_start)]
         self._start = new_start
+        if self._behind is not None:
+            self._behind.extend(evicted)
         self._pinned = pins_for(new_start)
         self._total = sum(tokens_of(i) for i in self._pinned)
         self._counted = new_start
@@ -260,6 +285,7 @@ class ShortTermMemory:
         if not isinstance(start, int) or not all(isinstance(i, int) for i in pinned):
             raise InvalidArgumentError("window state has non-integer positions")
         self._start = start
+        self._behind = None
         self._pinned = tuple(pinned)
         self._revision = -1
         self.sync()

@@ -14,7 +14,7 @@ remembers them *for the model*. It does two things:
 * **Compression.** :meth:`YaRN.compress` reads the messages that were just
   evicted and folds the facts an agent needs to keep working into a
   :class:`ThreadSummary`: the original request, the latest requests, the
-  current task, git commits seen in tool output, files named in tool
+  current task, git commits made (as a commit command reports them), files named in tool
   arguments, question-and-answer decisions, and tool usage counts. Each
   compression *merges* into the previous summary, so facts from the first
   trim survive the tenth (within fixed caps). The summary is rendered as one
@@ -41,6 +41,12 @@ Invariants:
   when it fails, one warning is logged and the extractive summary stands.
   :class:`LLMSummarizer` adapts any :class:`~agentmem.protocols.LLM`.
 
+Where things live: the extractive heuristics (what counts as a request, a
+task, a commit, a file written, a decision) are in :mod:`agentmem._extract`
+(shell commands in :mod:`agentmem._shell`), the LLM summarizer in
+:mod:`agentmem.summarizer`; this module holds the summary model, its
+rendering and the archive.
+
 What YaRN does not do: it does not decide *when* to trim (the window and the
 context manager do), it does not search the archive (see :mod:`agentmem.recall`),
 and it does not persist itself: :meth:`YaRN.state` and :meth:`YaRN.from_state`
@@ -51,21 +57,34 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 import threading
-import unicodedata
-from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Final
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-from agentmem._json import decode_arguments
+from agentmem._extract import (
+    MAX_COMMITS,
+    MAX_DECISIONS,
+    MAX_FILES,
+    MAX_USER_REQUESTS,
+    Facts,
+    Fold,
+    commit_key,
+    dedupe_tail,
+    same,
+)
 from agentmem._storage.formats import check_format
-from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
-from agentmem.messages import Message, content_text, normalize_messages, sanitize_text
-from agentmem.protocols import LLM, Summarizer
+from agentmem._truncate import truncate_text
+from agentmem.errors import InvalidArgumentError, InvalidMessageError
+from agentmem.messages import (
+    Message,
+    normalize_messages,
+    sanitize_text,
+)
+from agentmem.protocols import Summarizer
+from agentmem.summarizer import SUMMARY_INSTRUCTIONS, LLMSummarizer, type_name
 
 __all__ = [
     "DEFAULT_ASK_TOOLS",
@@ -90,184 +109,18 @@ STATE_FORMAT: Final = "agentmem.yarn"
 STATE_VERSION: Final = 1
 """Current version of the YaRN state format."""
 
+SUMMARY_OPEN: Final = "<thread_summary>\n"
+SUMMARY_CLOSE: Final = "\n</thread_summary>"
+
 MAIN_THREAD: Final = "main"
 """Id of the session's own conversation thread."""
-
-# The caps keep the rendered summary bounded (a few thousand characters at most) whatever
-# the length of the session; the oldest entries go first.
-MAX_USER_REQUESTS: Final = 8
-"""Requests kept in :attr:`ThreadSummary.user_requests`."""
-MAX_COMMITS: Final = 15
-"""Commits kept in :attr:`ThreadSummary.commits`."""
-MAX_FILES: Final = 30
-"""Paths kept in :attr:`ThreadSummary.files_touched`."""
-MAX_DECISIONS: Final = 5
-"""Exchanges kept in :attr:`ThreadSummary.decisions`."""
-MAX_TEXT_CHARS: Final = 300
-"""Requests, the current task, paths and each side of a decision are cut to this length."""
-MAX_SUBJECT_CHARS: Final = 100
-"""Commit subjects are cut to this length."""
-MIN_TASK_WIDTH: Final = 20
-"""A request narrower than this (wide East Asian characters count 2) is not a task."""
-MAX_PENDING_ASKS: Final = 16
-"""Unanswered ask-tool calls carried to the next batch (the oldest are forgotten)."""
-UNKNOWN_TOOL: Final = "unknown"
-"""Name counted for a tool call whose function name is missing."""
 
 DEFAULT_ASK_TOOLS: Final[frozenset[str]] = frozenset(
     {"ask_user", "ask_followup_question", "interact", "request_user_input", "AskUserQuestion"}
 )
 """Tool names whose call asks the user something and whose result is the answer."""
 
-SUMMARY_INSTRUCTIONS: Final = (
-    "Summarize the conversation so far for an agent that will continue the work. "
-    "The messages below are leaving the agent's context window and your summary replaces "
-    "them; merge them with the previous summary when there is one. Keep decisions, file "
-    "paths, commands, errors and open questions; drop pleasantries and repetition. "
-    "Be concise. Reply with the summary only, as plain text."
-)
-"""System instruction :class:`LLMSummarizer` sends by default."""
-
-_ELLIPSIS: Final = "..."
-_WHITESPACE: Final = re.compile(r"\s+")
-_WORD: Final = re.compile(r"\w+")
-# A sentence ends at . ! or ? (optionally closed by quotes or brackets) before whitespace,
-# or at a line break.
-_SENTENCE_END: Final = re.compile(r"[.!?][\"')\]]*\s+|\n")
-# `git commit` / `git rebase` / `git cherry-pick`: "[main abc1234] subject",
-# "[main (root-commit) abc1234] subject", "[detached HEAD abc1234] subject", "[abc1234] subject".
-_BRACKET_COMMIT: Final = re.compile(r"^\[(?:(\S[^\]\n]*) )?([0-9a-f]{7,40})\] +(\S[^\n]*)$", re.M)
-# `git log --oneline`: "abc1234 subject", "abc1234 (HEAD -> main, tag: v1) subject".
-_ONELINE_COMMIT: Final = re.compile(r"^([0-9a-f]{7,40})(?: \([^)\n]*\))? +(\S[^\n]*)$", re.M)
-_HEX_LETTER: Final = re.compile(r"[a-f]")
-_PATH_KEYS: Final = ("path", "file_path", "filename", "old_path", "new_path")
-_QUESTION_KEYS: Final = ("question", "message", "prompt", "text")
-_INJECTED_FLAGS: Final = ("system_injected", "session_context", "memory_update")
-# Words that make up replies like "yes", "ok go ahead", "sounds good, continue": a request
-# made only of these is a confirmation, not a task.
-_CONFIRMATION_TEXT: Final = (
-    "yes yeah yep yup y ok okay k sure go ahead please pls continue proceed do it that this "
-    "sounds looks good great fine perfect thanks thank you thx lgtm right correct agreed "
-    "agree carry on keep going done and so alright all exactly no nope with the me for now "
-    "then just let lets s us"
-)
-_CONFIRMATION_WORDS: Final = frozenset(_CONFIRMATION_TEXT.split())
-
-
-# --------------------------------------------------------------------------- text helpers
-
-
-def _squash(text: str) -> str:
-    """Sanitise ``text`` and collapse every whitespace run to one space (one-line snippets)."""
-    return _WHITESPACE.sub(" ", sanitize_text(text)).strip()
-
-
-def _truncate(text: str, limit: int) -> str:
-    """Cut ``text`` to at most ``limit`` characters, ending in ``...`` when cut."""
-    if len(text) <= limit:
-        return text
-    return text[: limit - len(_ELLIPSIS)] + _ELLIPSIS
-
-
-def _snippet(text: str, limit: int = MAX_TEXT_CHARS) -> str:
-    return _truncate(_squash(text), limit)
-
-
-def _is_substantive(text: str) -> bool:
-    """True when ``text`` (already squashed) reads as a task rather than a confirmation."""
-    width = 0
-    for char in text:
-        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
-        if width >= MIN_TASK_WIDTH:
-            break
-    if width < MIN_TASK_WIDTH:
-        return False
-    words = _WORD.findall(text.lower())
-    return not words or not all(word in _CONFIRMATION_WORDS for word in words)
-
-
-def _is_real_user(msg: Mapping[str, Any]) -> bool:
-    return msg.get("role") == "user" and not any(msg.get(flag) for flag in _INJECTED_FLAGS)
-
-
-def _last_sentence(text: str) -> str:
-    """The last sentence of ``text``, which ends with a question mark."""
-    start = 0
-    for match in _SENTENCE_END.finditer(text, 0, len(text) - 1):
-        start = match.end()
-    return text[start:]
-
-
-def _arguments(raw: Any) -> Mapping[str, Any]:
-    """Decoded tool-call arguments (the rule of agentmem._json); anything else reads as ``{}``."""
-    if isinstance(raw, Mapping):
-        return raw
-    return decode_arguments(raw) or {}
-
-
-def _paths(args: Mapping[str, Any]) -> Iterator[str]:
-    for key in _PATH_KEYS:
-        value = args.get(key)
-        if isinstance(value, str) and (path := _snippet(value)):
-            yield path
-    values = args.get("paths")
-    if isinstance(values, list):
-        for value in values:
-            if isinstance(value, str) and (path := _snippet(value)):
-                yield path
-
-
-def _ask_question(name: str, args: Mapping[str, Any]) -> str:
-    for key in _QUESTION_KEYS:
-        value = args.get(key)
-        if isinstance(value, str) and (question := _snippet(value)):
-            return question
-    # Claude Code's AskUserQuestion: {"questions": [{"question": ..., "options": [...]}]}.
-    items = args.get("questions")
-    if isinstance(items, list):
-        texts = [item.get("question") if isinstance(item, Mapping) else item for item in items]
-        joined = " / ".join(t for t in texts if isinstance(t, str) and t.strip())
-        if question := _snippet(joined):
-            return question
-    return f"{name}()"
-
-
-def _commits(text: str) -> list[str]:
-    """Commits in one tool output as ``"hash: subject"``, oldest first."""
-    # `git log --oneline` lists newest first; reverse so that newer commits come last.
-    oneline = [
-        (m.group(1), m.group(2))
-        for m in _ONELINE_COMMIT.finditer(text)
-        # A bare hex word must contain a letter, so byte counts (`wc -c`) do not count.
-        if _HEX_LETTER.search(m.group(1))
-    ]
-    found = [f"{h}: {_snippet(s, MAX_SUBJECT_CHARS)}" for h, s in reversed(oneline)]
-    if "[" in text:
-        for m in _BRACKET_COMMIT.finditer(text):
-            if m.group(1) is None and not _HEX_LETTER.search(m.group(2)):
-                continue  # "[1234567] ..." is more likely a log prefix than a commit
-            found.append(f"{m.group(2)}: {_snippet(m.group(3), MAX_SUBJECT_CHARS)}")
-    return found
-
-
-def _commit_key(entry: str) -> str:
-    # Short and full hashes of one commit share their first 7 characters.
-    return entry[:7]
-
-
-def _same(entry: str) -> str:
-    return entry
-
-
-def _dedupe_tail(items: Iterable[str], limit: int, key: Callable[[str], str]) -> tuple[str, ...]:
-    """Keep each key's last occurrence, in order of last occurrence, then the last ``limit``."""
-    latest: dict[str, str] = {}
-    for item in items:
-        k = key(item)
-        latest.pop(k, None)
-        latest[k] = item
-    values = tuple(latest.values())
-    return values[-limit:]
+# --------------------------------------------------------------------------- helpers
 
 
 def _describe_validation(exc: ValidationError) -> str:
@@ -275,10 +128,6 @@ def _describe_validation(exc: ValidationError) -> str:
     where = ".".join(str(part) for part in error["loc"]) or "(root)"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {error['msg']}{more}"
-
-
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 # --------------------------------------------------------------------------- the summary model
@@ -346,7 +195,7 @@ class ThreadSummary(BaseModel):
     """The task being worked on (at most 300 characters), or ``None`` when none is known."""
 
     commits: tuple[StrictStr, ...] = ()
-    """Git commits seen in tool output as ``"hash: subject"``, newest last, at most 15."""
+    """Commits made, as a commit command reported them (``"hash: subject"``), newest last, 15."""
 
     files_touched: tuple[StrictStr, ...] = ()
     """Paths named in tool-call arguments, most recently named last, at most 30."""
@@ -401,10 +250,10 @@ class ThreadSummary(BaseModel):
         """
         batch = _check_batch(messages)
         _check_task(current_task)
-        fold = _Fold(_check_ask_tools(ask_tools), None, {})
+        fold = Fold(_check_ask_tools(ask_tools), None, {})
         for msg in batch:
             fold.feed(msg)
-        return fold.summary(current_task)
+        return _summary_of(fold.facts(current_task))
 
     def merge(self, other: ThreadSummary) -> ThreadSummary:
         """Fold a newer summary into this one and return the result.
@@ -422,7 +271,7 @@ class ThreadSummary(BaseModel):
             InvalidArgumentError: ``other`` is not a :class:`ThreadSummary`.
         """
         if not isinstance(other, ThreadSummary):
-            raise InvalidArgumentError(f"can only merge a ThreadSummary, got {_type_name(other)}")
+            raise InvalidArgumentError(f"can only merge a ThreadSummary, got {type_name(other)}")
         counts = dict(self.tool_counts)
         for name, count in other.tool_counts.items():
             counts[name] = counts.get(name, 0) + count
@@ -436,8 +285,8 @@ class ThreadSummary(BaseModel):
             current_task=other.current_task
             if other.current_task is not None
             else self.current_task,
-            commits=_dedupe_tail(self.commits + other.commits, MAX_COMMITS, _commit_key),
-            files_touched=_dedupe_tail(self.files_touched + other.files_touched, MAX_FILES, _same),
+            commits=dedupe_tail(self.commits + other.commits, MAX_COMMITS, commit_key),
+            files_touched=dedupe_tail(self.files_touched + other.files_touched, MAX_FILES, same),
             decisions=(self.decisions + other.decisions)[-MAX_DECISIONS:],
             tool_counts=counts,
             compressed_messages=self.compressed_messages + other.compressed_messages,
@@ -447,7 +296,7 @@ class ThreadSummary(BaseModel):
 
     # ------------------------------------------------------------------ output
 
-    def render(self) -> str:
+    def render(self, max_chars: int | None = None, *, keep_task: bool = False) -> str:
         """The summary as text for the model: deterministic, no timestamps or ids.
 
         A header line, then ``llm_text`` when present, then each non-empty
@@ -456,33 +305,57 @@ class ThreadSummary(BaseModel):
         ``Files touched:``, ``Tool usage:`` (by count, then name). The
         extractive sections follow the LLM text so that exact facts (hashes,
         paths) survive even when the prose leaves them out.
+
+        Args:
+            max_chars: When the full text is longer, a shorter rendering that
+                fits: tool usage goes first, then each list keeps only its
+                newest 5, 3, 2, 1 and finally 0 entries (the LLM text is cut
+                alongside); the header and the current task stay, and only if
+                they alone are too long is the text cut with a marker.
+            keep_task: Never cut the header and current task: when they alone
+                exceed ``max_chars``, return them whole.
         """
+        text = self._render(None)
+        if max_chars is None or len(text) <= max_chars:
+            return text
+        for keep in (5, 3, 2, 1, 0):
+            text = self._render(keep)
+            if len(text) <= max_chars:
+                return text
+        return text if keep_task else truncate_text(text, max_chars)
+
+    def _render(self, keep: int | None) -> str:
+        def newest(items: Sequence[Any]) -> Sequence[Any]:
+            return items if keep is None else items[len(items) - keep :]
+
         count = self.compressed_messages
         noun = "message that is" if count == 1 else "messages that are"
-        blocks = [f"Summary of {count} earlier {noun} no longer shown."]
+        shortened = "" if keep is None else " (shortened to fit; newest entries kept)"
+        blocks = [f"Summary of {count} earlier {noun} no longer shown{shortened}."]
         if self.llm_text:
-            blocks.append(self.llm_text)
+            llm = self.llm_text if keep is None else truncate_text(self.llm_text, 150 * keep)
+            if keep != 0:
+                blocks.append(llm)
         if self.current_task:
             blocks.append(f"Current task: {self.current_task}")
         requests = list(self.user_requests)
         lines = []
-        if self.original_request is not None:
+        if self.original_request is not None and keep != 0:
             lines.append(f"- [original] {self.original_request}")
             if requests and requests[0] == self.original_request:
                 del requests[0]
-        lines.extend(f"- {request}" for request in requests)
+        lines.extend(f"- {request}" for request in newest(requests))
         if lines:
             blocks.append("Earlier requests:\n" + "\n".join(lines))
-        if self.decisions:
+        if decisions := newest(self.decisions):
             blocks.append(
-                "Decisions:\n"
-                + "\n".join(f"- Q: {d.question}\n  A: {d.answer}" for d in self.decisions)
+                "Decisions:\n" + "\n".join(f"- Q: {d.question}\n  A: {d.answer}" for d in decisions)
             )
-        if self.commits:
-            blocks.append("Git commits seen:\n" + "\n".join(f"- {c}" for c in self.commits))
-        if self.files_touched:
-            blocks.append("Files touched:\n" + "\n".join(f"- {f}" for f in self.files_touched))
-        if self.tool_counts:
+        if commits := newest(self.commits):
+            blocks.append("Git commits seen:\n" + "\n".join(f"- {c}" for c in commits))
+        if files := newest(self.files_touched):
+            blocks.append("Files touched:\n" + "\n".join(f"- {f}" for f in files))
+        if self.tool_counts and keep is None:
             usage = sorted(self.tool_counts.items(), key=lambda item: (-item[1], item[0]))
             blocks.append("Tool usage: " + ", ".join(f"{name} x{n}" for name, n in usage))
         return "\n\n".join(blocks)
@@ -531,127 +404,44 @@ class ThreadSummary(BaseModel):
 _UPGRADES: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
 
 
-# --------------------------------------------------------------------------- extraction
-
-
-class _Fold:
-    """Reads messages one at a time, oldest first, into the parts of a summary.
-
-    ``pending_question`` and ``pending_asks`` are the only state that spans
-    messages; :class:`YaRN` carries them from one batch to the next.
-    """
-
-    def __init__(
-        self,
-        ask_tools: frozenset[str],
-        pending_question: str | None,
-        pending_asks: Mapping[str, str],
-    ) -> None:
-        self.ask_tools = ask_tools
-        self.pending_question = pending_question
-        self.pending_asks = dict(pending_asks)
-        self.count = 0
-        self.original: str | None = None
-        self.task: str | None = None
-        self.requests: deque[str] = deque(maxlen=MAX_USER_REQUESTS)
-        self.decisions: deque[Decision] = deque(maxlen=MAX_DECISIONS)
-        self.commits: list[str] = []
-        self.files: list[str] = []
-        self.counts: dict[str, int] = {}
-
-    def feed(self, msg: Mapping[str, Any]) -> None:
-        self.count += 1
-        # An assistant question is answered only by the message right after it.
-        question, self.pending_question = self.pending_question, None
-        role = msg.get("role")
-        if role == "user":
-            if not _is_real_user(msg):
-                return
-            text = _squash(content_text(msg.get("content")))
-            if not text:
-                return
-            request = _truncate(text, MAX_TEXT_CHARS)
-            self.requests.append(request)
-            if self.original is None:
-                self.original = request
-            if _is_substantive(text):
-                self.task = request
-            if question is not None:
-                self.decisions.append(Decision(question=question, answer=request))
-        elif role == "assistant":
-            calls = msg.get("tool_calls")
-            if isinstance(calls, list):
-                for call in calls:
-                    if isinstance(call, Mapping):
-                        self._call(call)
-            text = content_text(msg.get("content")).rstrip()
-            if text.endswith("?") and (asked := _snippet(_last_sentence(text))):
-                self.pending_question = asked
-        elif role == "tool":
-            text = content_text(msg.get("content"))
-            call_id = msg.get("tool_call_id")
-            if isinstance(call_id, str) and call_id in self.pending_asks:
-                asked = self.pending_asks.pop(call_id)
-                answer = _snippet(text) or "(no answer)"
-                self.decisions.append(Decision(question=asked, answer=answer))
-            self.commits.extend(_commits(text))
-
-    def _call(self, call: Mapping[str, Any]) -> None:
-        function = call.get("function")
-        if not isinstance(function, Mapping):
-            function = {}
-        raw_name = function.get("name")
-        name = sanitize_text(raw_name) if isinstance(raw_name, str) and raw_name else UNKNOWN_TOOL
-        self.counts[name] = self.counts.get(name, 0) + 1
-        args = _arguments(function.get("arguments"))
-        self.files.extend(_paths(args))
-        call_id = call.get("id")
-        if name in self.ask_tools and isinstance(call_id, str):
-            self.pending_asks.pop(call_id, None)
-            self.pending_asks[call_id] = _ask_question(name, args)
-            while len(self.pending_asks) > MAX_PENDING_ASKS:
-                del self.pending_asks[next(iter(self.pending_asks))]
-
-    def summary(self, current_task: str | None) -> ThreadSummary:
-        task = self.task
-        if current_task is not None and _is_substantive(squashed := _squash(current_task)):
-            task = _truncate(squashed, MAX_TEXT_CHARS)
-        return ThreadSummary(
-            original_request=self.original,
-            user_requests=tuple(self.requests),
-            current_task=task,
-            commits=_dedupe_tail(self.commits, MAX_COMMITS, _commit_key),
-            files_touched=_dedupe_tail(self.files, MAX_FILES, _same),
-            decisions=tuple(self.decisions),
-            tool_counts=self.counts,
-            compressed_messages=self.count,
-            cycles=1 if self.count else 0,
-        )
+def _summary_of(facts: Facts) -> ThreadSummary:
+    """The summary of one batch (``cycles`` is 1, or 0 when it was empty)."""
+    return ThreadSummary(
+        original_request=facts.original_request,
+        user_requests=facts.user_requests,
+        current_task=facts.current_task,
+        commits=facts.commits,
+        files_touched=facts.files_touched,
+        decisions=tuple(Decision(question=q, answer=a) for q, a in facts.decisions),
+        tool_counts=facts.tool_counts,
+        compressed_messages=facts.compressed_messages,
+        cycles=1 if facts.compressed_messages else 0,
+    )
 
 
 def _check_batch(messages: Any) -> list[Mapping[str, Any]]:
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
         raise InvalidArgumentError(
-            f"expected a list of message mappings, got {_type_name(messages)}"
+            f"expected a list of message mappings, got {type_name(messages)}"
         )
     batch = list(messages)
     for i, msg in enumerate(batch):
         if not isinstance(msg, Mapping):
-            raise InvalidArgumentError(f"message {i} is a {_type_name(msg)}, not a mapping")
+            raise InvalidArgumentError(f"message {i} is a {type_name(msg)}, not a mapping")
     return batch
 
 
 def _check_task(current_task: Any) -> None:
     if current_task is not None and not isinstance(current_task, str):
         raise InvalidArgumentError(
-            f"current_task must be a string or None, got {_type_name(current_task)}"
+            f"current_task must be a string or None, got {type_name(current_task)}"
         )
 
 
 def _check_ask_tools(ask_tools: Any) -> frozenset[str]:
     if isinstance(ask_tools, str | bytes) or not isinstance(ask_tools, Iterable):
         raise InvalidArgumentError(
-            f"ask_tools must be a collection of tool names, got {_type_name(ask_tools)}"
+            f"ask_tools must be a collection of tool names, got {type_name(ask_tools)}"
         )
     names = frozenset(ask_tools)
     bad = [n for n in names if not isinstance(n, str)]
@@ -697,7 +487,7 @@ class YaRN:
         if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
             raise InvalidArgumentError(
                 f"summarizer must have a summarize(messages, previous_summary) method, "
-                f"got {_type_name(summarizer)}"
+                f"got {type_name(summarizer)}"
             )
         if main_thread is not None and (
             isinstance(main_thread, str | bytes | Mapping | Iterator)
@@ -705,11 +495,11 @@ class YaRN:
         ):
             raise InvalidArgumentError(
                 "main_thread must be a re-iterable sequence of messages (a list or a "
-                f"MessageHistory), got {_type_name(main_thread)}"
+                f"MessageHistory), got {type_name(main_thread)}"
             )
         if summary is not None and not isinstance(summary, ThreadSummary):
             raise InvalidArgumentError(
-                f"summary must be a ThreadSummary or None, got {_type_name(summary)}"
+                f"summary must be a ThreadSummary or None, got {type_name(summary)}"
             )
         self._lock = threading.RLock()
         self._summarizer = summarizer
@@ -816,10 +606,10 @@ class YaRN:
             previous = self._summary
             if not batch:
                 return previous if previous is not None else ThreadSummary()
-            fold = _Fold(self._ask_tools, self._pending_question, self._pending_asks)
+            fold = Fold(self._ask_tools, self._pending_question, self._pending_asks)
             for msg in batch:
                 fold.feed(msg)
-            merged = (previous or ThreadSummary()).merge(fold.summary(current_task))
+            merged = (previous or ThreadSummary()).merge(_summary_of(fold.facts(current_task)))
             self._summary = merged
             self._pending_question = fold.pending_question
             self._pending_asks = fold.pending_asks
@@ -851,26 +641,44 @@ class YaRN:
             logger.warning(
                 "summarizer returned %s instead of a non-empty string; "
                 "keeping the extractive thread summary",
-                "an empty string" if isinstance(result, str) else _type_name(result),
+                "an empty string" if isinstance(result, str) else type_name(result),
             )
             return None
         return sanitize_text(result.strip())
 
-    def render_message(self) -> Message | None:
+    def render_message(
+        self, max_chars: int | None = None, *, keep_task: bool = False
+    ) -> Message | None:
         """The summary as one system message, or ``None`` before the first compression.
 
         The message is ``{"role": "system", "content":
         "<thread_summary>\\n...\\n</thread_summary>", "compressed_summary": True}``;
         a fresh dict each call, identical while the summary is unchanged.
+
+        Args:
+            max_chars: Bound on the content's length: the tags always stay and
+                the summary inside is shortened by :meth:`ThreadSummary.render`
+                (newest, most useful lines kept); the message then carries
+                ``"truncated": True``.
+            keep_task: As for :meth:`ThreadSummary.render`.
         """
         summary = self._summary
         if summary is None:
             return None
-        return {
+        text = summary.render()
+        shortened = False
+        if max_chars is not None:
+            inner = max(max_chars - len(SUMMARY_OPEN) - len(SUMMARY_CLOSE), 0)
+            if len(text) > inner:
+                text, shortened = summary.render(inner, keep_task=keep_task), True
+        message: Message = {
             "role": "system",
-            "content": f"<thread_summary>\n{summary.render()}\n</thread_summary>",
+            "content": f"{SUMMARY_OPEN}{text}{SUMMARY_CLOSE}",
             "compressed_summary": True,
         }
+        if shortened:
+            message["truncated"] = True
+        return message
 
     # ------------------------------------------------------------------ persistence
 
@@ -925,15 +733,13 @@ class YaRN:
         )
         threads = state.get("threads", {})
         if not isinstance(threads, Mapping):
-            raise InvalidArgumentError(
-                f"state.threads must be an object, got {_type_name(threads)}"
-            )
+            raise InvalidArgumentError(f"state.threads must be an object, got {type_name(threads)}")
         for tid, messages in threads.items():
             if not isinstance(tid, str) or not tid:
                 raise InvalidArgumentError(f"state.threads has a bad thread id {tid!r}")
             if not isinstance(messages, list):
                 raise InvalidArgumentError(
-                    f"state.threads[{tid!r}] must be a list, got {_type_name(messages)}"
+                    f"state.threads[{tid!r}] must be a list, got {type_name(messages)}"
                 )
             if tid == MAIN_THREAD and main_thread is not None:
                 if messages:
@@ -947,9 +753,7 @@ class YaRN:
                 raise InvalidArgumentError(f"state.threads[{tid!r}]: {exc}") from exc
         pending = state.get("pending", {})
         if not isinstance(pending, Mapping):
-            raise InvalidArgumentError(
-                f"state.pending must be an object, got {_type_name(pending)}"
-            )
+            raise InvalidArgumentError(f"state.pending must be an object, got {type_name(pending)}")
         question = pending.get("question")
         if question is not None and not isinstance(question, str):
             raise InvalidArgumentError("state.pending.question must be a string or null")
@@ -972,120 +776,3 @@ class YaRN:
 def _check_thread_id(thread_id: Any) -> None:
     if not isinstance(thread_id, str) or not thread_id:
         raise InvalidArgumentError(f"thread_id must be a non-empty string, got {thread_id!r}")
-
-
-# --------------------------------------------------------------------------- LLM summarizer
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]} ... [{len(text) - limit} more characters]"
-
-
-class LLMSummarizer:
-    """A :class:`~agentmem.protocols.Summarizer` backed by any synchronous chat LLM.
-
-    It sends two messages: a system instruction (:data:`SUMMARY_INSTRUCTIONS`
-    unless overridden) and one user message holding the previous summary and
-    the new messages as plain text (``role: content``; tool calls as
-    ``name(arguments)``; tool results and arguments cut to ``max_tool_chars``
-    each). The prompt is a pure function of its inputs: no timestamps.
-
-    Args:
-        llm: A callable ``llm(messages, tools=None) -> dict`` returning an
-            OpenAI-format assistant message.
-        instructions: The system instruction.
-        max_tool_chars: Longest tool result or argument string kept verbatim.
-
-    Raises:
-        InvalidArgumentError: ``llm`` is not callable or is async (an async
-            LLM cannot be driven from the synchronous ``compress``).
-    """
-
-    def __init__(
-        self,
-        llm: LLM,
-        *,
-        instructions: str = SUMMARY_INSTRUCTIONS,
-        max_tool_chars: int = 2_000,
-    ) -> None:
-        if not callable(llm):
-            raise InvalidArgumentError(f"llm must be callable, got {_type_name(llm)}")
-        if inspect.iscoroutinefunction(llm) or inspect.iscoroutinefunction(type(llm).__call__):
-            raise InvalidArgumentError(
-                "LLMSummarizer needs a synchronous LLM; compress() cannot await an async one"
-            )
-        if not isinstance(instructions, str) or not instructions.strip():
-            raise InvalidArgumentError("instructions must be a non-empty string")
-        if isinstance(max_tool_chars, bool) or not isinstance(max_tool_chars, int):
-            raise InvalidArgumentError("max_tool_chars must be an int")
-        if max_tool_chars < 1:
-            raise InvalidArgumentError(f"max_tool_chars must be >= 1, got {max_tool_chars}")
-        self._llm = llm
-        self.instructions = instructions
-        self.max_tool_chars = max_tool_chars
-
-    def build_prompt(
-        self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None
-    ) -> list[dict[str, Any]]:
-        """The messages sent to the LLM for one :meth:`summarize` call."""
-        previous = previous_summary.strip() if previous_summary else ""
-        body = (
-            f"Previous summary:\n{previous or '(none)'}\n\n"
-            f"New messages to fold in:\n\n{self._transcript(messages)}"
-        )
-        return [
-            {"role": "system", "content": self.instructions},
-            {"role": "user", "content": sanitize_text(body)},
-        ]
-
-    def _transcript(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        limit = self.max_tool_chars
-        names: dict[str, str] = {}
-        lines: list[str] = []
-        for msg in messages:
-            role = msg.get("role")
-            role = role if isinstance(role, str) else "unknown"
-            text = content_text(msg.get("content")).strip()
-            if role == "tool":
-                call_id = msg.get("tool_call_id")
-                name = names.get(call_id, "tool") if isinstance(call_id, str) else "tool"
-                lines.append(f"tool result ({name}): {_clip(text, limit)}")
-                continue
-            if text:
-                lines.append(f"{role}: {text}")
-            calls = msg.get("tool_calls") if role == "assistant" else None
-            for call in calls if isinstance(calls, list) else ():
-                if not isinstance(call, Mapping):
-                    continue
-                function = call.get("function")
-                function = function if isinstance(function, Mapping) else {}
-                raw_name = function.get("name")
-                name = raw_name if isinstance(raw_name, str) and raw_name else UNKNOWN_TOOL
-                raw_args = function.get("arguments")
-                args = raw_args if isinstance(raw_args, str) else ""
-                if isinstance(call.get("id"), str):
-                    names[call["id"]] = name
-                lines.append(f"assistant called {name}({_clip(args, limit)})")
-        return "\n\n".join(lines) if lines else "(no text)"
-
-    def summarize(self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None) -> str:
-        """Ask the LLM for a summary of ``messages`` merged with ``previous_summary``.
-
-        Returns:
-            The reply's text content, stripped (possibly empty).
-
-        Raises:
-            AgentMemError: the LLM did not return an assistant message dict.
-            Exception: whatever the LLM raises propagates (YaRN logs it).
-        """
-        reply: Any = self._llm(self.build_prompt(messages, previous_summary))
-        if inspect.iscoroutine(reply):
-            reply.close()
-            raise AgentMemError("the LLM returned a coroutine; LLMSummarizer needs a sync LLM")
-        if not isinstance(reply, Mapping):
-            raise AgentMemError(
-                f"the LLM returned {_type_name(reply)}, expected an assistant message dict"
-            )
-        return content_text(reply.get("content")).strip()

@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any
 
+import pydantic
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from strategies import conversation, message
 
 from agentmem import (
     INTERNAL_FIELDS,
+    ConfigurationError,
     ContextManager,
     ContextOverflowError,
     ContextSettings,
@@ -26,7 +28,16 @@ from agentmem import (
     YaRN,
     count_messages,
 )
-from agentmem.context import RECOVERY_TAG, latest_todos, truncate_text
+from agentmem._truncate import _MARKER_RE as MARKER
+from agentmem._truncate import MIN_KEPT_CHARS, omitted_count
+from agentmem.context import (
+    RECOVERY_TAG,
+    ContextBuild,
+    latest_todos,
+    progress_of,
+    render_progress,
+    truncate_text,
+)
 from agentmem.messages import Message, content_text, normalize_messages
 from agentmem.repair import (
     MISSING_TOOL_RESULT,
@@ -82,9 +93,17 @@ class Agent:
         self.history.append({"role": "tool", "tool_call_id": call_id, "content": output})
 
 
+INJECTION_FLAGS = ("system_injected", "session_context", "memory_update")
+
+
 def newest_real_user(history: MessageHistory) -> Message | None:
     return next(
-        (m for m in reversed(history) if m["role"] == "user" and not m.get("system_injected")), None
+        (
+            m
+            for m in reversed(history)
+            if m["role"] == "user" and not any(m.get(flag) for flag in INJECTION_FLAGS)
+        ),
+        None,
     )
 
 
@@ -372,7 +391,7 @@ def test_bad_arguments() -> None:
         ContextManager(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="trim_target"):
         ContextSettings(trim_target=0.9, proactive_threshold=0.75)
-    with pytest.raises(ValueError, match="extra"):
+    with pytest.raises(ConfigurationError, match="no_such_setting: unknown setting"):
         ContextManager({"context_window": 1000, "no_such_setting": 1})
 
 
@@ -467,11 +486,354 @@ def test_truncate_text_is_deterministic_and_bounded() -> None:
     for limit in (40, 300, 1_000):
         out = truncate_text(text, limit)
         assert out == truncate_text(text, limit)
-        assert len(out) <= limit + 8
+        assert len(out) <= max(limit, MIN_KEPT_CHARS + 40)
         assert "characters omitted" in out and "MIDDLE" not in out
-        assert out.startswith("a") or limit < 60
+        assert out.startswith("a")
     long = truncate_text(text, 1_000)
     assert long.startswith("a" * 500) and long.endswith("z" * 250)
     assert "the full text is kept in the session archive" in long
     assert "[... " in truncate_text(text, 300)
     assert truncate_text("short", 300) == "short"
+
+
+# --------------------------------------------------------------------------- stage 3, attempt 3
+
+
+def overflowing_agent(newest_output: str) -> Agent:
+    agent = Agent(8_000)
+    agent.user("Fix the failing test in the parser module.")
+    for _ in range(30):
+        agent.tool_round("output\n" * 30)
+    agent.tool_round(newest_output)
+    return agent
+
+
+def test_attempt_three_keeps_a_short_newest_tool_result_whole() -> None:
+    failure = "AssertionError: expected 3 got 4 in tests/test_parser.py::test_x line 42"
+    agent = overflowing_agent(failure)
+    payload = agent.manager.build_after_overflow(agent.window, agent.yarn, 3)
+    check_payload(agent, payload, 8_000)
+    tools = [m for m in payload if m["role"] == "tool"]
+    assert [m["content"] for m in tools] == [failure]
+
+
+def test_attempt_three_gives_the_newest_unit_a_tenth_of_the_window() -> None:
+    lines = "".join(f"line {i}: value={i * 7}\n" for i in range(3_000))
+    agent = overflowing_agent(lines)
+    payload = agent.manager.build_after_overflow(agent.window, agent.yarn, 3)
+    check_payload(agent, payload, 8_000)
+    tool = next(m for m in payload if m["role"] == "tool")
+    kept = count_messages([tool], agent.counter)
+    # about 10% of the window: not the whole output, not a bare marker
+    assert 0.05 * 8_000 <= kept <= 0.1 * 8_000 + 20
+    assert tool["content"].startswith("line 0: value=0")
+    assert tool["content"].rstrip().endswith("line 2999: value=20993")
+    assert omitted_count(tool["content"]) > 0
+    assert len(tool["content"]) - len(lines) + omitted_count(tool["content"]) < 200
+
+
+@settings(max_examples=25)
+@given(agent_loop())
+def test_no_message_with_content_becomes_a_bare_marker(
+    loop: tuple[int, list[tuple[str, Any]]],
+) -> None:
+    window, steps = loop
+    agent = Agent(window)
+    for step in steps:
+        run_step(agent, step)
+    for build in (
+        agent.build,
+        lambda: agent.manager.build_after_overflow(agent.window, agent.yarn, 3),
+    ):
+        for msg in build():
+            text = content_text(msg.get("content"))
+            if omitted_count(text):
+                rest = MARKER.sub("", text)
+                assert len(rest.strip()) >= 20, text
+
+
+# --------------------------------------------------------------------------- the truncation helper
+
+texts = st.text(st.sampled_from("ab z\n.é中"), max_size=3_000)
+
+
+@given(texts, st.integers(0, 3_000), st.integers(0, 3_000))
+def test_truncation_is_bounded_idempotent_and_counts_from_the_original(
+    text: str, first: int, second: int
+) -> None:
+    once = truncate_text(text, first)
+    assert len(once) <= len(text)
+    assert len(once) <= max(first, MIN_KEPT_CHARS + 40)
+    assert truncate_text(once, first) == once  # idempotent
+    if once == text:
+        return
+    # never a bare marker: real text of the original's head and tail is kept
+    head, _, tail = MARKER.split(once, maxsplit=1)
+    assert len(head) + len(tail) >= MIN_KEPT_CHARS
+    assert text.startswith(head) and text.endswith(tail)
+    assert omitted_count(once) == len(text) - len(head) - len(tail)
+    # cutting again re-cuts the real text, not the marker, and the count stays exact
+    twice = truncate_text(once, second)
+    assert len(MARKER.findall(twice)) == 1
+    head2, _, tail2 = MARKER.split(twice, maxsplit=1)
+    assert text.startswith(head2) and text.endswith(tail2)
+    assert omitted_count(twice) == len(text) - len(head2) - len(tail2)
+
+
+def test_a_short_text_is_never_reduced_to_a_marker() -> None:
+    failure = "E   assert 3 == 4"
+    for limit in (0, 5, 30):
+        assert truncate_text(failure, limit) == failure
+    assert truncate_text("x" * 200, 0).startswith("x" * 30)
+
+
+# ------------------------------------------------------------------- the summary under pressure
+
+
+def summarised_agent(window: int) -> Agent:
+    agent = Agent(window)
+    agent.user("Port the CLI to click and commit after every green step.")
+    for i in range(40):
+        agent.tool_round(
+            f"[main {i:03x}abc{i:02x}] Step {i} of the port\n" + "ok\n" * 40,
+            args={"path": f"src/cli/part_{i}.py"},
+        )
+        agent.build()
+    return agent
+
+
+@pytest.mark.parametrize("attempt", [0, 2, 3])
+def test_a_summary_that_must_shrink_keeps_its_tags_and_newest_lines(attempt: int) -> None:
+    agent = summarised_agent(1_500)
+    summary = agent.yarn.summary
+    assert summary is not None and len(summary.render()) > 600
+    for _ in range(3):
+        agent.tool_round("log\n" * 600)
+    if attempt:
+        payload = agent.manager.build_after_overflow(agent.window, agent.yarn, attempt)
+    else:
+        payload = agent.build()
+    check_payload(agent, payload, 1_500)
+    summary = agent.yarn.summary
+    assert summary is not None
+    (text,) = [m["content"] for m in payload if m["content"].startswith("<thread_summary>")]
+    assert text.startswith("<thread_summary>\n") and text.endswith("\n</thread_summary>")
+    assert "characters omitted" not in text
+    assert f"Current task: {summary.current_task}" in text
+    if text != f"<thread_summary>\n{summary.render()}\n</thread_summary>":
+        assert "shortened to fit" in text
+        # the newest commit and file are the ones kept
+        assert summary.commits[-1] in text and summary.files_touched[-1] in text
+        assert summary.commits[0] not in text
+
+
+def test_render_with_a_budget_fits_and_keeps_the_newest() -> None:
+    summary = summarised_agent(1_500).yarn.summary
+    assert summary is not None
+    full = summary.render()
+    for budget in (len(full), 800, 400, 250):
+        text = summary.render(budget)
+        assert len(text) <= budget
+        assert text.startswith("Summary of ")
+        assert summary.current_task is not None and summary.current_task in text
+    assert summary.commits[-1] in summary.render(400)
+    assert summary.render(len(full)) == full
+    tiny = summary.render(30)
+    assert tiny.startswith("Summary of ") and omitted_count(tiny) > 0
+
+
+# ------------------------------------------------------------------- bounded per-message work
+
+
+class CountingCounter(HeuristicCounter):
+    """Counts how often a big text is handed to the counter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.big = 0
+
+    def count_text(self, text: str) -> int:
+        if len(text) >= 100_000:
+            self.big += 1
+        return super().count_text(text)
+
+
+@pytest.mark.parametrize("attempt", [0, 3])
+def test_a_giant_message_is_counted_and_cut_once_across_builds(attempt: int) -> None:
+    agent = Agent(4_000)
+    agent.counter = CountingCounter()
+    agent.history = MessageHistory(token_counter=agent.counter)
+    agent.history.replace_system_prompt(SYSTEM)
+    agent.window = ShortTermMemory(agent.history)
+    agent.yarn = YaRN(main_thread=agent.history)
+    agent.user("Read the log and find the failure.")
+    agent.tool_round("a" * 500_000)
+    payloads = []
+    for _ in range(5):
+        if attempt:
+            payload = agent.manager.build_after_overflow(agent.window, agent.yarn, attempt)
+        else:
+            payload = agent.build()
+        check_payload(agent, payload, 4_000)
+        payloads.append(payload)
+    assert agent.counter.big == 1  # the history's cached count; the payload reuses its cut
+    assert all(p == payloads[0] for p in payloads)
+    fresh = ContextManager(agent.manager.settings)
+    if not attempt:
+        assert fresh.build(agent.window, agent.yarn) == payloads[-1]
+
+
+# ------------------------------------------------------------------- build results and binding
+
+
+def test_build_result_is_returned_not_left_in_mutable_state() -> None:
+    agent = Agent(2_000)
+    agent.user("Summarise the logs.")
+    for _ in range(12):
+        agent.tool_round("line\n" * 60)
+    first = agent.manager.build_result(agent.window, agent.yarn)
+    assert isinstance(first, ContextBuild)
+    assert first.payload == agent.build()
+    assert len(first.messages) == len(first.payload)
+    assert first.messages[0]["content"] == SYSTEM and first.stats.messages == len(first.messages)
+    assert first.stats.tokens == count_messages(first.payload, agent.counter)  # type: ignore[arg-type]
+    trims = list(first.stats.trims)
+    for _ in range(12):
+        agent.tool_round("line\n" * 60)
+        later = agent.manager.build_result(agent.window, agent.yarn)
+        assert agent.manager.stats is later.stats and agent.manager.last_build is later
+    assert first.stats.trims == trims  # a later build does not rewrite an earlier result
+    with pytest.raises(InvalidArgumentError, match="attempt"):
+        agent.manager.build_result(agent.window, agent.yarn, attempt=4)
+
+
+def test_window_bound_at_construction_and_switching_windows_resets_caches() -> None:
+    a, b = Agent(2_000), Agent(2_000)
+    bound = ContextManager(a.manager.settings, window=a.window, yarn=a.yarn)
+    with pytest.raises(InvalidArgumentError, match="window"):
+        ContextManager().build()
+    for i in range(15):
+        a.tool_round(f"a{i}\n" * 80)
+        b.tool_round(f"b{i}\n" * 80)
+        assert bound.build() == ContextManager(a.manager.settings).build(a.window, a.yarn)
+        # the same manager, handed another window, builds that window's payload
+        assert bound.build(b.window, b.yarn) == ContextManager(b.manager.settings).build(
+            b.window, b.yarn
+        )
+
+
+# ------------------------------------------------------------------- one "real user" predicate
+
+
+@pytest.mark.parametrize("flag", INJECTION_FLAGS)
+def test_injected_user_messages_are_never_the_anchor_or_a_request(flag: str) -> None:
+    agent = Agent(1_500)
+    agent.user("Rename the config loader and update every caller.")
+    for i in range(10):
+        agent.tool_round(f"step {i}\n" * 40)
+    agent.history.append({"role": "user", "content": "Injected: today is 2026-11-22.", flag: True})
+    agent.tool_round("more\n" * 40)
+    history = agent.history
+    index = history.last_real_user_index()
+    assert index is not None
+    assert history[index]["content"] == "Rename the config loader and update every caller."
+    assert [m["content"] for m in history.real_user_messages()] == [history[index]["content"]]
+    for _ in range(6):
+        agent.tool_round("again\n" * 40)
+        payload = agent.build()
+        check_payload(agent, payload, 1_500)
+    assert agent.window.pinned == (index,)
+    summary = agent.yarn.summary
+    assert summary is not None
+    assert not any("Injected" in r for r in summary.user_requests)
+    assert summary.current_task == "Rename the config loader and update every caller."
+
+
+# ------------------------------------------------------------------- settings errors
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"context_window": 10}, "context_window"),
+        ({"context_window": "big"}, "context_window"),
+        ({"trim_target": 0.9}, "trim_target"),
+        ({"validation_threshold": 0.3}, "trim_target"),
+        ({"overflow_targets": (0.5, 0.2, 2.0)}, "overflow_targets"),
+        ({"summary_max_fraction": -1}, "summary_max_fraction"),
+        ({"windw": 4_000}, "windw"),
+    ],
+)
+def test_invalid_settings_raise_configuration_error_naming_the_field(
+    settings: dict[str, Any], field: str
+) -> None:
+    for make in (
+        lambda: ContextSettings(**settings),
+        lambda: ContextManager(settings),
+    ):
+        with pytest.raises(ConfigurationError, match=field) as info:
+            make()
+        assert not isinstance(info.value, pydantic.ValidationError)
+        assert info.value.__cause__ is None
+
+
+def test_settings_are_immutable_with_a_clear_error() -> None:
+    s = ContextSettings()
+    with pytest.raises(ConfigurationError, match="context_window"):
+        s.context_window = 1_000  # type: ignore[misc]
+    assert s.model_copy(update={"context_window": 1_000}).context_window == 1_000
+
+
+# ------------------------------------------------------------------- one progress renderer
+
+
+def test_recovery_note_and_progress_file_render_the_same_progress(tmp_path: Any) -> None:
+    import agentmem
+
+    with agentmem.Memory(root=tmp_path / ".agentmem", working_dir=tmp_path) as mem:
+        s = mem.session(name="p", context_window=2_000)
+        s.history.replace_system_prompt(SYSTEM)
+        s.start_task("Port the exporter to the new API and commit each step.")
+        todos = {"todos": [{"content": "port exporter", "status": "in_progress"}, "add tests"]}
+        for i in range(25):
+            name, args = ("todo_write", todos) if i == 0 else ("bash", {"cmd": f"step {i}"})
+            output = f"[main {i:02d}abcdef] Step {i}\n" + "ok\n" * 30
+            s.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)},
+                        }
+                    ],
+                }
+            )
+            s.append({"role": "tool", "tool_call_id": f"c{i}", "content": output})
+            s.context()
+        payload = s.context_after_overflow(1)
+        note = payload[-1]["content"].splitlines()
+        body = note[2 : note.index("Continue with the current task from where you left off.")]
+        # The next trim writes the file first, from the state the note was rendered from.
+        s.context_after_overflow(2)
+        text = (tmp_path / ".agentmem" / "memory" / "session_progress.md").read_text()
+        lines = text.splitlines()
+        # the note's progress lines appear, in order and contiguous, in the file
+        start = lines.index(body[0])
+        assert lines[start : start + len(body)] == body
+        assert "Current task: Port the exporter" in body[0]
+        assert "- [in_progress] port exporter" in body
+        assert "Recent git activity:" in body
+        assert "Summary of earlier work:" in lines
+
+
+def test_progress_of_a_plain_list_finds_the_real_request() -> None:
+    messages = [
+        {"role": "user", "content": "Migrate the build to hatch."},
+        {"role": "user", "content": "Session context: 2026-11-22", "session_context": True},
+    ]
+    assert render_progress(progress_of(messages, None)) == [
+        "Current task: Migrate the build to hatch."
+    ]

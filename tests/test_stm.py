@@ -10,6 +10,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from agentmem import HeuristicCounter, InvalidArgumentError, MessageHistory, ShortTermMemory
 from agentmem.messages import Message
+from agentmem.tokens import count_message
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:
@@ -142,28 +143,59 @@ def test_standalone_window_owns_a_history() -> None:
 
 
 class WindowMachine(RuleBasedStateMachine):
-    """The window against a plain list model: what it shows is a suffix of whole units
-    that fits the budget (or is the newest unit), and nothing is lost."""
+    """The window against an independent list model.
+
+    The model is its own list of the messages appended (tagged by a unique
+    content), not the history. Checked after every step: the window shows
+    whole units, a contiguous suffix of the model plus pins that are real
+    user messages before it; it fits its budget or is down to the newest
+    unit; and nothing is lost: every message of the model, user messages
+    included, is either shown or was handed to ``on_evict``.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.history = MessageHistory(token_counter=HeuristicCounter())
-        self.evicted: list[Message] = []
-        self.stm = ShortTermMemory(self.history, max_tokens=120, on_evict=self.evicted.extend)
+        self.counter = HeuristicCounter()
+        self.history = MessageHistory(token_counter=self.counter)
+        self.evicted: list[str] = []  # tags of the evicted messages, in eviction order
+        self.stm = ShortTermMemory(
+            self.history,
+            max_tokens=120,
+            on_evict=lambda batch: self.evicted.extend(m["content"] or "" for m in batch),
+        )
+        self.model: list[dict[str, Any]] = []  # {"tag", "role", "real_user"}
         self.n = 0
 
-    @rule(size=st.integers(1, 200))
-    def add_user(self, size: int) -> None:
-        self.stm.add(user("u" * size))
+    def tag(self, kind: str, size: int) -> str:
+        self.n += 1
+        return f"{kind}{self.n}:" + "x" * size
+
+    def append(self, message: dict[str, Any]) -> None:
+        if message["role"] == "user" and self.model and self.model[-1]["role"] == "assistant":
+            # A user message drops a trailing assistant message whose tool calls were never
+            # answered (every assistant message here calls tools): a documented repair.
+            self.model.pop()
+        self.history.append(message)
+        real = message["role"] == "user" and not any(
+            message.get(f) for f in ("system_injected", "session_context", "memory_update")
+        )
+        self.model.append({"tag": message["content"], "role": message["role"], "real": real})
+
+    @rule(
+        size=st.integers(1, 200),
+        flag=st.sampled_from([None, "system_injected", "session_context", "memory_update"]),
+    )
+    def add_user(self, size: int, flag: str | None) -> None:
+        self.append(user(self.tag("u", size), **({flag: True} if flag else {})))
+        self.stm.enforce()
 
     @rule(results=st.integers(0, 3), size=st.integers(1, 80))
     def add_tool_unit(self, results: int, size: int) -> None:
-        self.n += 1
         ids = [f"id{self.n}_{j}" for j in range(results)] or [f"id{self.n}"]
-        self.history.append(
+        self.append(
             {
                 "role": "assistant",
-                "content": None,
+                "content": self.tag("a", 1),
                 "tool_calls": [
                     {"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}}
                     for c in ids
@@ -171,37 +203,72 @@ class WindowMachine(RuleBasedStateMachine):
             }
         )
         for c in ids[:results]:
-            self.history.append({"role": "tool", "tool_call_id": c, "content": "t" * size})
+            self.append({"role": "tool", "tool_call_id": c, "content": self.tag("t", size)})
         self.stm.enforce()
 
-    @precondition(lambda self: len(self.history) > 0)
+    @precondition(lambda self: len(self.model) > 0)
     @rule(data=st.data())
     def truncate(self, data: st.DataObject) -> None:
-        self.history.truncate_from(data.draw(st.integers(0, len(self.history))))
-        self.evicted[:] = [m for m in self.evicted if any(m is h for h in self.history)]
+        k = data.draw(st.integers(0, len(self.model)))
+        self.history.truncate_from(k)
+        gone = {m["tag"] for m in self.model[k:]}
+        del self.model[k:]
+        self.evicted[:] = [t for t in self.evicted if t not in gone]
 
     @invariant()
-    def window_is_a_suffix_of_whole_units(self) -> None:
+    def history_matches_the_model(self) -> None:
+        assert [m["content"] for m in self.history] == [m["tag"] for m in self.model]
+
+    @invariant()
+    def window_is_a_suffix_of_whole_units_plus_real_user_pins(self) -> None:
         start = self.stm.start
-        assert start == len(self.history) or self.history[start]["role"] != "tool"
-        assert self.stm.indices()[len(self.stm.pinned) :] == list(range(start, len(self.history)))
+        shown = [m["content"] for m in self.stm.messages()]
+        pins = self.stm.pinned
+        suffix = [m["tag"] for m in self.model[start:]]
+        assert shown == [self.model[i]["tag"] for i in pins] + suffix
+        assert start == len(self.model) or self.model[start]["role"] != "tool"
+        assert all(i < start and self.model[i]["real"] for i in pins)
 
     @invariant()
     def within_budget_or_one_unit(self) -> None:
-        units = self.stm.unit_starts()
-        assert len(units) <= 1 or not self.stm.over_budget()
+        units = [
+            i for i in range(self.stm.start, len(self.model)) if self.model[i]["role"] != "tool"
+        ]
+        tokens = sum(count_message(self.history[i], self.counter) for i in self.stm.indices())
+        assert len(units) <= 1 or tokens <= 120
 
     @invariant()
     def count_matches_a_fresh_sum(self) -> None:
         assert self.stm.token_count() == sum(
-            self.history.message_tokens(i) for i in self.stm.indices()
+            count_message(self.history[i], self.counter) for i in self.stm.indices()
         )
 
     @invariant()
     def nothing_is_lost(self) -> None:
-        shown = {id(m) for m in self.stm.messages()}
-        for m in self.history:
-            assert id(m) in shown or any(m is e for e in self.evicted) or m["role"] == "user"
+        shown = {m["content"] for m in self.stm.messages()}
+        evicted = set(self.evicted)
+        for m in self.model:  # user messages included
+            assert m["tag"] in shown or m["tag"] in evicted, m["tag"][:12]
 
 
 TestWindowMachine = WindowMachine.TestCase
+
+
+def test_a_tail_rewritten_below_the_start_is_shown_not_skipped() -> None:
+    h = MessageHistory([user("first task"), *call(1), *call(2), *call(3)])
+    stm = ShortTermMemory(h)
+    stm.evict_to(max_messages=2)
+    assert stm.start == 5
+    h.truncate_from(2)  # back to [user, assistant-with-a-call]
+    assert stm.start == 2
+    h.append(user("the new task"))  # drops the unanswered assistant: the tail from 1 is new
+    assert [m["content"] for m in stm.messages()] == ["first task", "the new task"]
+    assert stm.start == 0 or h[stm.start - 1]["content"] == "first task"
+
+
+def test_window_on_evict_receives_what_evict_to_returns() -> None:
+    seen: list[list[Message]] = []
+    h = MessageHistory([user("a"), *call(1), *call(2)])
+    stm = ShortTermMemory(h, on_evict=seen.append)
+    out = stm.evict_to(max_messages=1)
+    assert seen == [out] and out == h[:3]

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import conversation
 
+from agentmem._truncate import omitted_count, truncate_text
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
 from agentmem.history import MessageHistory
 from agentmem.protocols import Summarizer
@@ -162,15 +163,10 @@ def test_current_task_falls_back_to_the_previous_summary() -> None:
     assert s.current_task == "Port the scheduler to asyncio and keep the API"
 
 
-def test_commits_from_git_commit_and_git_log_output() -> None:
+def test_commits_are_what_a_commit_command_made_not_what_git_log_listed() -> None:
     s = fresh()
-    # git log --oneline lists newest first; the summary lists oldest first, newest last.
-    assert s.commits == (
-        "09c8d7e: Initial commit",
-        "b7e41d0: Set up Flask app",
-        "3f2a9c1: Add health endpoint",
-        "4d5e6f7: Add sliding-window rate limiter",
-    )
+    # `git log --oneline` listed 3f2a9c1, b7e41d0 and 09c8d7e: listings are not commits.
+    assert s.commits == ("4d5e6f7: Add sliding-window rate limiter",)
 
 
 def test_commit_formats_and_false_positives() -> None:
@@ -189,7 +185,6 @@ def test_commit_formats_and_false_positives() -> None:
     )
     s = ThreadSummary.from_messages([tool("t", output)])
     assert s.commits == (
-        "deadbeefcafe0123456789abcdef0123456789ab: full 40-character hash",
         "a1b2c3d: First",
         "0a0b0c0d: Detached work",
         "1234567: All-digit hash with a branch",
@@ -197,18 +192,23 @@ def test_commit_formats_and_false_positives() -> None:
     )
 
 
-def test_commits_only_come_from_tool_messages_and_subjects_are_capped() -> None:
+def test_commits_come_from_command_output_and_subjects_are_capped() -> None:
     subject = "s" * 150
     s = ThreadSummary.from_messages(
-        [user("abc1234 fix it"), assistant("[main abc1234] mine"), tool("t", f"abc1234 {subject}")]
+        [
+            user("abc1234 fix it"),
+            assistant("[main abc1234] mine"),
+            tool("t", f"abc1234 {subject}"),  # a listing, not a commit
+            tool("u", f"[main bcd2345] {subject}"),
+        ]
     )
-    assert s.commits == (f"abc1234: {'s' * 97}...",)
+    assert s.commits == (f"bcd2345: {'s' * 97}...",)
 
 
 def test_commits_dedupe_by_hash_newest_position_wins_and_cap_at_fifteen() -> None:
     lines = [f"[main {i:03d}abcd] commit {i}" for i in range(20)]
     s = ThreadSummary.from_messages(
-        [tool("a", "\n".join(lines)), tool("b", "005abcdef0123 commit 5 (full hash)")]
+        [tool("a", "\n".join(lines)), tool("b", "[main 005abcdef0123] commit 5 (full hash)")]
     )
     assert len(s.commits) == 15
     assert s.commits[-1] == "005abcdef0123: commit 5 (full hash)"
@@ -606,7 +606,9 @@ def test_llm_summarizer_prompt_and_reply() -> None:
     assert "Previous summary:\nEarlier: set up the repo." in body
     assert "user: Deploy the app" in body and "assistant: On it." in body
     assert 'assistant called bash({"command": "make deploy"})' in body
-    assert f"tool result (bash): {'x' * 2000} ... [3000 more characters]" in body
+    cut = truncate_text(big, 2000)
+    assert f"tool result (bash): {cut}" in body
+    assert len(cut) <= 2000 and cut.startswith("x" * 1000) and omitted_count(cut) > 3000
     assert "tool result (tool): ???" in body
     assert summarizer.build_prompt(msgs, "Earlier: set up the repo.") == prompt
     assert "Previous summary:\n(none)" in summarizer.build_prompt(msgs, None)[1]["content"]
@@ -904,3 +906,142 @@ def test_merge_is_associative_and_matches_an_independent_model(
     for name in ("bash", "read", "edit"):
         expected = sum(s.tool_counts.get(name, 0) for s in (a, b, c))
         assert left.tool_counts.get(name, 0) == expected
+
+
+# --------------------------------------------------------------------------- shell-only agents
+
+SHELL_CASES: list[tuple[str, list[str]]] = [
+    ("sed -i 's/old/new/g' src/app.py", ["src/app.py"]),
+    ("sed -i.bak -e 's/a/b/' -e 's/c/d/' lib/x.py lib/y.py", ["lib/x.py", "lib/y.py"]),
+    ("sed -i '' 's/a/b/' mac.txt", ["mac.txt"]),
+    ("sed -n '1,20p' README.md", []),
+    ("cat > 'my dir/notes.md' <<'EOF'\n# Notes\nrm -rf / > nothing\nEOF", ["my dir/notes.md"]),
+    ("cat <<EOF > conf.ini\n[main]\nkey = 1\nEOF\ncat conf.ini", ["conf.ini"]),
+    ("python - <<'EOF'\nopen('x').read()\nprint(1 > 0)\nEOF", []),
+    ("cd repo && python -m pytest -x 2>&1 | tail -5", []),
+    ("make build >/dev/null 2>&1 && echo ok", []),
+    ("echo 'x = 1' >> pkg/__init__.py && git add -A", ["pkg/__init__.py"]),
+    ("printf '%s\\n' a b | tee -a out/log.txt other.txt >/dev/null", ["out/log.txt", "other.txt"]),
+    ("mv src/old.py src/new.py", ["src/old.py", "src/new.py"]),
+    ("git mv docs/a.md docs/b.md && git commit -m 'rename'", ["docs/a.md", "docs/b.md"]),
+    ("cp -r templates/base.html site/index.html", ["site/index.html"]),
+    ('rm -f build/tmp.o "dist/my file.whl"', ["build/tmp.o", "dist/my file.whl"]),
+    ("git rm --cached secrets.env", ["secrets.env"]),
+    ("perl -pi -e 's/foo/bar/' lib/Foo.pm", ["lib/Foo.pm"]),
+    ("bash -lc 'cd /repo && sed -i \"s/a/b/\" setup.cfg'", ["setup.cfg"]),
+    ("FOO=1 sudo tee /etc/hosts.d/x < input.txt", ["/etc/hosts.d/x"]),
+    ("grep -rn TODO src/ > $OUT; ls *.py > files.txt", ["files.txt"]),
+    ("touch a.txt; find . -name '*.pyc' -delete", ["a.txt"]),
+    ("echo hi 1>&2; ls 2> errors.log", ["errors.log"]),
+    ("git log --oneline -5 && git diff HEAD~1 -- src/x.py", []),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), SHELL_CASES)
+def test_files_written_by_shell_commands(command: str, expected: list[str]) -> None:
+    s = ThreadSummary.from_messages(
+        [assistant(None, call("c1", "bash", command=command)), tool("c1", "")]
+    )
+    assert list(s.files_touched) == list(dict.fromkeys(expected))
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        {"name": "execute_bash", "arguments": json.dumps({"cmd": "sed -i 's/a/b/' f.py"})},
+        {
+            "name": "shell",
+            "arguments": json.dumps({"command": ["bash", "-lc", "sed -i s/a/b/ f.py"]}),
+        },
+        {"name": "run_shell", "arguments": json.dumps({"script": "sed -i s/a/b/ f.py"})},
+        {"name": "bash", "arguments": "sed -i 's/a/b/' f.py"},  # not JSON: the command itself
+        {"name": "bash", "arguments": json.dumps("sed -i 's/a/b/' f.py")},  # a JSON string
+    ],
+)
+def test_command_argument_shapes(function: dict[str, Any]) -> None:
+    msg = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": function}],
+    }
+    assert ThreadSummary.from_messages([msg]).files_touched == ("f.py",)
+
+
+def test_input_of_a_non_shell_tool_is_not_read_as_a_command() -> None:
+    s = ThreadSummary.from_messages(
+        [assistant(None, call("c1", "python", input="if a > b:\n    print(a)"))]
+    )
+    assert s.files_touched == ()
+
+
+def test_mini_swe_agent_bash_blocks_in_assistant_content() -> None:
+    messages = [
+        user("Fix the off-by-one in the pager and commit it."),
+        assistant(
+            "THOUGHT: patch the loop bound.\n\n```bash\n"
+            "sed -i 's/range(n)/range(n + 1)/' src/pager.py && git commit -am 'Fix pager'\n```"
+        ),
+        user(
+            "<returncode>0</returncode>\n<output>\n[main 9f8e7d6] Fix pager\n"
+            " 1 file changed, 1 insertion(+)\n</output>",
+        ),
+        assistant(
+            "```bash\ncat <<'EOF' > tests/test_pager.py\ndef test_last():\n    assert 1\nEOF\n```"
+        ),
+        user("<returncode>0</returncode>\n<output>\n9f8e7d6 Fix pager\n1a2b3c4 Init\n</output>"),
+        assistant("Here is how you could do it:\n```python\nwith open('x.py', 'w') as f: ...\n```"),
+    ]
+    s = ThreadSummary.from_messages(messages)
+    assert s.files_touched == ("src/pager.py", "tests/test_pager.py")
+    assert s.commits == ("9f8e7d6: Fix pager",)
+
+
+def test_shell_extraction_never_raises_on_odd_commands() -> None:
+    odd = [
+        "echo 'unbalanced > x.txt",
+        "cat <<EOF > never_closed.txt\nbody",
+        ">",
+        "sed -i",
+        "bash -c",
+        "git -C",
+        "\\\n\\\n",
+        "((((",
+        "x" * 50_000 + " > big.txt",
+    ]
+    for command in odd:
+        s = ThreadSummary.from_messages([assistant(None, call("c", "bash", command=command))])
+        assert all(isinstance(f, str) and f for f in s.files_touched)
+    s = ThreadSummary.from_messages([assistant(None, call("c", "bash", command=odd[1]))])
+    assert s.files_touched == ("never_closed.txt",)
+
+
+def test_extraction_module_reads_the_same_facts_the_summary_holds() -> None:
+    from agentmem._extract import Fold
+
+    fold = Fold(DEFAULT_ASK_TOOLS, None, {})
+    for msg in transcript():
+        fold.feed(msg)
+    facts = fold.facts(None)
+    s = fresh()
+    assert facts.user_requests == s.user_requests and facts.current_task == s.current_task
+    assert facts.commits == s.commits and facts.files_touched == s.files_touched
+    assert [Decision(question=q, answer=a) for q, a in facts.decisions] == list(s.decisions)
+    assert facts.tool_counts == dict(s.tool_counts)
+    assert facts.compressed_messages == s.compressed_messages == len(transcript())
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (
+            "python - <<'EOF'\nwith open('out/report.txt', 'w') as f:\n    f.write('x')\nEOF",
+            ["out/report.txt"],
+        ),
+        ("python3 -c \"from pathlib import Path; Path('a.cfg').write_text('1')\"", ["a.cfg"]),
+        ("python -c \"print(open('README.md').read())\"", []),
+        ("echo \"open('x.txt', 'w')\" > notes.md", ["notes.md"]),  # not python: only the redirect
+    ],
+)
+def test_python_run_from_the_shell_writing_literal_paths(command: str, expected: list[str]) -> None:
+    s = ThreadSummary.from_messages([assistant(None, call("c1", "bash", command=command))])
+    assert list(s.files_touched) == expected
