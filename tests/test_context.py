@@ -11,6 +11,7 @@ import pydantic
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
+from profiles import scaled
 from provider_rules import anthropic_violations, openai_violations
 from strategies import conversation, message
 
@@ -204,7 +205,7 @@ def run_step(agent: Agent, step: tuple[str, Any]) -> None:
         )
 
 
-@settings(max_examples=40)
+@settings(max_examples=scaled(40))
 @given(agent_loop())
 def test_every_payload_fits_keeps_system_and_anchor_and_is_valid(
     loop: tuple[int, list[tuple[str, Any]]],
@@ -225,7 +226,7 @@ def test_every_payload_fits_keeps_system_and_anchor_and_is_valid(
         assert fresh.stats.trims == []
 
 
-@settings(max_examples=25)
+@settings(max_examples=scaled(25))
 @given(agent_loop(), st.integers(1, 3))
 def test_overflow_payloads_fit_their_targets(
     loop: tuple[int, list[tuple[str, Any]]], attempt: int
@@ -532,7 +533,7 @@ def test_attempt_three_gives_the_newest_unit_a_tenth_of_the_window() -> None:
     assert len(tool["content"]) - len(lines) + omitted_count(tool["content"]) < 200
 
 
-@settings(max_examples=25)
+@settings(max_examples=scaled(25))
 @given(agent_loop())
 def test_no_message_with_content_becomes_a_bare_marker(
     loop: tuple[int, list[tuple[str, Any]]],
