@@ -43,6 +43,7 @@ one, which must never be treated as corrupt.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 import time
@@ -58,6 +59,7 @@ __all__ = [
     "DURABILITIES",
     "Durability",
     "Migration",
+    "SchemaDamageError",
     "connect",
     "enable_wal",
     "header_problem",
@@ -65,6 +67,7 @@ __all__ = [
     "migrate",
     "pending_migrations",
     "transaction",
+    "verify_schema",
 ]
 
 Durability = Literal["full", "normal"]
@@ -103,6 +106,10 @@ class Migration:
     """SQL statements run in order, or a function given the connection."""
 
 
+class SchemaDamageError(sqlite3.DatabaseError):
+    """The schema SQLite read is not the one this database recorded: damage it did not notice."""
+
+
 def is_corruption(exc: BaseException) -> bool:
     """Whether ``exc`` says the file is not a readable SQLite database.
 
@@ -117,6 +124,10 @@ def is_corruption(exc: BaseException) -> bool:
     Returns:
         ``True`` for corruption.
     """
+    if isinstance(exc, SchemaDamageError | UnicodeDecodeError):
+        # UnicodeDecodeError: sqlite3 cannot decode the message SQLite gives for some
+        # malformed schemas (the damaged bytes are quoted in it).
+        return True
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
     code = getattr(exc, "sqlite_errorcode", None)
@@ -414,3 +425,63 @@ def _version_is_current(conn: sqlite3.Connection, format_version: int) -> bool:
         return False
     row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
     return row is not None and str(row[0]) == str(format_version)
+
+
+_SCHEMA_KEY: Final = "schema_sql"
+_ROOTS_KEY: Final = "schema_roots"
+
+
+def _fingerprints(conn: sqlite3.Connection) -> tuple[str, str]:
+    """Digests of the schema's SQL text and of its b-tree root pages, as SQLite reads them."""
+    rows = conn.execute(
+        "SELECT type, name, tbl_name, rootpage, CAST(sql AS BLOB) FROM sqlite_master "
+        "ORDER BY CAST(name AS BLOB)"
+    ).fetchall()
+    text = hashlib.sha256()
+    roots = hashlib.sha256()
+    for kind, name, table, root, sql in rows:
+        text.update(repr((kind, name, table, sql)).encode("utf-8", "surrogatepass"))
+        roots.update(repr((name, root)).encode("utf-8", "surrogatepass"))
+    return text.hexdigest(), roots.hexdigest()
+
+
+def verify_schema(conn: sqlite3.Connection, *, migrated: bool = False) -> None:
+    """Check that the schema SQLite parsed from page 1 is the one the database recorded.
+
+    SQLite reads its schema from page 1 and trusts it: a flipped byte there
+    can rename a column or point a table at another page and still parse.
+    :func:`migrate`-managed databases record two fingerprints in ``meta``
+    (the schema's SQL text, and its root pages) the first time they are
+    opened by this code, and after every migration (``migrated=True``).
+    On open the SQL text must match exactly. A root-page change alone can
+    be a legitimate ``VACUUM``: it is accepted when ``PRAGMA quick_check``
+    passes, and the fingerprint is updated.
+
+    Cost: one read of ``sqlite_master`` and ``meta`` (a few pages); the
+    ``quick_check`` only runs after a root-page change.
+
+    Raises:
+        SchemaDamageError: the schema does not match its fingerprint.
+        sqlite3.Error: the database could not be read.
+    """
+    text, roots = _fingerprints(conn)
+    stored = dict(
+        conn.execute(
+            "SELECT key, value FROM meta WHERE key IN (?, ?)", (_SCHEMA_KEY, _ROOTS_KEY)
+        ).fetchall()
+    )
+    if not migrated and _SCHEMA_KEY in stored:
+        if stored[_SCHEMA_KEY] != text:
+            raise SchemaDamageError("malformed database schema: it differs from its fingerprint")
+        if stored.get(_ROOTS_KEY) == roots:
+            return
+        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:
+            raise SchemaDamageError(
+                f"malformed database schema: root pages moved and quick_check says {problems}"
+            )
+    with transaction(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?), (?, ?)",
+            (_SCHEMA_KEY, text, _ROOTS_KEY, roots),
+        )

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from agentmem._storage.files import atomic_write_text
-from agentmem._storage.recovery import open_or_recover
+from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
 from agentmem._storage.sqlite import (
     DURABILITIES,
     Durability,
@@ -27,6 +27,7 @@ from agentmem._storage.sqlite import (
     migrate,
     pending_migrations,
     transaction,
+    verify_schema,
 )
 from agentmem.errors import (
     CorruptStoreError,
@@ -105,6 +106,10 @@ class SessionStore:
         self._held_guard = threading.Lock()
         self.recovered_from: Path | None = None
         """Where an unreadable database found at :attr:`path` was moved on open, else ``None``."""
+        self.recovery: Recovery | None = None
+        """What was done on open about an unreadable database (moved where, why, whether its
+        readable commits were recovered), else ``None``."""
+        self._open_lock: OpenLock | None = None
         self._conn: sqlite3.Connection | None = (
             self._open_memory() if self._path is None else self._open_file(self._path)
         )
@@ -121,8 +126,8 @@ class SessionStore:
         return conn
 
     @staticmethod
-    def _migrate(conn: sqlite3.Connection, path: Path | None) -> None:
-        migrate(
+    def _migrate(conn: sqlite3.Connection, path: Path | None) -> builtins.list[str]:
+        return migrate(
             conn,
             format_name=FORMAT_NAME,
             format_version=FORMAT_VERSION,
@@ -143,7 +148,7 @@ class SessionStore:
                 path=path,
             )
             enable_wal(conn, path)
-            self._migrate(conn, path)
+            verify_schema(conn, migrated=bool(self._migrate(conn, path)))
         except BaseException:
             conn.close()
             raise
@@ -156,7 +161,10 @@ class SessionStore:
             raise StorageError(f"cannot create {path.parent}: {exc}", path=path) from exc
         if path.is_dir():
             raise StorageError(f"{path} is a directory, not a session database", path=path)
-        conn, recovery = open_or_recover(path, self._try_open, what="session store")
+        conn, recovery, self._open_lock = open_or_recover(
+            path, self._try_open, what="session store"
+        )
+        self.recovery = recovery
         if recovery is not None:
             self.recovered_from = recovery.moved_to
         return conn
@@ -522,11 +530,15 @@ class SessionStore:
         """Close the database (idempotent). Locks handed out stay held until released."""
         with self._lock:
             conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
+            open_lock, self._open_lock = self._open_lock, None
+        try:
+            if conn is not None:
                 conn.close()
-            except sqlite3.Error as exc:
-                raise self._error("close the store", exc) from exc
+        except sqlite3.Error as exc:
+            raise self._error("close the store", exc) from exc
+        finally:
+            if open_lock is not None:
+                open_lock.release()
 
     def __enter__(self) -> SessionStore:
         return self
