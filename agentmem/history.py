@@ -49,7 +49,18 @@ from agentmem.protocols import TokenCounter
 from agentmem.repair import build_payload
 from agentmem.tokens import HeuristicCounter, count_message
 
-__all__ = ["HistoryObserver", "MessageHistory"]
+__all__ = ["HistoryObserver", "MessageHistory", "ValidatedMessages"]
+
+
+class ValidatedMessages(list[Message]):
+    """Messages known to be canonical already: what ``normalize_message`` returns unchanged.
+
+    A :class:`MessageHistory` built from one takes the list's dicts as they
+    are, without validating or copying them (the trusted load path: a
+    session store that checked every row on load hands its messages over
+    this way). Build one only from messages that passed that check, and
+    hand the dicts over: the history owns them afterwards.
+    """
 
 
 class HistoryObserver(Protocol):
@@ -112,7 +123,9 @@ class MessageHistory(Sequence[Message]):
         observer: HistoryObserver | None = None,
     ) -> None:
         self._lock = threading.RLock()
-        self._messages: list[Message] = normalize_messages(messages)
+        self._messages: list[Message] = (
+            list(messages) if type(messages) is ValidatedMessages else normalize_messages(messages)
+        )
         self._n_transient = sum(1 for m in self._messages if _is_transient(m))
         self._counter: TokenCounter = token_counter or HeuristicCounter()
         # Per-message token counts (-1 = not counted yet), valid for one counter epoch,

@@ -46,7 +46,7 @@ from agentmem._storage.files import atomic_write_text
 from agentmem._storage.formats import check_format
 from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_todos
 from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
-from agentmem.history import MessageHistory
+from agentmem.history import MessageHistory, ValidatedMessages
 from agentmem.messages import Message, content_text
 from agentmem.protocols import LLM, ProgressReporter, Summarizer, TokenCounter
 from agentmem.session_store import (
@@ -368,12 +368,14 @@ class Session:
             check_format(
                 state, kind=STATE_FORMAT, version=STATE_VERSION, what=f"session {info.id} state"
             )
+        # Every row was checked on load (trusted by checksum, or validated): no second pass.
+        messages = ValidatedMessages(record.messages) if record.validated else record.messages
         return cls(
             memory,
             info,
             lock,
             state,
-            record.messages,
+            messages,
             record.billing,
             model=model or info.model or DEFAULT_MODEL,
             context_window=context_window or info.context_window or DEFAULT_CONTEXT_WINDOW,

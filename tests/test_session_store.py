@@ -24,6 +24,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from strategies import message as strategy_message
 
 from agentmem import (
     AgentMemError,
@@ -33,6 +34,7 @@ from agentmem import (
     MessageHistory,
     StorageError,
     StoreLockedError,
+    normalize_message,
 )
 from agentmem._storage.files import atomic_write_bytes, atomic_write_text, move_aside
 from agentmem._storage.sqlite import Migration, connect, is_corruption, migrate
@@ -43,6 +45,7 @@ from agentmem.session_store import (
     SessionNotFoundError,
     SessionRecord,
     SessionStore,
+    export_html,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -501,7 +504,7 @@ json_values = st.recursive(
     ),
     max_leaves=6,
 )
-messages = st.builds(
+any_messages = st.builds(
     lambda role, content, extra: {"role": role, "content": content, **extra},
     st.sampled_from(["system", "user", "assistant", "tool"]),
     st.none()
@@ -509,6 +512,18 @@ messages = st.builds(
     | st.lists(st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=10)), max_size=2),
     st.dictionaries(st.sampled_from(["task_id", "created_at", "x-host"]), json_values, max_size=2),
 )
+
+
+def _valid(message: dict[str, Any]) -> bool:
+    try:
+        normalize_message(message)
+    except InvalidMessageError:
+        return False
+    return True
+
+
+# The writer refuses what would fail validation when read back (see invalid_refused).
+messages = strategy_message().map(lambda m: normalize_message(m)[0])
 
 
 class SessionStoreMachine(RuleBasedStateMachine):
@@ -543,6 +558,16 @@ class SessionStoreMachine(RuleBasedStateMachine):
         start = data.draw(st.integers(0, len(self.model)), label="start")
         self.writer.on_rewrite(start, tail)
         self.model[start:] = copy.deepcopy(tail)
+
+    @rule(message=any_messages)
+    def any_message(self, message: dict[str, Any]) -> None:
+        """A message is stored exactly when it is valid; an invalid one changes nothing."""
+        if _valid(message):
+            self.writer.on_append([message])
+            self.model.append(copy.deepcopy(message))
+        else:
+            with pytest.raises(InvalidMessageError):
+                self.writer.on_append([message])
 
     @rule(data=st.data(), message=messages)
     def out_of_range(self, data: st.DataObject, message: dict[str, Any]) -> None:
@@ -931,7 +956,6 @@ def test_html_export_is_inert_and_self_contained(store: SessionStore, tmp_path: 
             {"role": "system", "content": f"line one\nline two {EVIL}"},
             {
                 "role": "user",
-                "name": EVIL,
                 "content": [
                     {"type": "text", "text": EVIL},
                     {"type": "image_url", "image_url": {"url": png}},
@@ -961,13 +985,18 @@ def test_html_export_is_inert_and_self_contained(store: SessionStore, tmp_path: 
                 ],
             },
             {"role": "tool", "tool_call_id": EVIL, "content": f"result {EVIL}"},
-            {"role": EVIL, "content": EVIL},
         ]
     )
     w.save_state({EVIL: EVIL})
     w.add_billing(BillingRecord(at=1.0, kind=EVIL, model=EVIL))
     w.append_thread(EVIL, [user(EVIL)])
     text = store.export(sid, tmp_path / "s.html").read_text("utf-8")
+    # What the store refuses to write can still come from elsewhere (an older release, a
+    # hand-edited file): the page escapes whatever a record holds.
+    record = store.load(sid)
+    record.messages[1]["name"] = EVIL
+    record.messages.append({"role": EVIL, "content": EVIL})
+    text = export_html(record)
 
     assert "<script" not in text.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text

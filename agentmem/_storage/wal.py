@@ -9,12 +9,18 @@ section 4) and says whether something was written that SQLite would drop:
 
 * a log without a main database beside it (or beside an empty file);
 * a log whose header is damaged while frames follow it;
-* a frame of the current generation (its salts match the header) that
-  fails the checksum chain, or any such frame after the first failure.
+* an intact commit frame of the current generation (its salts match the
+  header, and its checksum holds when continued from the checksum stored
+  in the frame before it) *after* the point where SQLite stops replaying:
+  that commit was acknowledged, and SQLite would drop it.
 
 Frames of an earlier generation (other salts, left behind when the log
-restarted) and the uncommitted frames of a transaction cut short by a
-kill are normal and not reported.
+restarted), the uncommitted frames of a transaction cut short by a kill
+(SQLite writes a frame's header and its page separately, so a kill can
+leave a header without its page), and the leftovers of such a
+transaction that a later one overwrote in part are normal and not
+reported. What this cannot see is damage to the very last commit frame
+of the log: nothing after it vouches that it was complete.
 
 Cost: the checksum chain is computed in Python over every frame, about
 0.1 ms per 4 KiB frame. It runs only when a log exists while no other
@@ -97,36 +103,35 @@ def inspect_wal(path: Path) -> WalReport | None:
             problem = "write-ahead log without its database, and its header is damaged"
         return WalReport(problem if len(data) > _HEADER or orphan else None, 0, 0)
     frame = _FRAME_HEADER + page_size
-    s0, s1 = c1, c2
+    seed = (c1, c2)  # each frame's checksum continues from the one stored before it
     offset = _HEADER
     valid = _HEADER
-    failed_at: int | None = None
+    broken_at: int | None = None
     while offset + frame <= len(data):
         pgno, commit, f1, f2, k1, k2 = struct.unpack(">6I", data[offset : offset + 24])
-        current = (f1, f2) == (salt1, salt2)
-        if failed_at is None:
-            if current and pgno > 0:
-                s0, s1 = _checksum(data[offset : offset + 8], s0, s1, big_endian)
-                s0, s1 = _checksum(data[offset + 24 : offset + frame], s0, s1, big_endian)
-            if current and pgno > 0 and (s0, s1) == (k1, k2):
+        current = (f1, f2) == (salt1, salt2) and pgno > 0
+        s0, s1 = _checksum(data[offset : offset + 8], *seed, big_endian)
+        intact = current and _checksum(data[offset + 24 : offset + frame], s0, s1, big_endian) == (
+            k1,
+            k2,
+        )
+        if broken_at is None:
+            if intact:
                 if commit:
                     valid = offset + frame
             else:
-                failed_at = offset
-                if current:
-                    return WalReport(
-                        f"write-ahead log frame at byte {offset} fails its checksum; "
-                        "the commits from there on would be dropped",
-                        valid,
-                        page_size,
-                    )
-        elif current:
+                broken_at = offset
+        elif intact and commit:
+            # An intact commit of this generation after the break: acknowledged, and SQLite
+            # would drop it. (Uncommitted frames after a kill, or the leftovers of one that a
+            # later transaction overwrote, never end in an intact commit frame.)
             return WalReport(
-                f"write-ahead log frame at byte {failed_at} is damaged and later commits "
-                "would be dropped",
+                f"write-ahead log frame at byte {broken_at} is damaged and the commit at byte "
+                f"{offset} after it would be dropped",
                 valid,
                 page_size,
             )
+        seed = (k1, k2)
         offset += frame
     if orphan:
         return WalReport("write-ahead log without its database", valid, page_size)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import logging
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -35,8 +36,8 @@ from agentmem.errors import (
     SessionNotFoundError,
     StorageError,
 )
-from agentmem.messages import Message
 from agentmem.session_store.export import export_html, export_json
+from agentmem.session_store.loading import apply_repairs, check_rows, gc_paused
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import (
     FORMAT_NAME,
@@ -44,11 +45,11 @@ from agentmem.session_store.records import (
     BillingRecord,
     SessionInfo,
     SessionRecord,
+    _billing_from_row,
     _check_count,
     _check_lookup_id,
     _check_optional_str,
     _check_session_id,
-    _decode_message,
     _info_from_row,
 )
 from agentmem.session_store.sql import MIGRATIONS, SessionsSQL
@@ -310,16 +311,27 @@ class SessionStore:
             limit = _check_count(limit, "limit")
         with self._read("list sessions") as sql:
             rows = sql.list_rows(limit)
-        return [_info_from_row(row) for row in rows]
+        infos = [_info_from_row(row) for row in rows]
+        for info in infos:
+            if info.damaged:
+                logger.warning(
+                    "session %s: unreadable columns %s (shown as empty)",
+                    info.id,
+                    list(info.damaged),
+                )
+        return infos
 
     def load(self, session_id: str) -> SessionRecord:
-        """Everything stored for a session.
+        """Everything stored for a session, every row checked (see :mod:`.loading`).
 
-        A row that does not parse is never skipped silently: within one
-        transaction it is moved to the ``quarantine`` table (raw bytes and
-        reason kept), the rows after it are renumbered so ``seq`` stays
-        contiguous, a warning names the session and ``seq``, and the
-        record reports it (:attr:`SessionRecord.quarantined`).
+        A row that does not parse or fails validation is never skipped
+        silently: within one transaction it is moved to the ``quarantine``
+        table (raw bytes and reason kept), the rows after it are renumbered
+        so ``seq`` stays contiguous, a warning names the session and
+        ``seq``, and the record reports it (:attr:`SessionRecord.quarantined`).
+        Damaged positions (gaps, duplicates, changed seqs) are repaired and
+        reported (:attr:`SessionRecord.repaired`); unreadable billing rows
+        are quarantined (:attr:`SessionRecord.billing_quarantined`).
 
         Raises:
             SessionNotFoundError: no such session.
@@ -327,29 +339,51 @@ class SessionStore:
                 could not be quarantined.
         """
         sid = _check_lookup_id(session_id)
-        with self._read(f"load session {sid}", snapshot=True) as sql:
-            record = self._read_record(sql, sid, quarantine=False)
-        if record is not None:
-            return record
-        with self._write(f"quarantine damaged rows of session {sid}") as sql:
-            record = self._read_record(sql, sid, quarantine=True)
+        with gc_paused():
+            with self._read(f"load session {sid}", snapshot=True) as sql:
+                record = self._read_record(sql, sid, repair=False)
+            if record is not None:
+                return record
+            with self._write(f"repair damaged rows of session {sid}") as sql:
+                record = self._read_record(sql, sid, repair=True)
         assert record is not None
+        where = self._path or ":memory:"
         for seq in record.quarantined:
             logger.warning(
-                "session %s: message seq %d did not parse; moved it to the quarantine table "
-                "of %s and renumbered the later messages",
+                "session %s: message seq %s did not parse or failed validation; moved it to "
+                "the quarantine table of %s and renumbered the later messages",
                 sid,
                 seq,
-                self._path or ":memory:",
+                where,
+            )
+        if record.repaired:
+            logger.warning(
+                "session %s: damaged message positions (seq %s) were repaired in %s",
+                sid,
+                record.repaired,
+                where,
+            )
+        if record.checksum_failed:
+            logger.warning(
+                "session %s: message seq %s changed after it was written (checksum mismatch) "
+                "but is still a valid message; kept it, copied it to quarantine in %s",
+                sid,
+                record.checksum_failed,
+                where,
             )
         for thread_id, seqs in record.quarantined_threads.items():
-            for seq in seqs:
-                logger.warning(
-                    "session %s: thread %s row seq %d did not parse; moved it to quarantine",
-                    sid,
-                    thread_id,
-                    seq,
-                )
+            logger.warning(
+                "session %s: thread %s rows seq %s did not parse; moved them to quarantine",
+                sid,
+                thread_id,
+                seqs,
+            )
+        if record.billing_quarantined:
+            logger.warning(
+                "session %s: %d billing rows were unreadable; moved them to quarantine",
+                sid,
+                record.billing_quarantined,
+            )
         if record.state_quarantined:
             logger.warning(
                 "session %s: its state did not parse; moved it to quarantine and reset it to {}",
@@ -357,31 +391,22 @@ class SessionStore:
             )
         return record
 
-    def _read_record(self, sql: SessionsSQL, sid: str, *, quarantine: bool) -> SessionRecord | None:
-        """Read a session; ``None`` when a row is damaged and ``quarantine`` is off."""
+    def _read_record(self, sql: SessionsSQL, sid: str, *, repair: bool) -> SessionRecord | None:
+        """Read a session; ``None`` when something needs repairing and ``repair`` is off."""
         row = sql.info_row(sid)
         if row is None:
             raise SessionNotFoundError(sid)
         now = float(self._now())
 
-        loaded = _load_rows(sql, sid, None, sql.message_rows(sid), quarantine=quarantine, now=now)
-        if loaded is None:
+        main = check_rows(sql.message_rows(sid))
+        if main.needs_write and not repair:
             return None
-        messages, bad = loaded
-
-        by_thread: dict[str, builtins.list[tuple[Any, bytes]]] = {}
-        for thread_id, seq, body in sql.thread_rows(sid):
-            by_thread.setdefault(thread_id, []).append((seq, body))
-        threads: dict[str, builtins.list[Message]] = {}
-        thread_bad: dict[str, builtins.list[int]] = {}
-        for thread_id, rows in by_thread.items():
-            loaded = _load_rows(sql, sid, thread_id, rows, quarantine=quarantine, now=now)
-            if loaded is None:
-                return None
-            if loaded[0]:
-                threads[thread_id] = loaded[0]
-            if loaded[1]:
-                thread_bad[thread_id] = loaded[1]
+        by_thread: dict[str, builtins.list[tuple[Any, bytes, Any]]] = {}
+        for thread_id, seq, body, crc in sql.thread_rows(sid):
+            by_thread.setdefault(str(thread_id), []).append((seq, body, crc))
+        thread_checks = {tid: check_rows(rows) for tid, rows in by_thread.items()}
+        if not repair and any(c.needs_write for c in thread_checks.values()):
+            return None
 
         # State.
         state_bytes = sql.state(sid)
@@ -392,35 +417,51 @@ class SessionStore:
         except orjson.JSONDecodeError as exc:
             state, reason = None, f"state is not valid JSON: {exc}"
         if reason:
-            if not quarantine:
+            if not repair:
                 return None
             sql.quarantine(sid, None, None, state_bytes, reason, now)
             sql.reset_state(sid)
             state, state_quarantined = {}, True
 
-        billing = [
-            BillingRecord(
-                at=float(b[0]),
-                kind=b[1],
-                model=b[2],
-                prompt_tokens=int(b[3]),
-                completion_tokens=int(b[4]),
-                cost_usd=float(b[5]),
-            )
-            for b in sql.billing_rows(sid)
-        ]
+        billing: builtins.list[BillingRecord] = []
+        bad_billing = 0
+        for raw in sql.billing_rows(sid):
+            record, reason = _billing_from_row(raw)
+            if record is not None:
+                billing.append(record)
+                continue
+            if not repair:
+                return None
+            sql.quarantine(sid, None, None, repr(raw[1:]).encode(), f"billing: {reason}", now)
+            sql.delete_billing(raw[0])
+            bad_billing += 1
+
+        if repair:
+            apply_repairs(sql, sid, None, main, now)
+            for tid, check in thread_checks.items():
+                apply_repairs(sql, sid, tid, check, now)
         info = _info_from_row(row)
-        if bad:
-            info = _info_from_row((*row[:7], len(messages)))
+        if info.damaged:
+            logger.warning(
+                "session %s: unreadable columns %s (shown as empty)", info.id, list(info.damaged)
+            )
+        if info.message_count != len(main.messages):
+            info = dataclasses.replace(info, message_count=len(main.messages))
         return SessionRecord(
             info=info,
-            messages=messages,
+            messages=main.messages,
             state=state,
             billing=billing,
-            threads=threads,
-            quarantined=bad,
-            quarantined_threads=thread_bad,
+            threads={tid: c.messages for tid, c in thread_checks.items() if c.messages},
+            quarantined=main.quarantined_seqs,
+            quarantined_threads={
+                tid: c.quarantined_seqs for tid, c in thread_checks.items() if c.quarantine
+            },
             state_quarantined=state_quarantined,
+            repaired=main.moved,
+            checksum_failed=[s for s in main.mismatched if type(s) is int],
+            billing_quarantined=bad_billing,
+            validated=main.canonical,
         )
 
     def delete(self, session_id: str) -> bool:
@@ -555,40 +596,3 @@ class SessionStore:
         where = str(self._path) if self._path is not None else ":memory:"
         state = " closed" if self._conn is None else ""
         return f"<SessionStore {where} durability={self._durability}{state}>"
-
-
-def _load_rows(
-    sql: SessionsSQL,
-    sid: str,
-    thread_id: str | None,
-    rows: Sequence[tuple[Any, bytes]],
-    *,
-    quarantine: bool,
-    now: float,
-) -> tuple[list[Message], list[int]] | None:
-    """Decode one sequence of rows (the main history or one side thread), ``seq`` ascending.
-
-    The one quarantine path for message rows: a row that does not parse is
-    moved to the ``quarantine`` table with its raw bytes and reason, and the
-    rows after it are renumbered so ``seq`` stays contiguous. Returns the
-    messages and the original seqs quarantined, or ``None`` when a row is
-    damaged and ``quarantine`` is off (the caller retries in a write
-    transaction).
-    """
-    messages: list[Message] = []
-    kept: list[Any] = []
-    bad: list[int] = []
-    for seq, body in rows:
-        message, reason = _decode_message(body)
-        if message is None:
-            if not quarantine:
-                return None
-            sql.quarantine(sid, thread_id, seq, body, reason, now)
-            sql.delete_row(sid, thread_id, seq)
-            bad.append(seq)
-        else:
-            messages.append(message)
-            kept.append(seq)
-    if bad:
-        sql.renumber(sid, thread_id, kept)
-    return messages, bad

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from agentmem._storage.sqlite import Migration
+from agentmem.session_store.records import Row
 
 __all__ = ["MIGRATIONS", "SessionsSQL"]
 
@@ -82,11 +83,27 @@ MIGRATIONS: Final = (
             """,
         ),
     ),
+    # crc32(body, seq) of rows validated when written: the trusted load path and the
+    # detection of damaged rows and seqs (see agentmem.session_store.loading).
+    Migration(
+        "0002_row_checksums",
+        (
+            "ALTER TABLE messages ADD COLUMN crc INTEGER",
+            "ALTER TABLE threads ADD COLUMN crc INTEGER",
+        ),
+    ),
 )
 
-_INFO_COLUMNS: Final = """
-    SELECT s.id, s.name, s.created_at, s.updated_at, s.working_directory, s.model,
-           s.context_window,
+
+def _raw(column: str) -> str:
+    # Text comes back as bytes, so a value that is not valid UTF-8 is reported by the reader
+    # (agentmem.session_store.records) instead of failing the whole query in sqlite3.
+    return f"CASE typeof({column}) WHEN 'text' THEN CAST({column} AS BLOB) ELSE {column} END"
+
+
+_INFO_COLUMNS: Final = f"""
+    SELECT {_raw("s.id")}, {_raw("s.name")}, {_raw("s.created_at")}, {_raw("s.updated_at")},
+           {_raw("s.working_directory")}, {_raw("s.model")}, {_raw("s.context_window")},
            COALESCE((SELECT MAX(m.seq) FROM messages AS m WHERE m.session_id = s.id), -1) + 1
     FROM sessions AS s
 """
@@ -106,15 +123,19 @@ _SQL_RESET_STATE: Final = "UPDATE sessions SET state = '{}' WHERE id = ?"
 # With the (session_id, seq) primary key, MAX(seq) is one B-tree descent, not a scan.
 _SQL_NEXT_SEQ: Final = "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE session_id = ?"
 _SQL_INSERT_MESSAGE: Final = (
-    "INSERT INTO messages (session_id, seq, role, body) VALUES (?, ?, ?, ?)"
+    "INSERT INTO messages (session_id, seq, role, body, crc) VALUES (?, ?, ?, ?, ?)"
 )
 _SQL_REPLACE_MESSAGE: Final = (
-    "UPDATE messages SET role = ?, body = ? WHERE session_id = ? AND seq = ?"
+    "UPDATE messages SET role = ?, body = ?, crc = ? WHERE session_id = ? AND seq = ?"
+)
+_SQL_SET_CRC: Final = "UPDATE messages SET crc = ? WHERE session_id = ? AND seq = ?"
+_SQL_SET_THREAD_CRC: Final = (
+    "UPDATE threads SET crc = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
 )
 _SQL_TRUNCATE: Final = "DELETE FROM messages WHERE session_id = ? AND seq >= ?"
 # CAST: read raw bytes, so a body that is not valid UTF-8 is quarantined, not a failed load.
 _SQL_MESSAGES: Final = (
-    "SELECT seq, CAST(body AS BLOB) FROM messages WHERE session_id = ? ORDER BY seq"
+    "SELECT seq, CAST(body AS BLOB), crc FROM messages WHERE session_id = ? ORDER BY seq"
 )
 _SQL_DELETE_MESSAGE: Final = "DELETE FROM messages WHERE session_id = ? AND seq = ?"
 _SQL_RENUMBER_MESSAGE: Final = "UPDATE messages SET seq = ? WHERE session_id = ? AND seq = ?"
@@ -123,17 +144,19 @@ _SQL_INSERT_BILLING: Final = (
     "cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_BILLING: Final = (
-    "SELECT at, kind, model, prompt_tokens, completion_tokens, cost_usd FROM billing "
+    f"SELECT id, {_raw('at')}, {_raw('kind')}, {_raw('model')}, {_raw('prompt_tokens')}, "
+    f"{_raw('completion_tokens')}, {_raw('cost_usd')} FROM billing "
     "WHERE session_id = ? ORDER BY id"
 )
+_SQL_DELETE_BILLING: Final = "DELETE FROM billing WHERE id = ?"
 _SQL_NEXT_THREAD_SEQ: Final = (
     "SELECT COALESCE(MAX(seq), -1) + 1 FROM threads WHERE session_id = ? AND thread_id = ?"
 )
 _SQL_INSERT_THREAD: Final = (
-    "INSERT INTO threads (session_id, thread_id, seq, body) VALUES (?, ?, ?, ?)"
+    "INSERT INTO threads (session_id, thread_id, seq, body, crc) VALUES (?, ?, ?, ?, ?)"
 )
 _SQL_THREADS: Final = (
-    "SELECT thread_id, seq, CAST(body AS BLOB) FROM threads WHERE session_id = ? "
+    "SELECT thread_id, seq, CAST(body AS BLOB), crc FROM threads WHERE session_id = ? "
     "ORDER BY thread_id, seq"
 )
 _SQL_DELETE_THREAD_ROW: Final = (
@@ -212,31 +235,43 @@ class SessionsSQL:
             return int(self.conn.execute(_SQL_NEXT_SEQ, (sid,)).fetchone()[0])
         return int(self.conn.execute(_SQL_NEXT_THREAD_SEQ, (sid, thread_id)).fetchone()[0])
 
-    def insert_messages(self, sid: str, start: int, rows: Sequence[tuple[str, str]]) -> None:
+    def insert_messages(self, sid: str, start: int, rows: Sequence[Row]) -> None:
+        """Insert rows ``(role, body, crc)`` at seqs ``start``, ``start + 1``..."""
+        if len(rows) == 1:
+            role, body, crc = rows[0]
+            self.conn.execute(_SQL_INSERT_MESSAGE, (sid, start, role, body, crc))
+            return
         self.conn.executemany(
             _SQL_INSERT_MESSAGE,
-            [(sid, start + i, role, body) for i, (role, body) in enumerate(rows)],
+            [(sid, start + i, role, body, crc) for i, (role, body, crc) in enumerate(rows)],
         )
 
-    def insert_thread_rows(
-        self, sid: str, thread_id: str, start: int, rows: Sequence[tuple[str, str]]
-    ) -> None:
+    def insert_thread_rows(self, sid: str, thread_id: str, start: int, rows: Sequence[Row]) -> None:
         self.conn.executemany(
             _SQL_INSERT_THREAD,
-            [(sid, thread_id, start + i, body) for i, (_, body) in enumerate(rows)],
+            [(sid, thread_id, start + i, body, crc) for i, (_, body, crc) in enumerate(rows)],
         )
 
-    def replace_message(self, sid: str, seq: int, role: str, body: str) -> bool:
-        return self.conn.execute(_SQL_REPLACE_MESSAGE, (role, body, sid, seq)).rowcount > 0
+    def replace_message(self, sid: str, seq: int, row: Row) -> bool:
+        role, body, crc = row
+        return self.conn.execute(_SQL_REPLACE_MESSAGE, (role, body, crc, sid, seq)).rowcount > 0
+
+    def set_crc(self, sid: str, thread_id: str | None, seq: int, crc: int | None) -> None:
+        if thread_id is None:
+            self.conn.execute(_SQL_SET_CRC, (crc, sid, seq))
+        else:
+            self.conn.execute(_SQL_SET_THREAD_CRC, (crc, sid, thread_id, seq))
 
     def truncate(self, sid: str, start: int) -> None:
         self.conn.execute(_SQL_TRUNCATE, (sid, start))
 
-    def message_rows(self, sid: str) -> list[tuple[Any, bytes]]:
-        return [(seq, body) for seq, body in self.conn.execute(_SQL_MESSAGES, (sid,))]
+    def message_rows(self, sid: str) -> list[tuple[Any, bytes, Any]]:
+        """``(seq, raw body, crc)`` of the main history, in ``seq`` order."""
+        return self.conn.execute(_SQL_MESSAGES, (sid,)).fetchall()
 
-    def thread_rows(self, sid: str) -> list[tuple[str, Any, bytes]]:
-        return [(t, seq, body) for t, seq, body in self.conn.execute(_SQL_THREADS, (sid,))]
+    def thread_rows(self, sid: str) -> list[tuple[Any, Any, bytes, Any]]:
+        """``(thread_id, seq, raw body, crc)`` of every side thread, by thread then ``seq``."""
+        return self.conn.execute(_SQL_THREADS, (sid,)).fetchall()
 
     def delete_row(self, sid: str, thread_id: str | None, seq: Any) -> None:
         if thread_id is None:
@@ -245,16 +280,19 @@ class SessionsSQL:
             self.conn.execute(_SQL_DELETE_THREAD_ROW, (sid, thread_id, seq))
 
     def renumber(self, sid: str, thread_id: str | None, kept: Sequence[Any]) -> None:
-        """Give the rows ``kept`` (old seqs, ascending) the seqs 0..len-1, without PK collisions.
+        """Give the rows ``kept`` (old seqs, in their new order) the seqs 0..len-1.
 
-        Moving in two steps (to negative, then to final) keeps every intermediate
-        state free of duplicate keys whatever order SQLite visits the rows in.
+        Moving in two steps (to a distinct negative, then to the final seq)
+        keeps every intermediate state free of duplicate keys whatever order
+        SQLite visits the rows in, and works for damaged, non-integer seqs.
         """
         sql = _SQL_RENUMBER_MESSAGE if thread_id is None else _SQL_RENUMBER_THREAD_ROW
         key: tuple[str, ...] = (sid,) if thread_id is None else (sid, thread_id)
         moves = [(old, new) for new, old in enumerate(kept) if old != new]
-        self.conn.executemany(sql, [(-1 - old, *key, old) for old, _ in moves])
-        self.conn.executemany(sql, [(new, *key, -1 - old) for old, new in moves])
+        # Temporary seqs below every stored one (a damaged seq may be negative).
+        low = min([0, *(old for old in kept if type(old) is int)]) - 1
+        self.conn.executemany(sql, [(low - i, *key, old) for i, (old, _) in enumerate(moves)])
+        self.conn.executemany(sql, [(new, *key, low - i) for i, (_, new) in enumerate(moves)])
 
     def quarantine(
         self,
@@ -273,4 +311,8 @@ class SessionsSQL:
         self.conn.execute(_SQL_INSERT_BILLING, (sid, *values))
 
     def billing_rows(self, sid: str) -> list[tuple[Any, ...]]:
+        """``(row id, at, kind, model, prompt_tokens, completion_tokens, cost_usd)``, raw."""
         return [tuple(row) for row in self.conn.execute(_SQL_BILLING, (sid,))]
+
+    def delete_billing(self, row_id: int) -> None:
+        self.conn.execute(_SQL_DELETE_BILLING, (row_id,))

@@ -15,6 +15,7 @@ from agentmem.session_store.records import (
     _check_optional_str,
     _encode_message,
     _encode_messages,
+    _rows_at,
 )
 from agentmem.session_store.sql import SessionsSQL
 
@@ -75,7 +76,8 @@ class SessionWriter:
         # append is O(size of the new messages), flat in the length of the session.
         with self._store._write(f"append to session {self._id}") as sql:
             self._touch(sql)
-            sql.insert_messages(self._id, sql.next_seq(self._id), rows)
+            start = sql.next_seq(self._id)
+            sql.insert_messages(self._id, start, _rows_at(start, rows))
 
     def on_replace(self, index: int, message: Mapping[str, Any]) -> None:
         """Replace the message at ``index`` (one row).
@@ -87,10 +89,10 @@ class SessionWriter:
             StorageError: the write failed; nothing changed.
         """
         index = _check_count(index, "index")
-        role, body = _encode_message(message, 0)
+        encoded = _encode_message(message, 0)
         with self._store._write(f"replace message {index} of session {self._id}") as sql:
             self._touch(sql)
-            if not sql.replace_message(self._id, index, role, body):
+            if not sql.replace_message(self._id, index, _rows_at(index, [encoded])[0]):
                 count = sql.next_seq(self._id)
                 raise InvalidArgumentError(
                     f"session {self._id} has {count} messages; there is no message {index}"
@@ -117,7 +119,7 @@ class SessionWriter:
                     f"session {self._id} has {count} messages; cannot rewrite from {start}"
                 )
             sql.truncate(self._id, start)
-            sql.insert_messages(self._id, start, rows)
+            sql.insert_messages(self._id, start, _rows_at(start, rows))
 
     # -- the rest of the session
 
@@ -203,7 +205,8 @@ class SessionWriter:
             return
         with self._store._write(f"append to thread {thread_id} of session {self._id}") as sql:
             self._touch(sql)
-            sql.insert_thread_rows(self._id, thread_id, sql.next_seq(self._id, thread_id), rows)
+            start = sql.next_seq(self._id, thread_id)
+            sql.insert_thread_rows(self._id, thread_id, start, _rows_at(start, rows))
 
     def rename(self, name: str | None) -> None:
         """Set the session's name (``updated_at`` is left alone: renaming is not activity).
