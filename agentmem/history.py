@@ -43,7 +43,7 @@ from typing import Any, Literal, Protocol, overload
 
 import orjson
 
-from agentmem.errors import InvalidArgumentError, InvalidMessageError
+from agentmem.errors import InvalidArgumentError, InvalidMessageError, SessionClosedError
 from agentmem.messages import Message, is_real_user, normalize_message, normalize_messages
 from agentmem.protocols import TokenCounter
 from agentmem.repair import build_payload
@@ -136,6 +136,7 @@ class MessageHistory(Sequence[Message]):
         self._total = 0
         self._total_n = 0
         self._observer = observer
+        self._closed: str | None = None
         # Incremented by every change other than an append, so windows and caches built on
         # top of the history know when positions they remember may have moved.
         self._revision = 0
@@ -148,8 +149,21 @@ class MessageHistory(Sequence[Message]):
             return index
         return sum(1 for m in self._messages[:index] if not _is_transient(m))
 
+    def _refuse_if_closed(self) -> None:
+        if self._closed is not None:
+            raise SessionClosedError(self._closed)
+
+    def close(self, reason: str = "the history is closed") -> None:
+        """Refuse every later mutation with :class:`~agentmem.errors.SessionClosedError`.
+
+        Reads keep working. A session closes its history when it releases its
+        lock, so a stale reference can no longer write behind the next owner.
+        """
+        self._closed = reason
+
     def _commit_tail(self, start: int, tail: list[Message]) -> None:
         """Replace ``self._messages[start:]`` by ``tail``, observer first."""
+        self._refuse_if_closed()
         if self._observer is not None:
             self._observer.on_rewrite(
                 self._pindex(start), [m for m in tail if not _is_transient(m)]
@@ -166,6 +180,7 @@ class MessageHistory(Sequence[Message]):
         self._tokens[start:] = [-1] * len(tail)
 
     def _commit_append(self, new: list[Message]) -> None:
+        self._refuse_if_closed()
         persistent = [m for m in new if not _is_transient(m)]
         if self._observer is not None and persistent:
             self._observer.on_append(persistent)
@@ -174,6 +189,7 @@ class MessageHistory(Sequence[Message]):
         self._n_transient += len(new) - len(persistent)
 
     def _commit_replace(self, index: int, message: Message) -> None:
+        self._refuse_if_closed()
         old = self._messages[index]
         if _is_transient(old) != _is_transient(message):
             self._commit_tail(index, [message, *self._messages[index + 1 :]])

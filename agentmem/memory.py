@@ -36,16 +36,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Literal, overload
 
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.formats import check_format
 from agentmem.context import ContextManager, ContextSettings, TrimEvent, latest_todos
-from agentmem.errors import AgentMemError, InvalidArgumentError, InvalidMessageError
+from agentmem.errors import (
+    AgentMemError,
+    FormatVersionError,
+    InvalidArgumentError,
+    InvalidMessageError,
+)
 from agentmem.history import MessageHistory, ValidatedMessages
 from agentmem.messages import Message, content_text
 from agentmem.protocols import LLM, ProgressReporter, Summarizer, TokenCounter
@@ -62,6 +67,41 @@ from agentmem.tokens import LearningEstimator, counter_for_model
 from agentmem.yarn import YaRN
 
 __all__ = ["Memory", "Session", "Usage"]
+
+# The parts of a session state this release writes; any other key is kept as stored.
+_STATE_PARTS = frozenset({"format", "version", "window", "yarn", "tasks", "estimator"})
+
+
+def _unreadable_parts(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The parts of a stored state this release cannot read, and why (see ``_resume``).
+
+    A part is unreadable when its reader refuses its format version (a newer
+    release wrote it), or when this release does not know the part at all.
+    A part that is merely damaged is left to the session, which reports it
+    and starts that part afresh.
+    """
+    kept: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    for key, value in state.items():
+        if key not in _STATE_PARTS:
+            kept[key], reasons[key] = value, "not a part this release knows"
+    readers: dict[str, Callable[[Any], object]] = {
+        "window": lambda part: ShortTermMemory(MessageHistory()).restore(part),
+        "yarn": lambda part: YaRN.from_state(part),
+        "estimator": lambda part: LearningEstimator().restore(part),
+    }
+    for key, read in readers.items():
+        part = state.get(key)
+        if not part:
+            continue
+        try:
+            read(part)
+        except FormatVersionError as exc:
+            kept[key], reasons[key] = part, str(exc)
+        except AgentMemError:
+            pass
+    return kept, reasons
+
 
 _log = logging.getLogger("agentmem.memory")
 
@@ -252,7 +292,13 @@ class Session:
         yarn: Archive and running summary of what the window evicted.
         context_manager: Builds each payload.
         token_counter: Counts tokens for this session's model.
+        unreadable_state: Parts of the stored state this release cannot read (written
+            by a newer release, or unknown to it): part name -> why. They are kept as
+            stored and written back unchanged on every save, never overwritten.
     """
+
+    unreadable_state: Mapping[str, str] = MappingProxyType({})
+    _kept_state: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(
         self,
@@ -363,14 +409,25 @@ class Session:
         name: str | None,
     ) -> Session:
         info = record.info
-        state = record.state or {}
-        if state:  # {} is a session whose state was never saved (or was quarantined)
+        state = dict(record.state or {})
+        # {} was never saved (or was quarantined); a state without a format header was
+        # written before headers existed (docs/storage.md, the v1 golden file): read its parts.
+        if "format" in state or "version" in state:
             check_format(
                 state, kind=STATE_FORMAT, version=STATE_VERSION, what=f"session {info.id} state"
             )
+        kept, reasons = _unreadable_parts(state)
+        for key in kept:
+            state.pop(key, None)
+            _log.warning(
+                "session %s: state part %r kept as stored, unread and never overwritten (%s)",
+                info.id,
+                key,
+                reasons[key],
+            )
         # Every row was checked on load (trusted by checksum, or validated): no second pass.
         messages = ValidatedMessages(record.messages) if record.validated else record.messages
-        return cls(
+        session = cls(
             memory,
             info,
             lock,
@@ -381,6 +438,9 @@ class Session:
             context_window=context_window or info.context_window or DEFAULT_CONTEXT_WINDOW,
             name=name if name is not None else info.name,
         )
+        session._kept_state = kept
+        session.unreadable_state = reasons
+        return session
 
     # ------------------------------------------------------------------ turns
 
@@ -628,6 +688,8 @@ class Session:
         }
         if isinstance(self.token_counter, LearningEstimator):
             state["estimator"] = self.token_counter.state()
+        # Parts this release could not read (a newer release wrote them) go back as they were.
+        state.update(self._kept_state)
         return state
 
     def _save_state(self) -> None:
@@ -677,6 +739,9 @@ class Session:
             self._save_state()
         finally:
             self._closed = True
+            # Refuse stale writes before the lock goes: the next owner may be writing already.
+            self.history.close(f"session {self.id} is closed")
+            self._writer.close()
             self._lock.release()
             self._memory._forget(self)
 

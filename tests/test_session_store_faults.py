@@ -457,3 +457,127 @@ def test_damaged_rows_never_surface_raw_and_intact_rows_survive(
     for message in record.messages:
         assert normalize_message(message) == [message]
     shutil.rmtree(directory, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- B6: closed
+
+
+def test_closed_session_history_refuses_every_mutation(tmp_path: Path) -> None:
+    """Before: s.history still wrote after s.close(), outside the lock, over the next owner."""
+    root = tmp_path / "mem"
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
+        old = mem.session("s")
+        old.append({"role": "user", "content": "first"})
+        old.close()
+        new = mem.session("s")
+        new.append({"role": "assistant", "content": "the new owner's answer"})
+        before = old.history.to_list()
+        attempts = [
+            lambda: old.history.append({"role": "user", "content": "stale"}),
+            lambda: old.history.replace_all([{"role": "user", "content": "stale"}]),
+            lambda: old.history.pop_last(),
+            lambda: old.history.truncate_from(0),
+            lambda: old.history.replace_system_prompt("stale"),
+            lambda: old.history.append({"role": "user", "content": "t", "transient": True}),
+            lambda: old._writer.on_replace(1, {"role": "assistant", "content": "stale"}),
+            lambda: old._writer.rename("stale"),
+        ]
+        for attempt in attempts:
+            with pytest.raises(agentmem.SessionClosedError):
+                attempt()
+        assert old.history.to_list() == before
+        new.close()
+        again = mem.session("s")
+        assert [m["content"] for m in again.history] == ["first", "the new owner's answer"]
+
+
+# --------------------------------------------------------------------------- B8, B10: state
+
+
+def _stored_state(root: Path, sid: str) -> dict[str, Any]:
+    conn = sqlite3.connect(root / "sessions.sqlite")
+    try:
+        state: dict[str, Any] = orjson.loads(
+            conn.execute("SELECT state FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
+        )
+        return state
+    finally:
+        conn.close()
+
+
+def test_state_parts_from_a_newer_release_are_kept_never_overwritten(tmp_path: Path) -> None:
+    """Before: a v2 window/yarn part was reset on resume, then replaced by v1 on close."""
+    root, sid = _session_with(tmp_path)
+    state = _stored_state(root, sid)
+    state["window"] = {**state["window"], "version": 99, "new_field": [1, 2]}
+    state["yarn"] = {**state["yarn"], "version": 7}
+    state["future_part"] = {"anything": True}
+    _sql(root, "UPDATE sessions SET state = ? WHERE id = ?", orjson.dumps(state).decode(), sid)
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
+        s = mem.session(sid)
+        assert set(s.unreadable_state) == {"window", "yarn", "future_part"}
+        assert "version 99" in s.unreadable_state["window"]
+        s.start_task("more work")
+        s.append({"role": "assistant", "content": "done"})
+        s.context()
+        s.close()
+    after = _stored_state(root, sid)
+    for key in ("window", "yarn", "future_part"):
+        assert after[key] == state[key], key
+    assert after["tasks"]["next_id"] > state["tasks"]["next_id"]  # the rest was saved
+
+
+def test_session_state_from_a_newer_release_is_a_format_version_error(tmp_path: Path) -> None:
+    root, sid = _session_with(tmp_path)
+    state = {**_stored_state(root, sid), "version": 5}
+    _sql(root, "UPDATE sessions SET state = ? WHERE id = ?", orjson.dumps(state).decode(), sid)
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
+        with pytest.raises(agentmem.FormatVersionError) as info:
+            mem.session(sid)
+        assert info.value.found == 5 and info.value.supported == 1
+        assert isinstance(info.value, agentmem.StorageError)
+
+
+def test_sessions_database_from_a_newer_release_is_a_format_version_error(
+    tmp_path: Path,
+) -> None:
+    db = _small_store(tmp_path)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(agentmem.FormatVersionError) as info:
+        SessionStore(db)
+    assert info.value.found == 99 and info.value.path == db
+
+
+def test_state_without_a_format_header_resumes(tmp_path: Path) -> None:
+    """Before: a session saved as docs/storage.md shows could not be resumed."""
+    root = tmp_path / "mem"
+    root.mkdir()
+    with SessionStore(root / "sessions.sqlite") as store:
+        info = store.create(name="docs example")
+        writer = store.writer(info.id)
+        writer.on_append([{"role": "user", "content": "hello"}])
+        writer.save_state({"window": {"start": 0}})
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
+        s = mem.session(info.id)
+        assert [m["content"] for m in s.history] == ["hello"]
+        s.append({"role": "assistant", "content": "hi"})
+
+
+def test_golden_v1_session_resumes_through_the_facade(tmp_path: Path) -> None:
+    golden = Path(__file__).with_name("golden")
+    root = tmp_path / "mem"
+    root.mkdir()
+    shutil.copyfile(golden / "sessions-v1.sqlite", root / "sessions.sqlite")
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
+        assert mem.sessions.recovery is None
+        s = mem.session("golden-main")
+        record = mem.sessions.load("golden-main")
+        assert s.history.to_list() == record.messages and len(record.messages) == 7
+        assert set(s.unreadable_state) == {"summary", "counters"}
+        s.append({"role": "user", "content": "and now?"})
+        s.close()
+        again = mem.session("golden-main")
+        assert again.history[-1]["content"] == "and now?"

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from agentmem.errors import StorageError
+from agentmem.errors import FormatVersionError, StorageError
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -324,15 +324,18 @@ def pending_migrations(
         try:
             version = int(meta.get("version", ""))
         except ValueError:
-            raise StorageError(
+            raise FormatVersionError(
                 f"{where}: unreadable {format_name} version {meta.get('version')!r}",
                 path=error_path,
+                supported=format_version,
             ) from None
         if version > format_version:
-            raise StorageError(
+            raise FormatVersionError(
                 f"{where} is {format_name} version {version}, written by a newer agentmem; "
                 f"this version reads up to version {format_version}. Upgrade agentmem to open it.",
                 path=error_path,
+                found=version,
+                supported=format_version,
             )
     elif tables - {"migrations"}:
         raise StorageError(
@@ -345,11 +348,12 @@ def pending_migrations(
         applied = {str(row[0]) for row in conn.execute("SELECT name FROM migrations")}
     unknown = applied - {m.name for m in migrations}
     if unknown:
-        raise StorageError(
+        raise FormatVersionError(
             f"{where} has migrations this version of agentmem does not know "
             f"({', '.join(sorted(unknown))}); it was written by a newer agentmem "
             f"(this version reads up to {format_name} version {format_version})",
             path=error_path,
+            supported=format_version,
         )
     return [m for m in migrations if m.name not in applied]
 

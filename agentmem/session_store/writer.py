@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentmem.errors import InvalidArgumentError, SessionNotFoundError
+from agentmem.errors import InvalidArgumentError, SessionClosedError, SessionNotFoundError
 from agentmem.session_store.records import (
     BillingRecord,
     _check_count,
@@ -43,6 +44,27 @@ class SessionWriter:
     def __init__(self, store: SessionStore, session_id: str) -> None:
         self._store = store
         self._id = session_id
+        self._closed = False
+
+    def close(self) -> None:
+        """Refuse every later write with :class:`~agentmem.errors.SessionClosedError`.
+
+        A session closes its writer when it releases the session lock: a
+        write after that would race the session's next owner.
+        """
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[SessionsSQL]:
+        if self._closed:
+            raise SessionClosedError(f"cannot {action}: the writer of session {self._id} is closed")
+        with self._store._write(action) as sql:
+            yield sql
 
     @property
     def session_id(self) -> str:
@@ -74,7 +96,7 @@ class SessionWriter:
         # B-tree insert per new row. Earlier rows are never read or rewritten, and in WAL
         # mode the commit appends only the few pages that changed, so the cost of an
         # append is O(size of the new messages), flat in the length of the session.
-        with self._store._write(f"append to session {self._id}") as sql:
+        with self._write(f"append to session {self._id}") as sql:
             self._touch(sql)
             start = sql.next_seq(self._id)
             sql.insert_messages(self._id, start, _rows_at(start, rows))
@@ -90,7 +112,7 @@ class SessionWriter:
         """
         index = _check_count(index, "index")
         encoded = _encode_message(message, 0)
-        with self._store._write(f"replace message {index} of session {self._id}") as sql:
+        with self._write(f"replace message {index} of session {self._id}") as sql:
             self._touch(sql)
             if not sql.replace_message(self._id, index, _rows_at(index, [encoded])[0]):
                 count = sql.next_seq(self._id)
@@ -111,7 +133,7 @@ class SessionWriter:
         """
         start = _check_count(start, "start")
         rows = _encode_messages(tail)
-        with self._store._write(f"rewrite session {self._id} from {start}") as sql:
+        with self._write(f"rewrite session {self._id} from {start}") as sql:
             self._touch(sql)
             count = sql.next_seq(self._id)
             if start > count:
@@ -141,7 +163,7 @@ class SessionWriter:
             text = orjson.dumps(state if isinstance(state, dict) else dict(state)).decode("utf-8")
         except orjson.JSONEncodeError as exc:
             raise InvalidArgumentError(f"state is not JSON-serialisable: {exc}") from exc
-        with self._store._write(f"save the state of session {self._id}") as sql:
+        with self._write(f"save the state of session {self._id}") as sql:
             if not sql.save_state(self._id, text, self._store._now()):
                 raise SessionNotFoundError(self._id)
 
@@ -171,7 +193,7 @@ class SessionWriter:
         if not isinstance(record.kind, str) or not record.kind:
             raise InvalidArgumentError(f"kind must be a non-empty string, got {record.kind!r}")
         model = _check_optional_str(record.model, "model")
-        with self._store._write(f"add billing to session {self._id}") as sql:
+        with self._write(f"add billing to session {self._id}") as sql:
             self._touch(sql)
             sql.insert_billing(
                 self._id,
@@ -203,7 +225,7 @@ class SessionWriter:
         rows = _encode_messages(messages)
         if not rows:
             return
-        with self._store._write(f"append to thread {thread_id} of session {self._id}") as sql:
+        with self._write(f"append to thread {thread_id} of session {self._id}") as sql:
             self._touch(sql)
             start = sql.next_seq(self._id, thread_id)
             sql.insert_thread_rows(self._id, thread_id, start, _rows_at(start, rows))
@@ -214,6 +236,8 @@ class SessionWriter:
         Raises:
             SessionNotFoundError: the session no longer exists.
         """
+        if self._closed:
+            raise SessionClosedError(f"cannot rename: the writer of session {self._id} is closed")
         self._store.rename(self._id, name)
 
     def __repr__(self) -> str:
