@@ -215,12 +215,20 @@ class Memory:
                 f"context_window must be an int >= 256, got {context_window!r}"
             )
         store = self.sessions
-        if session_id is not None and store.exists(session_id):
-            lock = store.lock(session_id)
+        # Lock before looking: two processes opening one new id must not both decide to
+        # create it (the loser would get "already exists" instead of StoreLockedError).
+        lock = store.lock(session_id) if session_id is not None else None
+        try:
+            exists = lock is not None and store.exists(lock.session_id)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        if lock is not None and exists:
             try:
-                record = store.load(session_id)
+                record = store.load(lock.session_id)
                 if name is not None and name != record.info.name:
-                    store.rename(session_id, name)
+                    store.rename(record.info.id, name)
                 session = Session._resume(
                     self,
                     record,
@@ -233,18 +241,20 @@ class Memory:
                 lock.release()
                 raise
         else:
-            info = store.create(
-                session_id=session_id,
-                name=name,
-                working_directory=str(self.working_dir),
-                model=model or DEFAULT_MODEL,
-                context_window=context_window or DEFAULT_CONTEXT_WINDOW,
-            )
-            lock = store.lock(info.id)
             try:
+                info = store.create(
+                    session_id=session_id,
+                    name=name,
+                    working_directory=str(self.working_dir),
+                    model=model or DEFAULT_MODEL,
+                    context_window=context_window or DEFAULT_CONTEXT_WINDOW,
+                )
+                if lock is None:
+                    lock = store.lock(info.id)
                 session = Session._new(self, info, lock)
             except BaseException:
-                lock.release()
+                if lock is not None:
+                    lock.release()
                 raise
         self._open[session.id] = session
         return session

@@ -581,3 +581,55 @@ def test_golden_v1_session_resumes_through_the_facade(tmp_path: Path) -> None:
         s.close()
         again = mem.session("golden-main")
         assert again.history[-1]["content"] == "and now?"
+
+
+# --------------------------------------------------------------------------- B7: races
+
+_RACER = """
+import os, sys, time
+root, sid, go = sys.argv[1:4]
+import agentmem
+while not os.path.exists(go):
+    time.sleep(0.0005)
+try:
+    mem = agentmem.Memory(root=root, working_dir=root)
+    try:
+        s = mem.session(sid)
+        s.append({"role": "user", "content": "from %d" % os.getpid()})
+        print("opened", flush=True)
+        time.sleep(0.3)
+    finally:
+        mem.close()
+except agentmem.StoreLockedError:
+    print("locked", flush=True)
+except BaseException as exc:
+    print("ERROR", type(exc).__name__, exc, flush=True)
+"""
+
+
+@POSIX_ONLY
+@pytest.mark.parametrize("round_", range(4))
+def test_processes_racing_on_a_new_root_and_session_id(tmp_path: Path, round_: int) -> None:
+    """Before: 'already exists' (InvalidArgumentError) for the loser of a create race, and
+    'database is locked' after 1 ms for processes opening a brand-new root together."""
+    root = tmp_path / f"root{round_}"
+    go = tmp_path / "go"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(root), "same-id", str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(4)
+    ]
+    go.touch()
+    outcomes = []
+    for proc in racers:
+        out, err = proc.communicate(timeout=60)
+        outcomes.append(out.decode().strip() or err.decode()[-500:])
+    assert all(o in ("opened", "locked") for o in outcomes), outcomes
+    opened = outcomes.count("opened")
+    assert opened >= 1
+    with SessionStore(root / "sessions.sqlite") as store:
+        assert [info.id for info in store.list()] == ["same-id"]
+        assert len(store.load("same-id").messages) == opened

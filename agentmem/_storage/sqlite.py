@@ -78,6 +78,8 @@ DURABILITIES: Final = ("full", "normal")
 BUSY_TIMEOUT_S: Final = 10.0
 """How long a statement waits for another connection's lock before failing with SQLITE_BUSY."""
 
+_SQLITE_BUSY: Final = 5
+_SQLITE_LOCKED: Final = 6
 _SQLITE_CORRUPT: Final = 11
 _SQLITE_NOTADB: Final = 26
 
@@ -244,7 +246,22 @@ def enable_wal(conn: sqlite3.Connection, path: str | os.PathLike[str] | None = N
             shared memory, such as some network filesystems).
         sqlite3.Error: the database could not be read.
     """
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    # Switching to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once instead
+    # of calling the busy handler: two processes opening a brand-new database would fail
+    # after a millisecond. Wait for the other one, as busy_timeout does for every other lock.
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.001
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            break
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            busy = code is not None and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
     if str(mode).lower() != "wal":
         where = os.fspath(path) if path is not None else "the database"
         raise StorageError(
