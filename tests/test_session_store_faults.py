@@ -11,6 +11,7 @@ be read is recovered. No fault ever surfaces as anything but an
 from __future__ import annotations
 
 import logging
+import os
 import random
 import shutil
 import signal
@@ -633,3 +634,56 @@ def test_processes_racing_on_a_new_root_and_session_id(tmp_path: Path, round_: i
     with SessionStore(root / "sessions.sqlite") as store:
         assert [info.id for info in store.list()] == ["same-id"]
         assert len(store.load("same-id").messages) == opened
+
+
+# --------------------------------------------------------------------------- B9: bad input
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda store: store.create(name="a\ud800b"), "name"),
+        (lambda store: store.create(model="\udfff"), "model"),
+        (lambda store: store.create(working_directory="/tmp/\ud800"), "working_directory"),
+        (lambda store: store.rename("s", "\ud800"), "name"),
+    ],
+)
+def test_lone_surrogates_are_refused_naming_the_argument(
+    tmp_path: Path, call: Any, argument: str
+) -> None:
+    """Before: a raw UnicodeEncodeError from sqlite3."""
+    with SessionStore(tmp_path / "s.sqlite") as store:
+        store.create(session_id="s", name="kept")
+        with pytest.raises(agentmem.InvalidArgumentError, match=f"^{argument} is not valid"):
+            call(store)
+        assert [(i.id, i.name) for i in store.list()] == [("s", "kept")]
+
+
+def test_lone_surrogate_in_a_session_name_through_the_facade(tmp_path: Path) -> None:
+    with agentmem.Memory(root=tmp_path / "mem", working_dir=tmp_path) as mem:
+        with pytest.raises(agentmem.InvalidArgumentError, match=r"^name"):
+            mem.session("s", name="\ud800")
+        assert mem.sessions.list() == []
+        assert mem.session("s").history.to_list() == []
+
+
+def test_store_under_a_file_is_a_storage_error_naming_the_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a directory")
+    with pytest.raises(agentmem.StorageError, match=r"^path .*cannot create its directory"):
+        SessionStore(blocker / "sessions.sqlite")
+    assert blocker.read_text() == "not a directory"
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permissions"
+)
+def test_read_only_root_is_a_storage_error(tmp_path: Path) -> None:
+    root = tmp_path / "ro"
+    root.mkdir()
+    root.chmod(0o555)
+    try:
+        with pytest.raises(agentmem.StorageError):
+            SessionStore(root / "sessions.sqlite")
+    finally:
+        root.chmod(0o755)

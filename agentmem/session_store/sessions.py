@@ -159,9 +159,15 @@ class SessionStore:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot create {path.parent}: {exc}", path=path) from exc
+            raise StorageError(
+                f"path {str(path)!r}: cannot create its directory {str(path.parent)!r} "
+                f"({exc.strerror or exc}; is a parent a file, or read-only?)",
+                path=path,
+            ) from exc
         if path.is_dir():
-            raise StorageError(f"{path} is a directory, not a session database", path=path)
+            raise StorageError(
+                f"path {str(path)!r} is a directory, not a session database", path=path
+            )
         conn, recovery, self._open_lock = open_or_recover(
             path, self._try_open, what="session store"
         )
