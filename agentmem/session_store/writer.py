@@ -24,7 +24,11 @@ if TYPE_CHECKING:
     from agentmem.history import HistoryObserver
     from agentmem.session_store.sessions import SessionStore
 
-__all__ = ["SessionWriter"]
+__all__ = ["TOUCH_INTERVAL_S", "SessionWriter"]
+
+TOUCH_INTERVAL_S = 1.0
+"""Appends move a session's ``updated_at`` at most once per this many seconds (every other
+write moves it each time), so ``updated_at`` is the time of the last write to within it."""
 
 
 class SessionWriter:
@@ -45,6 +49,7 @@ class SessionWriter:
         self._store = store
         self._id = session_id
         self._closed = False
+        self._touched_at = -math.inf
 
     def close(self) -> None:
         """Refuse every later write with :class:`~agentmem.errors.SessionClosedError`.
@@ -71,9 +76,22 @@ class SessionWriter:
         """The session this writer writes."""
         return self._id
 
-    def _touch(self, sql: SessionsSQL) -> None:
-        if not sql.touch(self._id, self._store._now()):
+    def _touch(self, sql: SessionsSQL, *, throttled: bool = False) -> None:
+        """Set ``updated_at`` (and check that the session still exists).
+
+        ``throttled`` (appends): at most once per :data:`TOUCH_INTERVAL_S` of the store's
+        clock. Touching rewrites the session row and its ``updated_at`` index entry, two
+        pages in every commit on top of the new message; between touches a read checks
+        that the session still exists instead.
+        """
+        now = self._store._now()
+        if throttled and 0 <= now - self._touched_at < TOUCH_INTERVAL_S:
+            if not sql.exists(self._id):
+                raise SessionNotFoundError(self._id)
+            return
+        if not sql.touch(self._id, now):
             raise SessionNotFoundError(self._id)
+        self._touched_at = now if throttled else -math.inf
 
     # -- HistoryObserver
 
@@ -97,7 +115,7 @@ class SessionWriter:
         # mode the commit appends only the few pages that changed, so the cost of an
         # append is O(size of the new messages), flat in the length of the session.
         with self._write(f"append to session {self._id}") as sql:
-            self._touch(sql)
+            self._touch(sql, throttled=True)
             start = sql.next_seq(self._id)
             sql.insert_messages(self._id, start, _rows_at(start, rows))
 
