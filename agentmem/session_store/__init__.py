@@ -31,29 +31,36 @@ Guarantees.
 * **Contiguous order.** Message ``seq`` numbers are 0..n-1 with no gap, so
   index ``i`` of the history is ``seq`` ``i`` of the store.
 * **Nothing unreadable is hidden or overwritten.** A file that is not a
-  readable SQLite database is moved aside (``<name>.corrupt-<timestamp>``,
-  with its ``-wal``/``-shm``), a warning names both paths on the
-  ``agentmem.storage`` logger, :attr:`SessionStore.recovered_from` records
-  it, and the store continues empty. A message row that does not parse is
-  moved to a ``quarantine`` table by :meth:`SessionStore.load`, logged, and
-  reported in :attr:`SessionRecord.quarantined`; the rest loads.
+  readable SQLite database, a schema that differs from its fingerprint, or
+  a ``-wal`` that SQLite would silently cut short is moved aside
+  (``<name>.corrupt-<timestamp>``, with its ``-wal``/``-shm``), a warning
+  names both paths on the ``agentmem.storage`` logger,
+  :attr:`SessionStore.recovery` records it, and what SQLite can read is
+  recovered into a fresh database (see :mod:`agentmem._storage.recovery`).
+  On :meth:`SessionStore.load` every row is checked (:mod:`.loading`): a row
+  that does not parse or fails validation is moved to a ``quarantine``
+  table, damaged ``seq`` values are repaired, unreadable columns are
+  reported; all of it logged and reported on the record.
 * **Versioned.** The database carries ``format = "agentmem.sessions"`` and
   :data:`FORMAT_VERSION`; older databases are upgraded by named
-  migrations, newer ones are refused with a :class:`StorageError`.
+  migrations, newer ones are refused with a
+  :class:`~agentmem.errors.FormatVersionError`.
 * **One agent per session.** :meth:`SessionStore.lock` takes an exclusive
   file lock (``flock``) per session, released by the kernel when the
   process dies, so a killed agent never wedges its session.
 
-What it does not do: it does not validate messages beyond "a JSON object
-with a string ``role``" (the history validates on the way in), and it does
-not coordinate two writers on one session (take :meth:`SessionStore.lock`).
+What it does not do: it does not coordinate two writers on one session
+(take :meth:`SessionStore.lock`). Messages are validated on the way in
+(:func:`~agentmem.messages.normalize_message`, so nothing stored is
+quarantined on load) but stored as given, not normalised.
 
 Thread safety: one connection per store, guarded by a lock; writers share it.
 
 Layout: :mod:`.records` (records, checks, row codecs), :mod:`.sql` (schema,
 migrations and every statement, behind :class:`~.sql.SessionsSQL`, the seam
 a second backend would implement), :mod:`.lock`, :mod:`.writer`,
-:mod:`.sessions` (the store) and :mod:`.export` (JSON and HTML). Recovery on
+:mod:`.loading` (rows checked on the way out), :mod:`.sessions` (the store)
+and :mod:`.export` (JSON and HTML). Recovery on
 open lives in :mod:`agentmem._storage.recovery`, shared with other stores.
 """
 

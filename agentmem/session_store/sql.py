@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from agentmem._storage.sqlite import Migration
+from agentmem.errors import SessionNotFoundError
 from agentmem.session_store.records import Row
 
 __all__ = ["MIGRATIONS", "SessionsSQL"]
@@ -236,15 +237,24 @@ class SessionsSQL:
         return int(self.conn.execute(_SQL_NEXT_THREAD_SEQ, (sid, thread_id)).fetchone()[0])
 
     def insert_messages(self, sid: str, start: int, rows: Sequence[Row]) -> None:
-        """Insert rows ``(role, body, crc)`` at seqs ``start``, ``start + 1``..."""
-        if len(rows) == 1:
-            role, body, crc = rows[0]
-            self.conn.execute(_SQL_INSERT_MESSAGE, (sid, start, role, body, crc))
-            return
-        self.conn.executemany(
-            _SQL_INSERT_MESSAGE,
-            [(sid, start + i, role, body, crc) for i, (role, body, crc) in enumerate(rows)],
-        )
+        """Insert rows ``(role, body, crc)`` at seqs ``start``, ``start + 1``...
+
+        Raises:
+            SessionNotFoundError: the session does not exist (its foreign key refused).
+        """
+        try:
+            if len(rows) == 1:
+                role, body, crc = rows[0]
+                self.conn.execute(_SQL_INSERT_MESSAGE, (sid, start, role, body, crc))
+                return
+            self.conn.executemany(
+                _SQL_INSERT_MESSAGE,
+                [(sid, start + i, role, body, crc) for i, (role, body, crc) in enumerate(rows)],
+            )
+        except sqlite3.IntegrityError:
+            if not self.exists(sid):
+                raise SessionNotFoundError(sid) from None
+            raise
 
     def insert_thread_rows(self, sid: str, thread_id: str, start: int, rows: Sequence[Row]) -> None:
         self.conn.executemany(

@@ -81,14 +81,13 @@ class SessionWriter:
 
         ``throttled`` (appends): at most once per :data:`TOUCH_INTERVAL_S` of the store's
         clock. Touching rewrites the session row and its ``updated_at`` index entry, two
-        pages in every commit on top of the new message; between touches a read checks
-        that the session still exists instead.
+        pages in every commit on top of the new message; between touches the foreign key
+        of the inserted rows checks that the session still exists
+        (:meth:`SessionsSQL.insert_messages` raises :class:`SessionNotFoundError`).
         """
         now = self._store._now()
         if throttled and 0 <= now - self._touched_at < TOUCH_INTERVAL_S:
-            if not sql.exists(self._id):
-                raise SessionNotFoundError(self._id)
-            return
+            return  # the insert's foreign key still refuses a deleted session
         if not sql.touch(self._id, now):
             raise SessionNotFoundError(self._id)
         self._touched_at = now if throttled else -math.inf
