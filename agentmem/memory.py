@@ -305,9 +305,14 @@ class Session:
         unreadable_state: Parts of the stored state this release cannot read (written
             by a newer release, or unknown to it): part name -> why. They are kept as
             stored and written back unchanged on every save, never overwritten.
+        repairs: What loading the stored session found damaged and quarantined or
+            repaired (the non-empty fields of
+            :class:`~agentmem.session_store.SessionRecord`'s reports: ``quarantined``,
+            ``repaired``, ``checksum_failed``, ...); empty when it loaded clean.
     """
 
     unreadable_state: Mapping[str, str] = MappingProxyType({})
+    repairs: Mapping[str, Any] = MappingProxyType({})
     _kept_state: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(
@@ -450,6 +455,16 @@ class Session:
         )
         session._kept_state = kept
         session.unreadable_state = reasons
+        found = {
+            "quarantined": record.quarantined,
+            "repaired": record.repaired,
+            "checksum_failed": record.checksum_failed,
+            "quarantined_threads": record.quarantined_threads,
+            "billing_quarantined": record.billing_quarantined,
+            "state_quarantined": record.state_quarantined,
+            "damaged_columns": list(info.damaged),
+        }
+        session.repairs = MappingProxyType({k: v for k, v in found.items() if v})
         return session
 
     # ------------------------------------------------------------------ turns

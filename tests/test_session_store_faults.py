@@ -304,6 +304,7 @@ def test_row_that_parses_but_fails_validation_is_quarantined(
         agentmem.Memory(root=root, working_dir=tmp_path) as mem,
     ):
         s = mem.session(sid)
+        assert s.repairs == {"quarantined": [2]}
         expected = _chat(8)
         del expected[2]
         assert [{k: m[k] for k in ("role", "content")} for m in s.history] == expected
@@ -312,7 +313,8 @@ def test_row_that_parses_but_fails_validation_is_quarantined(
     assert "fails validation" in _quarantine_rows(root)[0][1]
     assert "seq 2" in caplog.text
     with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
-        assert mem.session(sid).history[-1]["content"] == "after"
+        again = mem.session(sid)
+        assert again.history[-1]["content"] == "after" and again.repairs == {}
 
 
 def test_changed_seq_is_put_back_and_later_edits_hit_the_right_row(tmp_path: Path) -> None:
