@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -158,16 +159,18 @@ def _salvage(
     if report is None or report.valid_bytes <= 32:
         return None
     wal_bytes = moved.with_name(moved.name + "-wal").read_bytes()[: report.valid_bytes]
-    main = moved.read_bytes() if moved.exists() else b""
-    if not main:
+    page1: bytes | None = None
+    if not moved.exists() or moved.stat().st_size == 0:
         page1 = wal_page_image(wal_bytes, report.page_size, 1, report.valid_bytes)
         if page1 is None:
             return None
-        main = page1
     wal = path.with_name(path.name + "-wal")
     try:
         atomic_write_bytes(wal, wal_bytes)
-        atomic_write_bytes(path, main)
+        if page1 is not None:
+            atomic_write_bytes(path, page1)
+        else:
+            _copy_durably(moved, path)
         conn = opener(path)
     except (sqlite3.Error, UnicodeDecodeError, AgentMemError):
         _discard(path)
@@ -183,6 +186,16 @@ def _salvage(
         _discard(path)
         return None
     return conn
+
+
+def _copy_durably(source: Path, target: Path) -> None:
+    """Copy a (possibly large) file without reading it whole into memory, then fsync it."""
+    shutil.copyfile(source, target)
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _discard(path: Path) -> None:
@@ -225,6 +238,10 @@ def _open_or_recover(
     path: Path, opener: Opener, what: str, open_lock: OpenLock
 ) -> tuple[sqlite3.Connection, Recovery | None]:
     first = open_lock.exclusive()
+    if not first:
+        # Another store has the database open, or is inspecting it right now: wait for the
+        # inspection to finish (it holds the lock exclusively), then open alongside.
+        open_lock.shared()
     try:
         report = _inspect(path, what) if first else None
         if report is None or report.problem is None:
@@ -235,7 +252,8 @@ def _open_or_recover(
             reason = report.problem
         return _recover(path, opener, what, report if first else None, reason)
     finally:
-        open_lock.shared()
+        if first:
+            open_lock.shared()
 
 
 def _inspect(path: Path, what: str) -> WalReport | None:
