@@ -896,6 +896,32 @@ def test_current_reader_loads_golden_v1_exactly(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["sessions-v1.sqlite", "sessions-v2.sqlite"])
+def test_current_reader_loads_every_golden_version_exactly(tmp_path: Path, name: str) -> None:
+    """Version 2 added row checksums: its rows load through the trusted path; version 1
+    rows (no checksum) are validated, and get their checksum on that first load."""
+    copy_path = tmp_path / name
+    shutil.copyfile(GOLDEN / name, copy_path)
+    conn = raw(copy_path)
+    try:
+        stored = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
+    finally:
+        conn.close()
+    assert stored == name[len("sessions-v") : -len(".sqlite")]
+    with SessionStore(copy_path) as s:
+        assert s.recovery is None
+        assert s.list() == make_golden.EXPECTED_INFOS
+        record = s.load(make_golden.MAIN_ID)
+        assert record.messages == make_golden.EXPECTED_MESSAGES
+        assert record.threads == make_golden.EXPECTED_THREADS
+        assert record.validated and record.repaired == [] and record.checksum_failed == []
+    conn = raw(copy_path)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM messages WHERE crc IS NULL").fetchone() == (0,)
+    finally:
+        conn.close()
+
+
 def test_export_of_golden_session_matches_golden_json(tmp_path: Path) -> None:
     expected = (GOLDEN / make_golden.EXPORT_NAME).read_bytes()
     with SessionStore(_golden_copy(tmp_path)) as s:
