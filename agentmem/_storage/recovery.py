@@ -34,7 +34,7 @@ import filelock
 
 from agentmem._storage.files import SQLITE_COMPANIONS, atomic_write_bytes, move_aside
 from agentmem._storage.sqlite import header_problem, is_corruption
-from agentmem._storage.wal import WalReport, inspect_wal, wal_page_image
+from agentmem._storage.wal import WalReport, inspect_wal, rebuild_wal, wal_page_image
 from agentmem.errors import AgentMemError, CorruptStoreError, StorageError
 
 try:
@@ -61,6 +61,9 @@ class Recovery:
     salvaged: bool = False
     """Whether the commits that could be read were copied into the new database (else it
     started empty)."""
+    outcome: str = ""
+    """What was recovered: "recovered every commit", "recovered the commits before the
+    damage", "recovered the database without its log", or "started an empty one"."""
 
 
 Opener = Callable[[Path], sqlite3.Connection]
@@ -146,27 +149,53 @@ def _is_schema_error(exc: BaseException) -> bool:
 
 def _salvage(
     path: Path, moved: Path, report: WalReport | None, opener: Opener
-) -> sqlite3.Connection | None:
-    """Rebuild what SQLite can read from the moved-aside set under ``path``; ``None`` if nothing.
+) -> tuple[sqlite3.Connection, str] | None:
+    """Rebuild what can be read from the moved-aside set under ``path``; ``None`` if nothing.
 
-    The moved files are copied, never changed. With a damaged log, the main
-    file and the log's valid prefix come back (SQLite replays exactly the
-    commits before the damage). With a log whose main file is missing or
-    empty, the main file is rebuilt from the newest image of page 1 in the
-    log, which works when the log holds every page (a database never
-    checkpointed). The result must pass ``PRAGMA quick_check``.
+    The moved files are copied, never changed. With a damaged log, first the
+    log without its damaged frames (:func:`~agentmem._storage.wal.rebuild_wal`:
+    every commit, when each damaged frame's page was written again later; it
+    must pass ``PRAGMA integrity_check``), else the main file and the log's
+    valid prefix (SQLite replays exactly the commits before the damage). With
+    a log whose main file is missing or empty, the main file is rebuilt from
+    the newest image of page 1 in the log, which works when the log holds
+    every page (a database never checkpointed). The result must pass ``PRAGMA quick_check``.
     """
-    if report is None or report.valid_bytes <= 32:
+    if report is None:
         return None
-    wal_bytes = moved.with_name(moved.name + "-wal").read_bytes()[: report.valid_bytes]
+    log = moved.with_name(moved.name + "-wal").read_bytes()
+    if moved.exists() and moved.stat().st_size > 0:
+        # Every commit, when the damaged frames' pages were written again later.
+        rebuilt = rebuild_wal(log)
+        if rebuilt is not None:
+            conn = _try_salvage(path, moved, None, rebuilt, opener, check="integrity_check")
+            if conn is not None:
+                return conn, "recovered every commit"
+    # The commits before the damage (none at all: the main file alone).
+    wal_bytes = log[: report.valid_bytes] if report.valid_bytes > 32 else b""
     page1: bytes | None = None
     if not moved.exists() or moved.stat().st_size == 0:
         page1 = wal_page_image(wal_bytes, report.page_size, 1, report.valid_bytes)
         if page1 is None:
             return None
+    elif not wal_bytes:
+        conn = _try_salvage(path, moved, None, b"", opener, check="quick_check")
+        return None if conn is None else (conn, "recovered the database without its log")
+    conn = _try_salvage(path, moved, page1, wal_bytes, opener, check="quick_check")
+    if conn is None:
+        return None
+    return conn, "recovered the commits before the damage"
+
+
+def _try_salvage(
+    path: Path, moved: Path, page1: bytes | None, log: bytes, opener: Opener, *, check: str
+) -> sqlite3.Connection | None:
+    """Lay out a main file (a copy of ``moved``, or ``page1``) and ``log`` at ``path``, open
+    it, and keep it when ``PRAGMA <check>`` passes; else remove it and return ``None``."""
     wal = path.with_name(path.name + "-wal")
     try:
-        atomic_write_bytes(wal, wal_bytes)
+        if log:
+            atomic_write_bytes(wal, log)
         if page1 is not None:
             atomic_write_bytes(path, page1)
         else:
@@ -176,7 +205,7 @@ def _salvage(
         _discard(path)
         return None
     try:
-        ok = [str(r[0]) for r in conn.execute("PRAGMA quick_check(1)").fetchall()] == ["ok"]
+        ok = [str(r[0]) for r in conn.execute(f"PRAGMA {check}(1)").fetchall()] == ["ok"]
         if ok:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except sqlite3.Error:
@@ -297,10 +326,11 @@ def _recover(
                 path=path,
             ) from exc
         try:
-            conn = _salvage(path, moved, report, opener)
+            salvage = _salvage(path, moved, report, opener)
         except OSError:
             _discard(path)
-            conn = None
+            salvage = None
+        conn, outcome = salvage if salvage is not None else (None, "started an empty one")
         salvaged = conn is not None
         logger.warning(
             "%s %s is not a readable SQLite database (%s); moved it to %s and %s",
@@ -308,13 +338,13 @@ def _recover(
             path,
             reason,
             moved,
-            "recovered the commits that could be read" if salvaged else "started an empty one",
+            outcome,
         )
         if conn is None:
             try:
                 conn = opener(path)
             except (sqlite3.Error, UnicodeDecodeError) as exc:
                 raise StorageError(f"cannot create {what} {path}: {exc}", path=path) from exc
-        return conn, Recovery(moved, reason, salvaged=salvaged)
+        return conn, Recovery(moved, reason, salvaged=salvaged, outcome=outcome)
     finally:
         recovery_lock.release()

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-__all__ = ["WalReport", "inspect_wal", "wal_page_image"]
+__all__ = ["WalReport", "inspect_wal", "rebuild_wal", "wal_page_image"]
 
 _MAGIC_LE: Final = 0x377F0682
 _MAGIC_BE: Final = 0x377F0683
@@ -146,3 +146,64 @@ def wal_page_image(wal_bytes: bytes, page_size: int, pgno: int, valid_bytes: int
         if struct.unpack(">I", wal_bytes[offset : offset + 4])[0] == pgno:
             found = wal_bytes[offset + 24 : offset + frame]
     return found
+
+
+def rebuild_wal(data: bytes) -> bytes | None:
+    """The log without its damaged frames, re-checksummed, so SQLite replays every commit.
+
+    Keeps every intact frame of the current generation up to the last intact
+    commit frame and drops the others, then recomputes the checksum chain.
+    This reproduces the last committed state exactly when every dropped
+    frame's page is written again by a later kept frame (an append-heavy
+    log rewrites the same few pages in every commit, so this is the common
+    case). Otherwise, or when the header is damaged, it returns ``None``.
+    The caller must still check the result (``PRAGMA integrity_check``): a
+    dropped frame's page number is read from its own, possibly damaged,
+    header.
+
+    Args:
+        data: The whole ``-wal`` file.
+    """
+    if len(data) < _HEADER:
+        return None
+    magic, version, page_size, _, salt1, salt2, c1, c2 = struct.unpack(">8I", data[:_HEADER])
+    big_endian = magic == _MAGIC_BE
+    if (
+        magic not in (_MAGIC_LE, _MAGIC_BE)
+        or version != 3007000
+        or not 512 <= page_size <= 65536
+        or page_size & (page_size - 1)
+        or _checksum(data[:24], 0, 0, big_endian) != (c1, c2)
+    ):
+        return None
+    frame = _FRAME_HEADER + page_size
+    frames: list[tuple[int, int, bool, bool]] = []  # offset, pgno, intact, commit
+    seed = (c1, c2)
+    for offset in range(_HEADER, len(data) - frame + 1, frame):
+        pgno, commit, f1, f2, k1, k2 = struct.unpack(">6I", data[offset : offset + 24])
+        s0, s1 = _checksum(data[offset : offset + 8], *seed, big_endian)
+        intact = (f1, f2) == (salt1, salt2) and pgno > 0
+        intact = intact and _checksum(data[offset + 24 : offset + frame], s0, s1, big_endian) == (
+            k1,
+            k2,
+        )
+        frames.append((offset, pgno, intact, bool(commit)))
+        seed = (k1, k2)
+    last = max((i for i, f in enumerate(frames) if f[2] and f[3]), default=-1)
+    if last < 0:
+        return None
+    kept = frames[: last + 1]
+    for i, (_, pgno, intact, _) in enumerate(kept):
+        if not intact and not any(k[2] and k[1] == pgno for k in kept[i + 1 :]):
+            return None
+    out = bytearray(data[:_HEADER])
+    s0, s1 = c1, c2
+    for offset, _, intact, _ in kept:
+        if not intact:
+            continue
+        head = data[offset : offset + 8]
+        page = data[offset + 24 : offset + frame]
+        s0, s1 = _checksum(head, s0, s1, big_endian)
+        s0, s1 = _checksum(page, s0, s1, big_endian)
+        out += head + struct.pack(">4I", salt1, salt2, s0, s1) + page
+    return bytes(out)
