@@ -239,20 +239,41 @@ def test_every_damaged_schema_byte_opens_intact_or_is_moved_aside(tmp_path: Path
     assert outcomes["moved"] > 0 and outcomes["intact"] > 0
 
 
+def _raw_open_error(data: bytes, directory: Path) -> BaseException | None:
+    directory.mkdir(parents=True, exist_ok=True)
+    db = directory / "raw.sqlite"
+    db.write_bytes(data)
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
+        return exc
+    finally:
+        conn.close()
+    return None
+
+
 def test_memory_open_on_a_damaged_schema_is_reported_not_a_unicode_error(
     tmp_path: Path,
 ) -> None:
+    """Before: Memory() raised the UnicodeDecodeError Python gets from SQLite's message."""
+    pristine = _small_store(tmp_path / "base").read_bytes()
+    # A flip in a table's name in the schema: SQLite quotes the undecodable name back.
+    damaged = None
+    start = 0
+    while damaged is None:
+        start = pristine.index(b"sessions", start) + 1
+        candidate = bytearray(pristine)
+        candidate[start] ^= 0xFF
+        if isinstance(_raw_open_error(bytes(candidate), tmp_path / "raw"), UnicodeDecodeError):
+            damaged = bytes(candidate)
     root = tmp_path / "mem"
     root.mkdir()
-    pristine = _small_store(tmp_path / "base").read_bytes()
-    # The name of a table in the schema text: undecodable once its bytes are flipped.
-    offset = pristine.index(b"CREATE TABLE sessions") + len(b"CREATE TABLE ")
-    damaged = bytearray(pristine)
-    damaged[offset + 1] ^= 0xFF
-    (root / "sessions.sqlite").write_bytes(bytes(damaged))
+    (root / "sessions.sqlite").write_bytes(damaged)
     with agentmem.Memory(root=root, working_dir=tmp_path) as mem:
         assert mem.sessions.recovery is not None
         assert mem.sessions.list() == []
+        assert _aside(root / "sessions.sqlite")[0].read_bytes() == damaged
 
 
 # --------------------------------------------------------------------------- B3-B5: rows
