@@ -20,7 +20,10 @@ The tree::
     ├── ScriptExhaustedError       (AssertionError) a ScriptedLLM (agentmem.testing) ran out
     └── StorageError               (OSError)     a store could not be read or written
         ├── CorruptStoreError                    unreadable data, moved aside
-        └── StoreLockedError                     another process holds the store
+        ├── StoreLockedError                     another process holds the store
+        ├── SessionClosedError                   a write to a closed session (or its history)
+        └── FormatVersionError   (+InvalidArgumentError) stored data in a format version
+                                                 this release cannot read (a newer agentmem)
 
 Nothing here shadows a builtin name (no ``MemoryError``, no ``TimeoutError``).
 """
@@ -34,9 +37,11 @@ __all__ = [
     "ConfigurationError",
     "ContextOverflowError",
     "CorruptStoreError",
+    "FormatVersionError",
     "InvalidArgumentError",
     "InvalidMessageError",
     "ScriptExhaustedError",
+    "SessionClosedError",
     "SessionNotFoundError",
     "StorageError",
     "StoreLockedError",
@@ -177,3 +182,37 @@ class CorruptStoreError(StorageError):
 
 class StoreLockedError(StorageError):
     """Another process (or another object in this process) holds an exclusive lock."""
+
+
+class SessionClosedError(StorageError):
+    """A write reached a session (its history or writer) after it was closed.
+
+    Nothing was changed: a closed session no longer holds its lock, so a
+    write would race the session's next owner.
+    """
+
+
+class FormatVersionError(StorageError, InvalidArgumentError):
+    """Stored data carries a format version this release cannot read.
+
+    Raised for data written by a newer agentmem (or a malformed version
+    field); the data is left untouched. Upgrade agentmem to read it. It is
+    also an :class:`InvalidArgumentError`, which earlier releases raised
+    here, so existing ``except`` clauses keep working.
+
+    Attributes:
+        found: The version found, when it is an integer.
+        supported: The newest version this release reads.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        found: int | None = None,
+        supported: int | None = None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.found = found
+        self.supported = supported

@@ -43,13 +43,24 @@ from typing import Any, Literal, Protocol, overload
 
 import orjson
 
-from agentmem.errors import InvalidArgumentError, InvalidMessageError
+from agentmem.errors import InvalidArgumentError, InvalidMessageError, SessionClosedError
 from agentmem.messages import Message, is_real_user, normalize_message, normalize_messages
 from agentmem.protocols import TokenCounter
 from agentmem.repair import build_payload
 from agentmem.tokens import HeuristicCounter, count_message
 
-__all__ = ["HistoryObserver", "MessageHistory"]
+__all__ = ["HistoryObserver", "MessageHistory", "ValidatedMessages"]
+
+
+class ValidatedMessages(list[Message]):
+    """Messages known to be canonical already: what ``normalize_message`` returns unchanged.
+
+    A :class:`MessageHistory` built from one takes the list's dicts as they
+    are, without validating or copying them (the trusted load path: a
+    session store that checked every row on load hands its messages over
+    this way). Build one only from messages that passed that check, and
+    hand the dicts over: the history owns them afterwards.
+    """
 
 
 class HistoryObserver(Protocol):
@@ -112,7 +123,9 @@ class MessageHistory(Sequence[Message]):
         observer: HistoryObserver | None = None,
     ) -> None:
         self._lock = threading.RLock()
-        self._messages: list[Message] = normalize_messages(messages)
+        self._messages: list[Message] = (
+            list(messages) if type(messages) is ValidatedMessages else normalize_messages(messages)
+        )
         self._n_transient = sum(1 for m in self._messages if _is_transient(m))
         self._counter: TokenCounter = token_counter or HeuristicCounter()
         # Per-message token counts (-1 = not counted yet), valid for one counter epoch,
@@ -123,6 +136,7 @@ class MessageHistory(Sequence[Message]):
         self._total = 0
         self._total_n = 0
         self._observer = observer
+        self._closed: str | None = None
         # Incremented by every change other than an append, so windows and caches built on
         # top of the history know when positions they remember may have moved.
         self._revision = 0
@@ -135,8 +149,21 @@ class MessageHistory(Sequence[Message]):
             return index
         return sum(1 for m in self._messages[:index] if not _is_transient(m))
 
+    def _refuse_if_closed(self) -> None:
+        if self._closed is not None:
+            raise SessionClosedError(self._closed)
+
+    def close(self, reason: str = "the history is closed") -> None:
+        """Refuse every later mutation with :class:`~agentmem.errors.SessionClosedError`.
+
+        Reads keep working. A session closes its history when it releases its
+        lock, so a stale reference can no longer write behind the next owner.
+        """
+        self._closed = reason
+
     def _commit_tail(self, start: int, tail: list[Message]) -> None:
         """Replace ``self._messages[start:]`` by ``tail``, observer first."""
+        self._refuse_if_closed()
         if self._observer is not None:
             self._observer.on_rewrite(
                 self._pindex(start), [m for m in tail if not _is_transient(m)]
@@ -153,6 +180,7 @@ class MessageHistory(Sequence[Message]):
         self._tokens[start:] = [-1] * len(tail)
 
     def _commit_append(self, new: list[Message]) -> None:
+        self._refuse_if_closed()
         persistent = [m for m in new if not _is_transient(m)]
         if self._observer is not None and persistent:
             self._observer.on_append(persistent)
@@ -161,6 +189,7 @@ class MessageHistory(Sequence[Message]):
         self._n_transient += len(new) - len(persistent)
 
     def _commit_replace(self, index: int, message: Message) -> None:
+        self._refuse_if_closed()
         old = self._messages[index]
         if _is_transient(old) != _is_transient(message):
             self._commit_tail(index, [message, *self._messages[index + 1 :]])

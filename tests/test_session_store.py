@@ -24,6 +24,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from strategies import message as strategy_message
 
 from agentmem import (
     AgentMemError,
@@ -33,6 +34,7 @@ from agentmem import (
     MessageHistory,
     StorageError,
     StoreLockedError,
+    normalize_message,
 )
 from agentmem._storage.files import atomic_write_bytes, atomic_write_text, move_aside
 from agentmem._storage.sqlite import Migration, connect, is_corruption, migrate
@@ -43,6 +45,7 @@ from agentmem.session_store import (
     SessionNotFoundError,
     SessionRecord,
     SessionStore,
+    export_html,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -231,7 +234,11 @@ def test_failed_write_leaves_history_and_store_unchanged(store: SessionStore) ->
 
 
 def test_append_touches_only_new_rows(store: SessionStore) -> None:
-    """O(new message): appending to a long session changes exactly the new row and updated_at."""
+    """O(new message): appending to a long session changes exactly the new row.
+
+    (``updated_at`` moves at most once per TOUCH_INTERVAL_S on appends; the fixed test clock
+    does not move, so only the first append touched the session row.)
+    """
     sid = store.create().id
     w = store.writer(sid)
     w.on_append([user(f"m{i}") for i in range(500)])
@@ -239,7 +246,7 @@ def test_append_touches_only_new_rows(store: SessionStore) -> None:
     assert conn is not None
     before = conn.total_changes
     w.on_append([assistant("new")])
-    assert conn.total_changes - before == 2  # one INSERT + one UPDATE of sessions.updated_at
+    assert conn.total_changes - before == 1  # one INSERT
     before = conn.total_changes
     w.on_replace(10, user("x"))
     assert conn.total_changes - before == 2
@@ -501,7 +508,7 @@ json_values = st.recursive(
     ),
     max_leaves=6,
 )
-messages = st.builds(
+any_messages = st.builds(
     lambda role, content, extra: {"role": role, "content": content, **extra},
     st.sampled_from(["system", "user", "assistant", "tool"]),
     st.none()
@@ -509,6 +516,18 @@ messages = st.builds(
     | st.lists(st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=10)), max_size=2),
     st.dictionaries(st.sampled_from(["task_id", "created_at", "x-host"]), json_values, max_size=2),
 )
+
+
+def _valid(message: dict[str, Any]) -> bool:
+    try:
+        normalize_message(message)
+    except InvalidMessageError:
+        return False
+    return True
+
+
+# The writer refuses what would fail validation when read back (see invalid_refused).
+messages = strategy_message().map(lambda m: normalize_message(m)[0])
 
 
 class SessionStoreMachine(RuleBasedStateMachine):
@@ -543,6 +562,16 @@ class SessionStoreMachine(RuleBasedStateMachine):
         start = data.draw(st.integers(0, len(self.model)), label="start")
         self.writer.on_rewrite(start, tail)
         self.model[start:] = copy.deepcopy(tail)
+
+    @rule(message=any_messages)
+    def any_message(self, message: dict[str, Any]) -> None:
+        """A message is stored exactly when it is valid; an invalid one changes nothing."""
+        if _valid(message):
+            self.writer.on_append([message])
+            self.model.append(copy.deepcopy(message))
+        else:
+            with pytest.raises(InvalidMessageError):
+                self.writer.on_append([message])
 
     @rule(data=st.data(), message=messages)
     def out_of_range(self, data: st.DataObject, message: dict[str, Any]) -> None:
@@ -867,6 +896,32 @@ def test_current_reader_loads_golden_v1_exactly(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["sessions-v1.sqlite", "sessions-v2.sqlite"])
+def test_current_reader_loads_every_golden_version_exactly(tmp_path: Path, name: str) -> None:
+    """Version 2 added row checksums: its rows load through the trusted path; version 1
+    rows (no checksum) are validated, and get their checksum on that first load."""
+    copy_path = tmp_path / name
+    shutil.copyfile(GOLDEN / name, copy_path)
+    conn = raw(copy_path)
+    try:
+        stored = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
+    finally:
+        conn.close()
+    assert stored == name[len("sessions-v") : -len(".sqlite")]
+    with SessionStore(copy_path) as s:
+        assert s.recovery is None
+        assert s.list() == make_golden.EXPECTED_INFOS
+        record = s.load(make_golden.MAIN_ID)
+        assert record.messages == make_golden.EXPECTED_MESSAGES
+        assert record.threads == make_golden.EXPECTED_THREADS
+        assert record.validated and record.repaired == [] and record.checksum_failed == []
+    conn = raw(copy_path)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM messages WHERE crc IS NULL").fetchone() == (0,)
+    finally:
+        conn.close()
+
+
 def test_export_of_golden_session_matches_golden_json(tmp_path: Path) -> None:
     expected = (GOLDEN / make_golden.EXPORT_NAME).read_bytes()
     with SessionStore(_golden_copy(tmp_path)) as s:
@@ -931,7 +986,6 @@ def test_html_export_is_inert_and_self_contained(store: SessionStore, tmp_path: 
             {"role": "system", "content": f"line one\nline two {EVIL}"},
             {
                 "role": "user",
-                "name": EVIL,
                 "content": [
                     {"type": "text", "text": EVIL},
                     {"type": "image_url", "image_url": {"url": png}},
@@ -961,13 +1015,18 @@ def test_html_export_is_inert_and_self_contained(store: SessionStore, tmp_path: 
                 ],
             },
             {"role": "tool", "tool_call_id": EVIL, "content": f"result {EVIL}"},
-            {"role": EVIL, "content": EVIL},
         ]
     )
     w.save_state({EVIL: EVIL})
     w.add_billing(BillingRecord(at=1.0, kind=EVIL, model=EVIL))
     w.append_thread(EVIL, [user(EVIL)])
     text = store.export(sid, tmp_path / "s.html").read_text("utf-8")
+    # What the store refuses to write can still come from elsewhere (an older release, a
+    # hand-edited file): the page escapes whatever a record holds.
+    record = store.load(sid)
+    record.messages[1]["name"] = EVIL
+    record.messages.append({"role": EVIL, "content": EVIL})
+    text = export_html(record)
 
     assert "<script" not in text.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
@@ -1036,3 +1095,25 @@ def test_lock_released_when_holder_is_killed(store: SessionStore, db: Path) -> N
     assert proc.returncode == -signal.SIGKILL
     with store.lock(sid) as lock:
         assert lock.locked
+
+
+def test_appends_move_updated_at_at_most_once_per_interval(
+    store: SessionStore, clock: Clock
+) -> None:
+    """Appends skip the session-row write between touches (two pages per commit saved)."""
+    from agentmem.session_store.writer import TOUCH_INTERVAL_S
+
+    sid = store.create().id
+    w = store.writer(sid)
+    clock.now = 5_000.0
+    w.on_append([user("a")])
+    assert store.info(sid).updated_at == 5_000.0
+    clock.now = 5_000.0 + TOUCH_INTERVAL_S / 2
+    w.on_append([user("b")])
+    assert store.info(sid).updated_at == 5_000.0
+    clock.now = 5_000.0 + TOUCH_INTERVAL_S * 1.5
+    w.on_append([user("c")])
+    assert store.info(sid).updated_at == clock.now
+    store.delete(sid)
+    with pytest.raises(SessionNotFoundError):
+        w.on_append([user("d")])  # between touches, existence is still checked

@@ -4,6 +4,11 @@
   moving unreadable files aside (``<name>.corrupt-<timestamp>``).
 * :mod:`agentmem._storage.formats`: the ``{"format", "version"}`` header check
   every versioned structure goes through when it is read back.
+* :mod:`agentmem._storage.recovery`: recovery on open, shared by every
+  SQLite store: a damaged database (or write-ahead log) is moved aside,
+  reported, and what can be read is recovered into a fresh one.
+* :mod:`agentmem._storage.wal`: reading a ``-wal`` by hand to find the
+  damage SQLite would silently skip.
 * :mod:`agentmem._storage.sqlite`: WAL connections with a chosen
   durability, explicit transactions that roll back on any exception, and
   named append-only migrations checked against one format version.

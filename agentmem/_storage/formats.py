@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentmem.errors import InvalidArgumentError
+from agentmem.errors import FormatVersionError, InvalidArgumentError
 
 __all__ = ["check_format"]
 
@@ -25,8 +25,9 @@ def check_format(data: Any, *, kind: str, version: int, what: str) -> int:
         what: How to name the structure in errors ("window state").
 
     Raises:
-        InvalidArgumentError: not a mapping, another format, a malformed
-            version, or a version newer than ``version``.
+        InvalidArgumentError: not a mapping, or another format.
+        FormatVersionError: a malformed version, or one newer than ``version``
+            (also an ``InvalidArgumentError``).
     """
     if not isinstance(data, Mapping):
         raise InvalidArgumentError(f"expected a {what} object, got {type(data).__name__}")
@@ -36,10 +37,14 @@ def check_format(data: Any, *, kind: str, version: int, what: str) -> int:
         )
     found = data.get("version")
     if type(found) is not int or found < 1:
-        raise InvalidArgumentError(f"{what} version must be an integer >= 1, got {found!r}")
+        raise FormatVersionError(
+            f"{what} version must be an integer >= 1, got {found!r}", supported=version
+        )
     if found > version:
-        raise InvalidArgumentError(
+        raise FormatVersionError(
             f"{what} version {found} was written by a newer agentmem "
-            f"(this one reads up to {version}); upgrade agentmem"
+            f"(this one reads up to {version}); upgrade agentmem",
+            found=found,
+            supported=version,
         )
     return found

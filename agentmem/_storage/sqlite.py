@@ -43,6 +43,7 @@ one, which must never be treated as corrupt.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 import time
@@ -51,13 +52,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from agentmem.errors import StorageError
+from agentmem.errors import FormatVersionError, StorageError
 
 __all__ = [
     "BUSY_TIMEOUT_S",
     "DURABILITIES",
     "Durability",
     "Migration",
+    "SchemaDamageError",
     "connect",
     "enable_wal",
     "header_problem",
@@ -65,6 +67,7 @@ __all__ = [
     "migrate",
     "pending_migrations",
     "transaction",
+    "verify_schema",
 ]
 
 Durability = Literal["full", "normal"]
@@ -75,6 +78,8 @@ DURABILITIES: Final = ("full", "normal")
 BUSY_TIMEOUT_S: Final = 10.0
 """How long a statement waits for another connection's lock before failing with SQLITE_BUSY."""
 
+_SQLITE_BUSY: Final = 5
+_SQLITE_LOCKED: Final = 6
 _SQLITE_CORRUPT: Final = 11
 _SQLITE_NOTADB: Final = 26
 
@@ -103,6 +108,10 @@ class Migration:
     """SQL statements run in order, or a function given the connection."""
 
 
+class SchemaDamageError(sqlite3.DatabaseError):
+    """The schema SQLite read is not the one this database recorded: damage it did not notice."""
+
+
 def is_corruption(exc: BaseException) -> bool:
     """Whether ``exc`` says the file is not a readable SQLite database.
 
@@ -117,6 +126,10 @@ def is_corruption(exc: BaseException) -> bool:
     Returns:
         ``True`` for corruption.
     """
+    if isinstance(exc, SchemaDamageError | UnicodeDecodeError):
+        # UnicodeDecodeError: sqlite3 cannot decode the message SQLite gives for some
+        # malformed schemas (the damaged bytes are quoted in it).
+        return True
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
     code = getattr(exc, "sqlite_errorcode", None)
@@ -233,7 +246,22 @@ def enable_wal(conn: sqlite3.Connection, path: str | os.PathLike[str] | None = N
             shared memory, such as some network filesystems).
         sqlite3.Error: the database could not be read.
     """
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    # Switching to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once instead
+    # of calling the busy handler: two processes opening a brand-new database would fail
+    # after a millisecond. Wait for the other one, as busy_timeout does for every other lock.
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.001
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            break
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            busy = code is not None and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
     if str(mode).lower() != "wal":
         where = os.fspath(path) if path is not None else "the database"
         raise StorageError(
@@ -313,15 +341,18 @@ def pending_migrations(
         try:
             version = int(meta.get("version", ""))
         except ValueError:
-            raise StorageError(
+            raise FormatVersionError(
                 f"{where}: unreadable {format_name} version {meta.get('version')!r}",
                 path=error_path,
+                supported=format_version,
             ) from None
         if version > format_version:
-            raise StorageError(
+            raise FormatVersionError(
                 f"{where} is {format_name} version {version}, written by a newer agentmem; "
                 f"this version reads up to version {format_version}. Upgrade agentmem to open it.",
                 path=error_path,
+                found=version,
+                supported=format_version,
             )
     elif tables - {"migrations"}:
         raise StorageError(
@@ -334,11 +365,12 @@ def pending_migrations(
         applied = {str(row[0]) for row in conn.execute("SELECT name FROM migrations")}
     unknown = applied - {m.name for m in migrations}
     if unknown:
-        raise StorageError(
+        raise FormatVersionError(
             f"{where} has migrations this version of agentmem does not know "
             f"({', '.join(sorted(unknown))}); it was written by a newer agentmem "
             f"(this version reads up to {format_name} version {format_version})",
             path=error_path,
+            supported=format_version,
         )
     return [m for m in migrations if m.name not in applied]
 
@@ -414,3 +446,63 @@ def _version_is_current(conn: sqlite3.Connection, format_version: int) -> bool:
         return False
     row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
     return row is not None and str(row[0]) == str(format_version)
+
+
+_SCHEMA_KEY: Final = "schema_sql"
+_ROOTS_KEY: Final = "schema_roots"
+
+
+def _fingerprints(conn: sqlite3.Connection) -> tuple[str, str]:
+    """Digests of the schema's SQL text and of its b-tree root pages, as SQLite reads them."""
+    rows = conn.execute(
+        "SELECT type, name, tbl_name, rootpage, CAST(sql AS BLOB) FROM sqlite_master "
+        "ORDER BY CAST(name AS BLOB)"
+    ).fetchall()
+    text = hashlib.sha256()
+    roots = hashlib.sha256()
+    for kind, name, table, root, sql in rows:
+        text.update(repr((kind, name, table, sql)).encode("utf-8", "surrogatepass"))
+        roots.update(repr((name, root)).encode("utf-8", "surrogatepass"))
+    return text.hexdigest(), roots.hexdigest()
+
+
+def verify_schema(conn: sqlite3.Connection, *, migrated: bool = False) -> None:
+    """Check that the schema SQLite parsed from page 1 is the one the database recorded.
+
+    SQLite reads its schema from page 1 and trusts it: a flipped byte there
+    can rename a column or point a table at another page and still parse.
+    :func:`migrate`-managed databases record two fingerprints in ``meta``
+    (the schema's SQL text, and its root pages) the first time they are
+    opened by this code, and after every migration (``migrated=True``).
+    On open the SQL text must match exactly. A root-page change alone can
+    be a legitimate ``VACUUM``: it is accepted when ``PRAGMA quick_check``
+    passes, and the fingerprint is updated.
+
+    Cost: one read of ``sqlite_master`` and ``meta`` (a few pages); the
+    ``quick_check`` only runs after a root-page change.
+
+    Raises:
+        SchemaDamageError: the schema does not match its fingerprint.
+        sqlite3.Error: the database could not be read.
+    """
+    text, roots = _fingerprints(conn)
+    stored = dict(
+        conn.execute(
+            "SELECT key, value FROM meta WHERE key IN (?, ?)", (_SCHEMA_KEY, _ROOTS_KEY)
+        ).fetchall()
+    )
+    if not migrated and _SCHEMA_KEY in stored:
+        if stored[_SCHEMA_KEY] != text:
+            raise SchemaDamageError("malformed database schema: it differs from its fingerprint")
+        if stored.get(_ROOTS_KEY) == roots:
+            return
+        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:
+            raise SchemaDamageError(
+                f"malformed database schema: root pages moved and quick_check says {problems}"
+            )
+    with transaction(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?), (?, ?)",
+            (_SCHEMA_KEY, text, _ROOTS_KEY, roots),
+        )

@@ -1,10 +1,12 @@
-"""Build the version-1 session fixtures: ``sessions-v1.sqlite`` and ``session-export-v1.json``.
+"""Build the session fixtures of the current format: ``sessions-v<N>.sqlite`` (+ the export).
 
-These files pin what agentmem 0.1 wrote. Future readers must keep loading
-``sessions-v1.sqlite`` exactly (``tests/test_session_store.py`` checks it),
-so once committed they are never regenerated for a new format: a new
-version gets new fixtures beside these. The script refuses to overwrite
-them unless given ``--force``.
+``sessions-v1.sqlite`` and ``session-export-v1.json`` pin what agentmem 0.1
+wrote; ``sessions-v2.sqlite`` the same sessions in format 2 (row
+checksums). Future readers must keep loading every one of them exactly
+(``tests/test_session_store.py`` checks it), so once committed they are
+never regenerated for a new format: a new version gets new fixtures beside
+these. This script writes the fixture of the *current* format version and
+refuses to overwrite existing files unless given ``--force``.
 
 Run from the repository root::
 
@@ -22,10 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentmem.session_store import BillingRecord, SessionInfo, SessionStore
+from agentmem.session_store import FORMAT_VERSION, BillingRecord, SessionInfo, SessionStore
 
 HERE = Path(__file__).resolve().parent
 DB_NAME = "sessions-v1.sqlite"
+CURRENT_DB_NAME = f"sessions-v{FORMAT_VERSION}.sqlite"
 EXPORT_NAME = "session-export-v1.json"
 MAIN_ID = "golden-main"
 EMPTY_ID = "golden-empty"
@@ -181,16 +184,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="overwrite existing fixtures")
     parser.add_argument("--out", type=Path, default=HERE, help="directory to write into")
     args = parser.parse_args(argv)
-    db, export = args.out / DB_NAME, args.out / EXPORT_NAME
-    if not args.force and (db.exists() or export.exists()):
-        print(f"{db} or {export} exists; pass --force to overwrite", file=sys.stderr)
+    db, export = args.out / CURRENT_DB_NAME, args.out / EXPORT_NAME
+    if not args.force and db.exists():
+        print(f"{db} exists; pass --force to overwrite", file=sys.stderr)
         return 1
     for leftover in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
         leftover.unlink(missing_ok=True)
     build(db)
-    with SessionStore(db) as store:
-        store.export(MAIN_ID, export)
-    print(f"wrote {db} ({db.stat().st_size} bytes) and {export}")
+    written = [f"{db} ({db.stat().st_size} bytes)"]
+    if args.force or not export.exists():
+        with SessionStore(db) as store:
+            store.export(MAIN_ID, export)
+        written.append(str(export))
+    print("wrote " + " and ".join(written))
     return 0
 
 

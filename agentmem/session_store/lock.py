@@ -1,0 +1,127 @@
+"""SessionLock: one agent per session, across processes."""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from pathlib import Path
+from types import TracebackType
+
+import filelock
+
+from agentmem.errors import StorageError, StoreLockedError
+
+__all__ = ["SessionLock"]
+
+
+class SessionLock:
+    """An exclusive, cross-process lock on one session.
+
+    Obtained from :meth:`SessionStore.lock`, which acquires it. On disk it is
+    an ``flock`` on ``<store dir>/locks/<id>.lock`` (via :mod:`filelock`),
+    which the kernel drops when the holding process exits or is killed, so
+    a crashed agent never wedges its session. For in-memory stores it is an
+    entry in the store's set of held ids. Two locks on one id conflict even
+    inside one process (two objects each think they own the session).
+
+    Acquisition never waits: a held lock raises
+    :class:`~agentmem.errors.StoreLockedError` at once. ``release()`` is
+    idempotent, and a released lock can be acquired again.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        path: Path | None,
+        held: builtins.set[str],
+        guard: threading.Lock,
+    ) -> None:
+        self._session_id = session_id
+        self._path = path
+        self._held = held
+        self._guard = guard
+        self._file_lock = (
+            filelock.FileLock(str(path), timeout=0, thread_local=False)
+            if path is not None
+            else None
+        )
+        self._locked = False
+
+    @property
+    def session_id(self) -> str:
+        """The locked session's id."""
+        return self._session_id
+
+    @property
+    def path(self) -> Path | None:
+        """The lock file, or ``None`` for an in-memory store."""
+        return self._path
+
+    @property
+    def locked(self) -> bool:
+        """Whether this object currently holds the lock."""
+        return self._locked
+
+    def acquire(self) -> SessionLock:
+        """Take the lock, without waiting. Does nothing when this object already holds it.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            StoreLockedError: another process or object holds the lock.
+            StorageError: the lock file could not be created.
+        """
+        with self._guard:
+            if self._locked:
+                return self
+            if self._file_lock is None:
+                if self._session_id in self._held:
+                    raise self._locked_error()
+                self._held.add(self._session_id)
+            else:
+                assert self._path is not None
+                try:
+                    self._path.parent.mkdir(parents=True, exist_ok=True)
+                    self._file_lock.acquire(timeout=0)
+                except filelock.Timeout:
+                    raise self._locked_error() from None
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot lock session {self._session_id}: {exc}", path=self._path
+                    ) from exc
+            self._locked = True
+            return self
+
+    def release(self) -> None:
+        """Release the lock; does nothing when it is not held."""
+        with self._guard:
+            if not self._locked:
+                return
+            if self._file_lock is None:
+                self._held.discard(self._session_id)
+            else:
+                self._file_lock.release(force=True)
+            self._locked = False
+
+    def _locked_error(self) -> StoreLockedError:
+        return StoreLockedError(
+            f"session {self._session_id} is already open in another process or object",
+            path=self._path,
+        )
+
+    def __enter__(self) -> SessionLock:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        state = "locked" if self._locked else "unlocked"
+        return f"<SessionLock {self._session_id!r} {state}>"

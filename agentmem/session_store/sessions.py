@@ -1,0 +1,604 @@
+"""SessionStore: the sessions of a project in one SQLite database (see the package docstring)."""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import logging
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal
+
+import orjson
+
+from agentmem._storage.files import atomic_write_text
+from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
+from agentmem._storage.sqlite import (
+    DURABILITIES,
+    Durability,
+    connect,
+    enable_wal,
+    is_corruption,
+    migrate,
+    pending_migrations,
+    transaction,
+    verify_schema,
+)
+from agentmem.errors import (
+    CorruptStoreError,
+    InvalidArgumentError,
+    SessionNotFoundError,
+    StorageError,
+)
+from agentmem.session_store.export import export_html, export_json
+from agentmem.session_store.loading import apply_repairs, check_rows, gc_paused
+from agentmem.session_store.lock import SessionLock
+from agentmem.session_store.records import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    BillingRecord,
+    SessionInfo,
+    SessionRecord,
+    _billing_from_row,
+    _check_count,
+    _check_lookup_id,
+    _check_optional_str,
+    _check_session_id,
+    _info_from_row,
+)
+from agentmem.session_store.sql import MIGRATIONS, SessionsSQL
+from agentmem.session_store.writer import SessionWriter
+
+__all__ = ["SessionStore"]
+
+logger = logging.getLogger("agentmem.storage")
+
+_EXPORT_FORMATS: Final = {".json": "json", ".html": "html", ".htm": "html"}
+
+
+class SessionStore:
+    """All sessions of a project, in one SQLite database.
+
+    Args:
+        path: The database file (created with its directory when missing),
+            or ``None`` (or ``":memory:"``) for an in-memory store that
+            writes nothing to disk (incognito mode).
+        durability: ``"full"`` (default): every write is fsynced before it
+            returns and survives power loss. ``"normal"``: faster; survives a
+            crash or ``kill -9`` of the process, but the last writes may be
+            lost on power loss.
+        clock: Returns the current time in epoch seconds; ``time.time`` by
+            default. Tests pass a fixed clock for reproducible timestamps.
+
+    Raises:
+        InvalidArgumentError: unknown ``durability``.
+        StorageError: the database belongs to something else, was written by
+            a newer agentmem, or cannot be opened (permissions, a directory
+            at ``path``, a filesystem without WAL support).
+
+    A file that is not a readable SQLite database is not an error: it is
+    moved aside and the store starts empty (see :attr:`recovered_from`).
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None,
+        *,
+        durability: Durability = "full",
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if durability not in DURABILITIES:
+            raise InvalidArgumentError(
+                f"durability must be one of {', '.join(DURABILITIES)}; got {durability!r}"
+            )
+        if path is not None and not isinstance(path, str | Path):
+            raise InvalidArgumentError(f"path must be a str, a Path or None, got {path!r}")
+        self._path = None if path is None or path == ":memory:" else Path(path)
+        self._durability: Durability = durability
+        self._now: Callable[[], float] = clock or time.time
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        self._held_guard = threading.Lock()
+        self.recovered_from: Path | None = None
+        """Where an unreadable database found at :attr:`path` was moved on open, else ``None``."""
+        self.recovery: Recovery | None = None
+        """What was done on open about an unreadable database (moved where, why, whether its
+        readable commits were recovered), else ``None``."""
+        self._open_lock: OpenLock | None = None
+        self._conn: sqlite3.Connection | None = (
+            self._open_memory() if self._path is None else self._open_file(self._path)
+        )
+
+    # ------------------------------------------------------------------ opening
+
+    def _open_memory(self) -> sqlite3.Connection:
+        conn = connect(None, durability=self._durability)
+        try:
+            self._migrate(conn, None)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection, path: Path | None) -> builtins.list[str]:
+        return migrate(
+            conn,
+            format_name=FORMAT_NAME,
+            format_version=FORMAT_VERSION,
+            migrations=MIGRATIONS,
+            path=path,
+        )
+
+    def _try_open(self, path: Path) -> sqlite3.Connection:
+        """Connect and migrate; let sqlite3 errors through so corruption can be told apart."""
+        conn = connect(path, durability=self._durability, wal=False)
+        try:
+            # Refuse someone else's (or a newer) database before changing anything in it.
+            pending_migrations(
+                conn,
+                format_name=FORMAT_NAME,
+                format_version=FORMAT_VERSION,
+                migrations=MIGRATIONS,
+                path=path,
+            )
+            enable_wal(conn, path)
+            verify_schema(conn, migrated=bool(self._migrate(conn, path)))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_file(self, path: Path) -> sqlite3.Connection:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"path {str(path)!r}: cannot create its directory {str(path.parent)!r} "
+                f"({exc.strerror or exc}; is a parent a file, or read-only?)",
+                path=path,
+            ) from exc
+        if path.is_dir():
+            raise StorageError(
+                f"path {str(path)!r} is a directory, not a session database", path=path
+            )
+        conn, recovery, self._open_lock = open_or_recover(
+            path, self._try_open, what="session store"
+        )
+        self.recovery = recovery
+        if recovery is not None:
+            self.recovered_from = recovery.moved_to
+        return conn
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _require_open(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError("the session store is closed", path=self._path)
+        return self._conn
+
+    def _error(self, action: str, exc: sqlite3.Error) -> StorageError:
+        where = self._path if self._path is not None else ":memory:"
+        if is_corruption(exc):
+            return CorruptStoreError(
+                f"cannot {action}: {where} is damaged ({exc}); it was left in place. Copy it "
+                "somewhere safe and check it with `sqlite3 <file> 'PRAGMA integrity_check'`",
+                path=self._path,
+            )
+        return StorageError(f"cannot {action} in {where}: {exc}", path=self._path)
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[SessionsSQL]:
+        """One write transaction under the store lock; sqlite3 errors become StorageError."""
+        with self._lock:
+            conn = self._require_open()
+            try:
+                with transaction(conn):
+                    yield SessionsSQL(conn)
+            except sqlite3.Error as exc:
+                raise self._error(action, exc) from exc
+
+    @contextmanager
+    def _read(self, action: str, *, snapshot: bool = False) -> Iterator[SessionsSQL]:
+        """Reads under the store lock; ``snapshot`` wraps them in one read transaction."""
+        with self._lock:
+            conn = self._require_open()
+            try:
+                if snapshot:
+                    with transaction(conn, immediate=False):
+                        yield SessionsSQL(conn)
+                else:
+                    yield SessionsSQL(conn)
+            except sqlite3.Error as exc:
+                raise self._error(action, exc) from exc
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def path(self) -> Path | None:
+        """The database file, or ``None`` for an in-memory store."""
+        return self._path
+
+    @property
+    def durability(self) -> Durability:
+        """``"full"`` or ``"normal"``."""
+        return self._durability
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._conn is None
+
+    # ------------------------------------------------------------------ sessions
+
+    def create(
+        self,
+        *,
+        session_id: str | None = None,
+        name: str | None = None,
+        working_directory: str | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
+    ) -> SessionInfo:
+        """Create an empty session.
+
+        Args:
+            session_id: The id; a random ``uuid4().hex`` when ``None``.
+            name: A human title.
+            working_directory: The directory the agent works in.
+            model: The model name.
+            context_window: The model's context window in tokens.
+
+        Returns:
+            The new session's info.
+
+        Raises:
+            InvalidArgumentError: the id is taken or malformed (1-128 characters
+                of ``[A-Za-z0-9_.-]``), or another argument has the wrong type.
+            StorageError: the write failed.
+        """
+        sid = uuid.uuid4().hex if session_id is None else _check_session_id(session_id)
+        name = _check_optional_str(name, "name")
+        working_directory = _check_optional_str(working_directory, "working_directory")
+        model = _check_optional_str(model, "model")
+        if context_window is not None:
+            context_window = _check_count(context_window, "context_window", positive=True)
+        now = float(self._now())
+        with self._write(f"create session {sid}") as sql:
+            if sql.exists(sid):
+                raise InvalidArgumentError(f"a session with id {sid!r} already exists")
+            sql.create(sid, name, now, working_directory, model, context_window)
+        return SessionInfo(
+            id=sid,
+            name=name,
+            created_at=now,
+            updated_at=now,
+            working_directory=working_directory,
+            model=model,
+            context_window=context_window,
+            message_count=0,
+        )
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a session with this id exists."""
+        sid = _check_lookup_id(session_id)
+        with self._read("look up a session") as sql:
+            return sql.exists(sid)
+
+    def info(self, session_id: str) -> SessionInfo:
+        """One session's metadata, without loading its messages.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        sid = _check_lookup_id(session_id)
+        with self._read(f"read session {sid}") as sql:
+            row = sql.info_row(sid)
+        if row is None:
+            raise SessionNotFoundError(sid)
+        return _info_from_row(row)
+
+    def list(self, *, limit: int | None = None) -> builtins.list[SessionInfo]:
+        """Sessions, most recently updated first.
+
+        Uses the ``updated_at`` index and one primary-key descent per session
+        for its message count, so listing stays fast with thousands of sessions.
+
+        Args:
+            limit: Return at most this many; all when ``None``.
+        """
+        if limit is not None:
+            limit = _check_count(limit, "limit")
+        with self._read("list sessions") as sql:
+            rows = sql.list_rows(limit)
+        infos = [_info_from_row(row) for row in rows]
+        for info in infos:
+            if info.damaged:
+                logger.warning(
+                    "session %s: unreadable columns %s (shown as empty)",
+                    info.id,
+                    list(info.damaged),
+                )
+        return infos
+
+    def load(self, session_id: str) -> SessionRecord:
+        """Everything stored for a session, every row checked (see :mod:`.loading`).
+
+        A row that does not parse or fails validation is never skipped
+        silently: within one transaction it is moved to the ``quarantine``
+        table (raw bytes and reason kept), the rows after it are renumbered
+        so ``seq`` stays contiguous, a warning names the session and
+        ``seq``, and the record reports it (:attr:`SessionRecord.quarantined`).
+        Damaged positions (gaps, duplicates, changed seqs) are repaired and
+        reported (:attr:`SessionRecord.repaired`); unreadable billing rows
+        are quarantined (:attr:`SessionRecord.billing_quarantined`).
+
+        Raises:
+            SessionNotFoundError: no such session.
+            StorageError: the database could not be read, or a damaged row
+                could not be quarantined.
+        """
+        sid = _check_lookup_id(session_id)
+        with gc_paused():
+            with self._read(f"load session {sid}", snapshot=True) as sql:
+                record = self._read_record(sql, sid, repair=False)
+            if record is not None:
+                return record
+            with self._write(f"repair damaged rows of session {sid}") as sql:
+                record = self._read_record(sql, sid, repair=True)
+        assert record is not None
+        where = self._path or ":memory:"
+        for seq in record.quarantined:
+            logger.warning(
+                "session %s: message seq %s did not parse or failed validation; moved it to "
+                "the quarantine table of %s and renumbered the later messages",
+                sid,
+                seq,
+                where,
+            )
+        if record.repaired:
+            logger.warning(
+                "session %s: damaged message positions (seq %s) were repaired in %s",
+                sid,
+                record.repaired,
+                where,
+            )
+        if record.checksum_failed:
+            logger.warning(
+                "session %s: message seq %s changed after it was written (checksum mismatch) "
+                "but is still a valid message; kept it, copied it to quarantine in %s",
+                sid,
+                record.checksum_failed,
+                where,
+            )
+        for thread_id, seqs in record.quarantined_threads.items():
+            logger.warning(
+                "session %s: thread %s rows seq %s did not parse; moved them to quarantine",
+                sid,
+                thread_id,
+                seqs,
+            )
+        if record.billing_quarantined:
+            logger.warning(
+                "session %s: %d billing rows were unreadable; moved them to quarantine",
+                sid,
+                record.billing_quarantined,
+            )
+        if record.state_quarantined:
+            logger.warning(
+                "session %s: its state did not parse; moved it to quarantine and reset it to {}",
+                sid,
+            )
+        return record
+
+    def _read_record(self, sql: SessionsSQL, sid: str, *, repair: bool) -> SessionRecord | None:
+        """Read a session; ``None`` when something needs repairing and ``repair`` is off."""
+        row = sql.info_row(sid)
+        if row is None:
+            raise SessionNotFoundError(sid)
+        now = float(self._now())
+
+        main = check_rows(sql.message_rows(sid))
+        if main.needs_write and not repair:
+            return None
+        by_thread: dict[str, builtins.list[tuple[Any, bytes, Any]]] = {}
+        for thread_id, seq, body, crc in sql.thread_rows(sid):
+            by_thread.setdefault(str(thread_id), []).append((seq, body, crc))
+        thread_checks = {tid: check_rows(rows) for tid, rows in by_thread.items()}
+        if not repair and any(c.needs_write for c in thread_checks.values()):
+            return None
+
+        # State.
+        state_bytes = sql.state(sid)
+        state_quarantined = False
+        try:
+            state = orjson.loads(state_bytes)
+            reason = "" if isinstance(state, dict) else f"state is a JSON {type(state).__name__}"
+        except orjson.JSONDecodeError as exc:
+            state, reason = None, f"state is not valid JSON: {exc}"
+        if reason:
+            if not repair:
+                return None
+            sql.quarantine(sid, None, None, state_bytes, reason, now)
+            sql.reset_state(sid)
+            state, state_quarantined = {}, True
+
+        billing: builtins.list[BillingRecord] = []
+        bad_billing = 0
+        for raw in sql.billing_rows(sid):
+            record, reason = _billing_from_row(raw)
+            if record is not None:
+                billing.append(record)
+                continue
+            if not repair:
+                return None
+            sql.quarantine(sid, None, None, repr(raw[1:]).encode(), f"billing: {reason}", now)
+            sql.delete_billing(raw[0])
+            bad_billing += 1
+
+        if repair:
+            apply_repairs(sql, sid, None, main, now)
+            for tid, check in thread_checks.items():
+                apply_repairs(sql, sid, tid, check, now)
+        info = _info_from_row(row)
+        if info.damaged:
+            logger.warning(
+                "session %s: unreadable columns %s (shown as empty)", info.id, list(info.damaged)
+            )
+        if info.message_count != len(main.messages):
+            info = dataclasses.replace(info, message_count=len(main.messages))
+        return SessionRecord(
+            info=info,
+            messages=main.messages,
+            state=state,
+            billing=billing,
+            threads={tid: c.messages for tid, c in thread_checks.items() if c.messages},
+            quarantined=main.quarantined_seqs,
+            quarantined_threads={
+                tid: c.quarantined_seqs for tid, c in thread_checks.items() if c.quarantine
+            },
+            state_quarantined=state_quarantined,
+            repaired=main.moved,
+            checksum_failed=[s for s in main.mismatched if type(s) is int],
+            billing_quarantined=bad_billing,
+            validated=main.canonical,
+        )
+
+    def delete(self, session_id: str) -> bool:
+        """Delete a session and everything it owns (messages, billing, threads, quarantine).
+
+        Locks are not consulted: a writer still holding the session gets
+        :class:`SessionNotFoundError` on its next write.
+
+        Returns:
+            ``True`` if the session existed.
+        """
+        sid = _check_lookup_id(session_id)
+        with self._write(f"delete session {sid}") as sql:
+            return sql.delete(sid)
+
+    def rename(self, session_id: str, name: str | None) -> None:
+        """Set a session's name.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            InvalidArgumentError: ``name`` is not a string or ``None``.
+        """
+        sid = _check_lookup_id(session_id)
+        name = _check_optional_str(name, "name")
+        with self._write(f"rename session {sid}") as sql:
+            if not sql.rename(sid, name):
+                raise SessionNotFoundError(sid)
+
+    def writer(self, session_id: str) -> SessionWriter:
+        """A :class:`SessionWriter` for an existing session.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        sid = _check_lookup_id(session_id)
+        if not self.exists(sid):
+            raise SessionNotFoundError(sid)
+        return SessionWriter(self, sid)
+
+    def lock(self, session_id: str) -> SessionLock:
+        """Take the exclusive lock on a session (the session need not exist yet).
+
+        Returns:
+            The held lock; release it with ``release()`` or a ``with`` block.
+
+        Raises:
+            StoreLockedError: another process or object holds it.
+            InvalidArgumentError: malformed id.
+        """
+        sid = _check_session_id(session_id)
+        path = None if self._path is None else self._path.parent / "locks" / f"{sid}.lock"
+        return SessionLock(sid, path=path, held=self._held, guard=self._held_guard).acquire()
+
+    # ------------------------------------------------------------------ export
+
+    def export(
+        self,
+        session_id: str,
+        path: str | Path,
+        *,
+        format: Literal["json", "html"] | None = None,
+    ) -> Path:
+        """Write a session to a self-contained JSON or HTML file, atomically.
+
+        JSON: ``{"format": "agentmem.session-export", "version": 1, "session",
+        "messages", "state", "billing", "threads"}``, UTF-8, indented, keys in
+        a stable order. HTML: one file with inline CSS, no scripts and no
+        external resources; every stored string is escaped.
+
+        Args:
+            session_id: The session to export.
+            path: The file to write (its directory must exist).
+            format: ``"json"`` or ``"html"``; by default taken from the
+                extension (``.json``, ``.html``).
+
+        Returns:
+            The written path.
+
+        Raises:
+            InvalidArgumentError: unknown format or extension.
+            SessionNotFoundError: no such session.
+            StorageError: the file could not be written.
+        """
+        target = Path(path)
+        if format is None:
+            fmt = _EXPORT_FORMATS.get(target.suffix.lower())
+            if fmt is None:
+                raise InvalidArgumentError(
+                    f"cannot tell the export format from {target.name!r}: use a .json or .html "
+                    "file name, or pass format='json' or format='html'"
+                )
+        elif format in ("json", "html"):
+            fmt = format
+        else:
+            raise InvalidArgumentError(f"format must be 'json' or 'html', got {format!r}")
+        record = self.load(session_id)
+        text = export_json(record) if fmt == "json" else export_html(record)
+        try:
+            atomic_write_text(target, text)
+        except OSError as exc:
+            raise StorageError(f"cannot write the export {target}: {exc}", path=target) from exc
+        return target
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the database (idempotent). Locks handed out stay held until released."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            open_lock, self._open_lock = self._open_lock, None
+        try:
+            if conn is not None:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise self._error("close the store", exc) from exc
+        finally:
+            if open_lock is not None:
+                open_lock.release()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = str(self._path) if self._path is not None else ":memory:"
+        state = " closed" if self._conn is None else ""
+        return f"<SessionStore {where} durability={self._durability}{state}>"

@@ -1,0 +1,328 @@
+"""The sessions schema and every SQL statement, behind one narrow seam.
+
+:class:`SessionsSQL` is the only place that speaks SQL for sessions. The
+writer and the store call its methods (``insert_messages``, ``touch``,
+``message_rows``...) inside a transaction the store opens, and never see a
+statement. A second backend (PostgreSQL, say) implements the same methods;
+there is no abstract base class until there is a second implementation.
+
+Every statement is a module-level constant: sqlite3 keeps a per-connection
+cache of prepared statements keyed by the SQL text, so each one is compiled
+once per connection and reused.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Final
+
+from agentmem._storage.sqlite import Migration
+from agentmem.errors import SessionNotFoundError
+from agentmem.session_store.records import Row
+
+__all__ = ["MIGRATIONS", "SessionsSQL"]
+
+MIGRATIONS: Final = (
+    Migration(
+        "0001_initial",
+        (
+            """
+            CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                name TEXT,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL,
+                working_directory TEXT,
+                model TEXT,
+                context_window INTEGER,
+                state TEXT NOT NULL DEFAULT '{}'
+            )
+            """,
+            "CREATE INDEX sessions_by_updated_at ON sessions (updated_at)",
+            """
+            CREATE TABLE messages (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                role TEXT NOT NULL,
+                body TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE billing (
+                id INTEGER PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                at REAL NOT NULL,
+                kind TEXT NOT NULL,
+                model TEXT,
+                prompt_tokens INTEGER NOT NULL,
+                completion_tokens INTEGER NOT NULL,
+                cost_usd REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX billing_by_session ON billing (session_id, id)",
+            """
+            CREATE TABLE threads (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                thread_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                body TEXT NOT NULL,
+                PRIMARY KEY (session_id, thread_id, seq)
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE quarantine (
+                id INTEGER PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                thread_id TEXT,
+                seq INTEGER,
+                body BLOB,
+                reason TEXT NOT NULL,
+                at REAL NOT NULL
+            )
+            """,
+        ),
+    ),
+    # crc32(body, seq) of rows validated when written: the trusted load path and the
+    # detection of damaged rows and seqs (see agentmem.session_store.loading).
+    Migration(
+        "0002_row_checksums",
+        (
+            "ALTER TABLE messages ADD COLUMN crc INTEGER",
+            "ALTER TABLE threads ADD COLUMN crc INTEGER",
+        ),
+    ),
+)
+
+
+def _raw(column: str) -> str:
+    # Text comes back as bytes, so a value that is not valid UTF-8 is reported by the reader
+    # (agentmem.session_store.records) instead of failing the whole query in sqlite3.
+    return f"CASE typeof({column}) WHEN 'text' THEN CAST({column} AS BLOB) ELSE {column} END"
+
+
+_INFO_COLUMNS: Final = f"""
+    SELECT {_raw("s.id")}, {_raw("s.name")}, {_raw("s.created_at")}, {_raw("s.updated_at")},
+           {_raw("s.working_directory")}, {_raw("s.model")}, {_raw("s.context_window")},
+           COALESCE((SELECT MAX(m.seq) FROM messages AS m WHERE m.session_id = s.id), -1) + 1
+    FROM sessions AS s
+"""
+_SQL_INFO: Final = _INFO_COLUMNS + " WHERE s.id = ?"
+_SQL_LIST: Final = _INFO_COLUMNS + " ORDER BY s.updated_at DESC, s.rowid DESC LIMIT ?"
+_SQL_EXISTS: Final = "SELECT 1 FROM sessions WHERE id = ?"
+_SQL_CREATE: Final = (
+    "INSERT INTO sessions (id, name, created_at, updated_at, working_directory, model, "
+    "context_window) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_DELETE_SESSION: Final = "DELETE FROM sessions WHERE id = ?"
+_SQL_RENAME: Final = "UPDATE sessions SET name = ? WHERE id = ?"
+_SQL_TOUCH: Final = "UPDATE sessions SET updated_at = ? WHERE id = ?"
+_SQL_STATE: Final = "SELECT CAST(state AS BLOB) FROM sessions WHERE id = ?"
+_SQL_SAVE_STATE: Final = "UPDATE sessions SET state = ?, updated_at = ? WHERE id = ?"
+_SQL_RESET_STATE: Final = "UPDATE sessions SET state = '{}' WHERE id = ?"
+# With the (session_id, seq) primary key, MAX(seq) is one B-tree descent, not a scan.
+_SQL_NEXT_SEQ: Final = "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE session_id = ?"
+_SQL_INSERT_MESSAGE: Final = (
+    "INSERT INTO messages (session_id, seq, role, body, crc) VALUES (?, ?, ?, ?, ?)"
+)
+_SQL_REPLACE_MESSAGE: Final = (
+    "UPDATE messages SET role = ?, body = ?, crc = ? WHERE session_id = ? AND seq = ?"
+)
+_SQL_SET_CRC: Final = "UPDATE messages SET crc = ? WHERE session_id = ? AND seq = ?"
+_SQL_SET_THREAD_CRC: Final = (
+    "UPDATE threads SET crc = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
+)
+_SQL_TRUNCATE: Final = "DELETE FROM messages WHERE session_id = ? AND seq >= ?"
+# CAST: read raw bytes, so a body that is not valid UTF-8 is quarantined, not a failed load.
+_SQL_MESSAGES: Final = (
+    "SELECT seq, CAST(body AS BLOB), crc FROM messages WHERE session_id = ? ORDER BY seq"
+)
+_SQL_DELETE_MESSAGE: Final = "DELETE FROM messages WHERE session_id = ? AND seq = ?"
+_SQL_RENUMBER_MESSAGE: Final = "UPDATE messages SET seq = ? WHERE session_id = ? AND seq = ?"
+_SQL_INSERT_BILLING: Final = (
+    "INSERT INTO billing (session_id, at, kind, model, prompt_tokens, completion_tokens, "
+    "cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_BILLING: Final = (
+    f"SELECT id, {_raw('at')}, {_raw('kind')}, {_raw('model')}, {_raw('prompt_tokens')}, "
+    f"{_raw('completion_tokens')}, {_raw('cost_usd')} FROM billing "
+    "WHERE session_id = ? ORDER BY id"
+)
+_SQL_DELETE_BILLING: Final = "DELETE FROM billing WHERE id = ?"
+_SQL_NEXT_THREAD_SEQ: Final = (
+    "SELECT COALESCE(MAX(seq), -1) + 1 FROM threads WHERE session_id = ? AND thread_id = ?"
+)
+_SQL_INSERT_THREAD: Final = (
+    "INSERT INTO threads (session_id, thread_id, seq, body, crc) VALUES (?, ?, ?, ?, ?)"
+)
+_SQL_THREADS: Final = (
+    "SELECT thread_id, seq, CAST(body AS BLOB), crc FROM threads WHERE session_id = ? "
+    "ORDER BY thread_id, seq"
+)
+_SQL_DELETE_THREAD_ROW: Final = (
+    "DELETE FROM threads WHERE session_id = ? AND thread_id = ? AND seq = ?"
+)
+_SQL_RENUMBER_THREAD_ROW: Final = (
+    "UPDATE threads SET seq = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
+)
+_SQL_QUARANTINE: Final = (
+    "INSERT INTO quarantine (session_id, thread_id, seq, body, reason, at) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+class SessionsSQL:
+    """The SQL of a sessions store, over one connection the caller guards and transacts.
+
+    Rows cross this seam as plain tuples and ``bytes``; no method commits,
+    and none validates beyond what the schema enforces.
+    """
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # -- sessions
+
+    def exists(self, sid: str) -> bool:
+        return self.conn.execute(_SQL_EXISTS, (sid,)).fetchone() is not None
+
+    def info_row(self, sid: str) -> tuple[Any, ...] | None:
+        row = self.conn.execute(_SQL_INFO, (sid,)).fetchone()
+        return None if row is None else tuple(row)
+
+    def list_rows(self, limit: int | None) -> list[tuple[Any, ...]]:
+        rows = self.conn.execute(_SQL_LIST, (-1 if limit is None else limit,)).fetchall()
+        return [tuple(row) for row in rows]
+
+    def create(
+        self,
+        sid: str,
+        name: str | None,
+        now: float,
+        working_directory: str | None,
+        model: str | None,
+        context_window: int | None,
+    ) -> None:
+        self.conn.execute(
+            _SQL_CREATE, (sid, name, now, now, working_directory, model, context_window)
+        )
+
+    def delete(self, sid: str) -> bool:
+        return self.conn.execute(_SQL_DELETE_SESSION, (sid,)).rowcount > 0
+
+    def rename(self, sid: str, name: str | None) -> bool:
+        return self.conn.execute(_SQL_RENAME, (name, sid)).rowcount > 0
+
+    def touch(self, sid: str, now: float) -> bool:
+        return self.conn.execute(_SQL_TOUCH, (now, sid)).rowcount > 0
+
+    def state(self, sid: str) -> bytes:
+        row = self.conn.execute(_SQL_STATE, (sid,)).fetchone()
+        return b"{}" if row is None or row[0] is None else bytes(row[0])
+
+    def save_state(self, sid: str, text: str, now: float) -> bool:
+        return self.conn.execute(_SQL_SAVE_STATE, (text, now, sid)).rowcount > 0
+
+    def reset_state(self, sid: str) -> None:
+        self.conn.execute(_SQL_RESET_STATE, (sid,))
+
+    # -- messages and side threads (thread_id None is the main history)
+
+    def next_seq(self, sid: str, thread_id: str | None = None) -> int:
+        if thread_id is None:
+            return int(self.conn.execute(_SQL_NEXT_SEQ, (sid,)).fetchone()[0])
+        return int(self.conn.execute(_SQL_NEXT_THREAD_SEQ, (sid, thread_id)).fetchone()[0])
+
+    def insert_messages(self, sid: str, start: int, rows: Sequence[Row]) -> None:
+        """Insert rows ``(role, body, crc)`` at seqs ``start``, ``start + 1``...
+
+        Raises:
+            SessionNotFoundError: the session does not exist (its foreign key refused).
+        """
+        try:
+            if len(rows) == 1:
+                role, body, crc = rows[0]
+                self.conn.execute(_SQL_INSERT_MESSAGE, (sid, start, role, body, crc))
+                return
+            self.conn.executemany(
+                _SQL_INSERT_MESSAGE,
+                [(sid, start + i, role, body, crc) for i, (role, body, crc) in enumerate(rows)],
+            )
+        except sqlite3.IntegrityError:
+            if not self.exists(sid):
+                raise SessionNotFoundError(sid) from None
+            raise
+
+    def insert_thread_rows(self, sid: str, thread_id: str, start: int, rows: Sequence[Row]) -> None:
+        self.conn.executemany(
+            _SQL_INSERT_THREAD,
+            [(sid, thread_id, start + i, body, crc) for i, (_, body, crc) in enumerate(rows)],
+        )
+
+    def replace_message(self, sid: str, seq: int, row: Row) -> bool:
+        role, body, crc = row
+        return self.conn.execute(_SQL_REPLACE_MESSAGE, (role, body, crc, sid, seq)).rowcount > 0
+
+    def set_crc(self, sid: str, thread_id: str | None, seq: int, crc: int | None) -> None:
+        if thread_id is None:
+            self.conn.execute(_SQL_SET_CRC, (crc, sid, seq))
+        else:
+            self.conn.execute(_SQL_SET_THREAD_CRC, (crc, sid, thread_id, seq))
+
+    def truncate(self, sid: str, start: int) -> None:
+        self.conn.execute(_SQL_TRUNCATE, (sid, start))
+
+    def message_rows(self, sid: str) -> list[tuple[Any, bytes, Any]]:
+        """``(seq, raw body, crc)`` of the main history, in ``seq`` order."""
+        return self.conn.execute(_SQL_MESSAGES, (sid,)).fetchall()
+
+    def thread_rows(self, sid: str) -> list[tuple[Any, Any, bytes, Any]]:
+        """``(thread_id, seq, raw body, crc)`` of every side thread, by thread then ``seq``."""
+        return self.conn.execute(_SQL_THREADS, (sid,)).fetchall()
+
+    def delete_row(self, sid: str, thread_id: str | None, seq: Any) -> None:
+        if thread_id is None:
+            self.conn.execute(_SQL_DELETE_MESSAGE, (sid, seq))
+        else:
+            self.conn.execute(_SQL_DELETE_THREAD_ROW, (sid, thread_id, seq))
+
+    def renumber(self, sid: str, thread_id: str | None, kept: Sequence[Any]) -> None:
+        """Give the rows ``kept`` (old seqs, in their new order) the seqs 0..len-1.
+
+        Moving in two steps (to a distinct negative, then to the final seq)
+        keeps every intermediate state free of duplicate keys whatever order
+        SQLite visits the rows in, and works for damaged, non-integer seqs.
+        """
+        sql = _SQL_RENUMBER_MESSAGE if thread_id is None else _SQL_RENUMBER_THREAD_ROW
+        key: tuple[str, ...] = (sid,) if thread_id is None else (sid, thread_id)
+        moves = [(old, new) for new, old in enumerate(kept) if old != new]
+        # Temporary seqs below every stored one (a damaged seq may be negative).
+        low = min([0, *(old for old in kept if type(old) is int)]) - 1
+        self.conn.executemany(sql, [(low - i, *key, old) for i, (old, _) in enumerate(moves)])
+        self.conn.executemany(sql, [(new, *key, low - i) for i, (_, new) in enumerate(moves)])
+
+    def quarantine(
+        self,
+        sid: str,
+        thread_id: str | None,
+        seq: Any,
+        body: bytes,
+        reason: str,
+        now: float,
+    ) -> None:
+        self.conn.execute(_SQL_QUARANTINE, (sid, thread_id, seq, body, reason, now))
+
+    # -- billing
+
+    def insert_billing(self, sid: str, values: tuple[Any, ...]) -> None:
+        self.conn.execute(_SQL_INSERT_BILLING, (sid, *values))
+
+    def billing_rows(self, sid: str) -> list[tuple[Any, ...]]:
+        """``(row id, at, kind, model, prompt_tokens, completion_tokens, cost_usd)``, raw."""
+        return [tuple(row) for row in self.conn.execute(_SQL_BILLING, (sid,))]
+
+    def delete_billing(self, row_id: int) -> None:
+        self.conn.execute(_SQL_DELETE_BILLING, (row_id,))
