@@ -60,6 +60,7 @@ __all__ = [
     "encode_arguments",
     "parse_arguments",
     "sanitize_text",
+    "type_name",
 ]
 
 INT_MIN: Final = -(2**63)
@@ -106,7 +107,7 @@ def sanitize_text(text: str) -> str:
         InvalidArgumentError: ``text`` is not a string.
     """
     if not isinstance(text, str):  # annotations are not enforced at runtime
-        raise InvalidArgumentError(f"expected a string, got {_type_name(text)}")
+        raise InvalidArgumentError(f"expected a string, got {type_name(text)}")
     if text.isascii():
         return text
     try:
@@ -119,7 +120,8 @@ def sanitize_text(text: str) -> str:
 # --------------------------------------------------------------------------- values
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """The JSON-ish name of ``value``'s type for error messages (``null`` for ``None``)."""
     return "null" if value is None else type(value).__name__
 
 
@@ -165,7 +167,7 @@ def _clean(value: Any, field: str, index: int | None, depth: int, limit: int, ex
     if isinstance(value, bytes | bytearray | memoryview):
         return sanitize_text(bytes(value).decode("utf-8", "replace"))
     raise InvalidMessageError(
-        f"{_type_name(value)} is not JSON-serialisable", index=index, field=field or None
+        f"{type_name(value)} is not JSON-serialisable", index=index, field=field or None
     )
 
 
@@ -212,7 +214,7 @@ def _strict_loads(text: str, orjson_error: Exception | None) -> Any:
 
 def _object(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _Invalid(f"arguments must encode a JSON object, got {_type_name(value)}")
+        raise _Invalid(f"arguments must encode a JSON object, got {type_name(value)}")
     return value
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from agentmem._extract import UNKNOWN_TOOL
+from agentmem._json import type_name
 from agentmem._truncate import truncate_text
 from agentmem.errors import AgentMemError, InvalidArgumentError
 from agentmem.messages import content_text, sanitize_text
@@ -27,10 +28,6 @@ SUMMARY_INSTRUCTIONS: Final = (
     "Be concise. Reply with the summary only, as plain text."
 )
 """System instruction :class:`LLMSummarizer` sends by default."""
-
-
-def type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 # --------------------------------------------------------------------------- LLM summarizer

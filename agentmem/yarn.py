@@ -75,6 +75,7 @@ from agentmem._extract import (
     dedupe_tail,
     same,
 )
+from agentmem._json import type_name
 from agentmem._storage.formats import check_format
 from agentmem._truncate import truncate_text
 from agentmem.errors import InvalidArgumentError, InvalidMessageError
@@ -84,7 +85,7 @@ from agentmem.messages import (
     sanitize_text,
 )
 from agentmem.protocols import Summarizer
-from agentmem.summarizer import SUMMARY_INSTRUCTIONS, LLMSummarizer, type_name
+from agentmem.summarizer import SUMMARY_INSTRUCTIONS, LLMSummarizer
 
 __all__ = [
     "DEFAULT_ASK_TOOLS",

@@ -1,0 +1,131 @@
+"""The context pipeline's settings and results: what goes into a build and what comes out.
+
+:class:`ContextSettings` (the window and the trim thresholds), :class:`TrimEvent`
+(passed to the checkpoint callback before each trim), :class:`ContextStats`
+and :class:`ContextBuild` (what a build did and returned). They are public
+through :mod:`agentmem.context`, which re-exports them; the pipeline itself
+(:class:`~agentmem.context.ContextManager`) lives there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentmem.errors import ConfigurationError
+from agentmem.messages import Message
+
+__all__ = ["ContextBuild", "ContextSettings", "ContextStats", "Stage", "TrimEvent"]
+
+Stage = Literal[1, 2, 3]
+"""A trim stage: 1 proactive, 2 validation, 3 reactive (after a provider rejection)."""
+
+
+class ContextSettings(BaseModel):
+    """How the payload is kept inside the window. Fractions are of ``context_window``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context_window: int = Field(default=128_000, ge=256)
+    """Tokens the model accepts in one request (prompt side)."""
+    proactive_threshold: float = Field(default=0.75, gt=0, le=1)
+    """Stage 1 trims when the estimate passes this share of the window."""
+    trim_target: float = Field(default=0.5, gt=0, le=1)
+    """Stages 1 and 2 trim down to this share."""
+    validation_threshold: float = Field(default=0.75, gt=0, le=1)
+    """Stage 2 trims when the exact count of the payload passes this share."""
+    overflow_targets: tuple[float, float, float] = (0.5, 0.25, 0.1)
+    """Stage 3 targets for attempts 1, 2 and 3.
+
+    Attempts 1 and 2 trim the whole payload to their share. Attempt 3 keeps
+    only the newest unit and gives it this share of the window, on top of
+    what the system prompt, the anchor, the recovery note and the summary
+    (at most ``summary_max_fraction``) cost.
+    """
+    summary_max_fraction: float = Field(default=0.1, ge=0, le=0.5)
+    """Room reserved for the thread summary when trimming; a longer summary is truncated."""
+
+    def __init__(self, **data: Any) -> None:
+        """Validate the settings.
+
+        Raises:
+            ConfigurationError: a field is unknown, of the wrong type or out of
+                range, or the fields contradict each other; the message names them.
+        """
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid context settings: {_describe(exc)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ConfigurationError(
+            f"context settings are immutable: cannot set {name!r}; "
+            f"use settings.model_copy(update={{{name!r}: ...}}) or pass new settings"
+        )
+
+    @model_validator(mode="after")
+    def _coherent(self) -> ContextSettings:
+        if self.trim_target > self.proactive_threshold:
+            raise ValueError("trim_target must not exceed proactive_threshold")
+        if self.trim_target > self.validation_threshold:
+            raise ValueError("trim_target must not exceed validation_threshold")
+        if any(not 0 <= t <= 1 for t in self.overflow_targets):
+            raise ValueError("overflow_targets must be shares between 0 and 1")
+        return self
+
+
+def _describe(exc: ValidationError) -> str:
+    """Every error of ``exc`` as ``field: message``, joined (no pydantic wording about URLs)."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = f"unknown setting; expected one of {', '.join(ContextSettings.model_fields)}"
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class TrimEvent:
+    """Passed to the checkpoint callback and the progress reporter before a trim."""
+
+    stage: Stage
+    """1 proactive, 2 validation, 3 reactive (after a provider rejection)."""
+    attempt: int
+    """Stage 3 attempt number (1-3); 0 for stages 1 and 2."""
+    tokens_before: int
+    """Estimated payload tokens before the trim."""
+    target_tokens: int
+    """What the trim aims for."""
+    window_messages: int
+    """Messages in the working window before the trim."""
+
+
+@dataclass
+class ContextStats:
+    """What the last build did (for logs, tests and benchmarks)."""
+
+    tokens: int = 0
+    """Count of the returned payload (OpenAI shape) by the history's counter."""
+    messages: int = 0
+    """Messages in the returned payload (OpenAI shape)."""
+    trims: list[TrimEvent] = field(default_factory=list)
+    """Trims this build performed."""
+    truncated: int = 0
+    """Messages whose content was truncated in the payload."""
+
+
+@dataclass(frozen=True)
+class ContextBuild:
+    """What one build returned: the payload, the canonical messages behind it, its stats."""
+
+    payload: list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]
+    """OpenAI: a list of message dicts. Anthropic: ``(system, messages)``. The caller may
+    modify it."""
+    messages: tuple[Message, ...]
+    """The payload in canonical (OpenAI) shape, internal fields included; do not modify."""
+    stats: ContextStats
+    """What the build did."""
