@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -56,8 +56,8 @@ from agentmem._facade_args import (
     context_settings,
     cost_value,
 )
+from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
 from agentmem._storage.files import atomic_write_text
-from agentmem._storage.formats import check_format
 from agentmem.context import (
     ContextBuild,
     ContextManager,
@@ -70,12 +70,10 @@ from agentmem.context import (
 from agentmem.errors import (
     AgentMemError,
     ConfigurationError,
-    FormatVersionError,
     InvalidArgumentError,
     InvalidMessageError,
     StorageError,
 )
-from agentmem.estimator import LearningEstimator
 from agentmem.history import MessageHistory, ValidatedMessages
 from agentmem.messages import Message
 from agentmem.protocols import (
@@ -100,41 +98,6 @@ from agentmem.yarn import YaRN
 
 __all__ = ["Memory", "Session", "Usage"]
 
-# The parts of a session state this release writes; any other key is kept as stored.
-_STATE_PARTS = frozenset({"format", "version", "window", "yarn", "tasks", "estimator"})
-
-
-def _unreadable_parts(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The parts of a stored state this release cannot read, and why (see ``_resume``).
-
-    A part is unreadable when its reader refuses its format version (a newer
-    release wrote it), or when this release does not know the part at all.
-    A part that is merely damaged is left to the session, which reports it
-    and starts that part afresh.
-    """
-    kept: dict[str, Any] = {}
-    reasons: dict[str, str] = {}
-    for key, value in state.items():
-        if key not in _STATE_PARTS:
-            kept[key], reasons[key] = value, "not a part this release knows"
-    readers: dict[str, Callable[[Any], object]] = {
-        "window": lambda part: ShortTermMemory(MessageHistory()).restore(part),
-        "yarn": lambda part: YaRN.from_state(part),
-        "estimator": lambda part: LearningEstimator().restore(part),
-    }
-    for key, read in readers.items():
-        part = state.get(key)
-        if not part:
-            continue
-        try:
-            read(part)
-        except FormatVersionError as exc:
-            kept[key], reasons[key] = part, str(exc)
-        except AgentMemError:
-            pass
-    return kept, reasons
-
-
 _log = logging.getLogger("agentmem.memory")
 
 DEFAULT_MODEL = "gpt-4o"
@@ -143,8 +106,6 @@ MIN_CONTEXT_WINDOW = 256
 MAX_CONTEXT_WINDOW = 2**31 - 1
 MAX_TOKENS = 2**53 - 1
 """Largest token figure ``record_usage`` accepts (exact in JSON and SQLite)."""
-STATE_FORMAT = "agentmem.session-state"
-STATE_VERSION = 1
 PROGRESS_FILE = Path("memory") / "session_progress.md"
 SESSIONS_FILE = "sessions.sqlite"
 
@@ -490,22 +451,7 @@ class Session:
         name: str | None,
     ) -> Session:
         info = record.info
-        state = dict(record.state or {})
-        # {} was never saved (or was quarantined); a state without a format header was
-        # written before headers existed (docs/storage.md, the v1 golden file): read its parts.
-        if "format" in state or "version" in state:
-            check_format(
-                state, kind=STATE_FORMAT, version=STATE_VERSION, what=f"session {info.id} state"
-            )
-        kept, reasons = _unreadable_parts(state)
-        for key in kept:
-            state.pop(key, None)
-            _log.warning(
-                "session %s: state part %r kept as stored, unread and never overwritten (%s)",
-                info.id,
-                key,
-                reasons[key],
-            )
+        state, kept, reasons = read_state(record.state, info.id)
         # Every row was checked on load (trusted by checksum, or validated): no second pass.
         messages = ValidatedMessages(record.messages) if record.validated else record.messages
         session = cls(
@@ -521,16 +467,7 @@ class Session:
         )
         session._kept_state = kept
         session.unreadable_state = reasons
-        found = {
-            "quarantined": record.quarantined,
-            "repaired": record.repaired,
-            "checksum_failed": record.checksum_failed,
-            "quarantined_threads": record.quarantined_threads,
-            "billing_quarantined": record.billing_quarantined,
-            "state_quarantined": record.state_quarantined,
-            "damaged_columns": list(info.damaged),
-        }
-        session.repairs = MappingProxyType({k: v for k, v in found.items() if v})
+        session.repairs = MappingProxyType(record.reports())
         return session
 
     # ------------------------------------------------------------------ turns

@@ -124,6 +124,19 @@ class SessionRecord:
     """Whether every message is in canonical form (checked when written or during this load),
     so a :class:`~agentmem.history.MessageHistory` may take them without re-validating."""
 
+    def reports(self) -> dict[str, Any]:
+        """What loading found damaged and quarantined or repaired: the non-empty reports only."""
+        found: dict[str, Any] = {
+            "quarantined": self.quarantined,
+            "repaired": self.repaired,
+            "checksum_failed": self.checksum_failed,
+            "quarantined_threads": self.quarantined_threads,
+            "billing_quarantined": self.billing_quarantined,
+            "state_quarantined": self.state_quarantined,
+            "damaged_columns": list(self.info.damaged),
+        }
+        return {key: value for key, value in found.items() if value}
+
 
 # --------------------------------------------------------------------------- checks and codecs
 
