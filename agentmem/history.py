@@ -126,7 +126,7 @@ class MessageHistory(Sequence[Message]):
         self._messages: list[Message] = (
             list(messages) if type(messages) is ValidatedMessages else normalize_messages(messages)
         )
-        self._n_transient = sum(1 for m in self._messages if _is_transient(m))
+        self._n_transient = len([1 for m in self._messages if m.get("transient")])
         self._counter: TokenCounter = token_counter or HeuristicCounter()
         # Per-message token counts (-1 = not counted yet), valid for one counter epoch,
         # plus a running total over the first `_total_n` messages so that counting
