@@ -56,15 +56,35 @@ _PY_WRITE_RE: Final = re.compile(
 )
 
 
+# `patch` or `git apply` with the diff in the same command (a heredoc, or a file the
+# command wrote just before): the files are the diff's targets.
+_APPLY_RE: Final = re.compile(r"(?:^|[\s;&|(])(?:patch|git\s+apply)\b", re.M)
+_DIFF_TARGET_RE: Final = re.compile(r"^--- (\S+)[^\n]*\n\+\+\+ (\S+)", re.M)
+
+
+def _diff_targets(text: str) -> Iterator[str]:
+    """Paths a unified diff in ``text`` changes (``b/`` and ``a/`` prefixes dropped)."""
+    for match in _DIFF_TARGET_RE.finditer(text):
+        old, new = match.group(1), match.group(2)
+        path = old if new == "/dev/null" else new
+        if path.startswith(("a/", "b/")):
+            path = path[2:]
+        if _usable(path):
+            yield path
+
+
 def written_files(script: str) -> list[str]:
     """Paths ``script`` writes, creates, moves or deletes, in order (duplicates kept).
 
     Python code the script runs (``python -c '...'``, ``python - <<'EOF'``)
     counts when it opens a literal path for writing or calls
-    ``Path('...').write_text``; reading code writes nothing.
+    ``Path('...').write_text``; reading code writes nothing. ``patch`` and
+    ``git apply`` count the targets of a unified diff the same command holds.
     """
     found = list(_written(script, 0))
     head = script[:MAX_COMMAND_CHARS]
+    if "+++ " in head and _APPLY_RE.search(head):
+        found.extend(_diff_targets(head))
     if ("open(" in head or ".write_" in head) and _PYTHON_RE.search(head):
         for match in _PY_WRITE_RE.finditer(head):
             path = match.group(2) or match.group(5)
@@ -240,7 +260,7 @@ def _argv_writes(argv: list[str], depth: int) -> Iterator[str]:
         if any(a.startswith("-") and "i" in a[1:].split("e")[0] for a in args):
             yield from _script_files(args, script_flags=("-e", "-E"), value_flags=("-M", "-I"))
     elif program == "patch":
-        return  # reads the diff from stdin; the files are in the diff
+        return  # reads the diff from stdin: see _diff_targets
     elif program == "dd":
         for arg in args:
             if arg.startswith("of=") and _usable(arg[3:]):

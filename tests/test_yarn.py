@@ -934,6 +934,13 @@ SHELL_CASES: list[tuple[str, list[str]]] = [
     ("touch a.txt; find . -name '*.pyc' -delete", ["a.txt"]),
     ("echo hi 1>&2; ls 2> errors.log", ["errors.log"]),
     ("git log --oneline -5 && git diff HEAD~1 -- src/x.py", []),
+    (
+        "cat <<'EOF' > fix.patch\n--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-x\n+y\n"
+        "--- a/old.py\n+++ /dev/null\nEOF\npatch -p1 < fix.patch",
+        ["fix.patch", "src/app.py", "old.py"],
+    ),
+    ("git apply <<'EOF'\n--- a/x/y.py\n+++ b/x/y.py\n@@ -1 +1 @@\nEOF", ["x/y.py"]),
+    ("cat <<'EOF' > notes.md\n--- a/keep.py\n+++ b/keep.py\nEOF", ["notes.md"]),
 ]
 
 
