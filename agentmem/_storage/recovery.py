@@ -164,8 +164,9 @@ def _salvage(
     if report is None:
         return None
     log = moved.with_name(moved.name + "-wal").read_bytes()
-    if moved.exists() and moved.stat().st_size > 0:
-        # Every commit, when the damaged frames' pages were written again later.
+    if moved.exists() and moved.stat().st_size > 0 and not report.index_frames:
+        # Every commit, when the damaged frames' pages were written again later. (Not for a
+        # log that was cut: the commits past the cut are gone, whatever is rebuilt.)
         rebuilt = rebuild_wal(log)
         if rebuilt is not None:
             conn = _try_salvage(path, moved, None, rebuilt, opener, check="integrity_check")
