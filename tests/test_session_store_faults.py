@@ -129,8 +129,9 @@ def test_damaged_log_is_reported_and_its_readable_commits_recovered(
     """
     files, acked = killed
     wal = files["-wal"]
-    # The one blind spot: damage to the log's very last commit frame, which nothing after it
-    # vouches for (a kill between writing a frame's header and its page looks the same).
+    # The one blind spot without the -shm (left out here; with it, see test_session_store_wal_cut):
+    # damage to the log's very last commit frame, which nothing after it vouches for (a kill
+    # between writing a frame's header and its page looks the same).
     end = _last_commit_frame(wal)
     rng = random.Random(6)
     reported = complete = 0

@@ -206,3 +206,49 @@ def test_cut_log_after_a_checkpoint_recovers_the_main_file_alone(tmp_path: Path)
     assert recovery is not None
     assert recovery.outcome == "recovered the database without its log"
     assert messages == [expected_message(i) for i in range(12)]
+
+
+def test_deleted_log_beside_its_wal_index_is_reported(
+    tmp_path: Path, killed: tuple[dict[str, bytes], int]
+) -> None:
+    """Before: a missing ``-wal`` was never looked for, and its commits vanished silently."""
+    files, _ = killed
+    db = lay_out(tmp_path, {"": files[""], "-shm": files["-shm"]})
+    with SessionStore(db) as store:
+        recovery = store.recovery
+        messages = store.load("s").messages
+    assert recovery is not None
+    assert "write-ahead log is missing" in recovery.reason
+    assert recovery.outcome == "recovered the database without its log"
+    assert recovery.moved_to.read_bytes() == files[""]
+    assert (
+        recovery.moved_to.with_name(recovery.moved_to.name + "-shm").read_bytes() == (files["-shm"])
+    )
+    assert messages == [expected_message(i) for i in range(len(messages))]
+
+
+def test_damaged_last_commit_frame_is_reported_with_its_wal_index(
+    tmp_path: Path, killed: tuple[dict[str, bytes], int]
+) -> None:
+    """Nothing after the last commit frame vouches for it, but the wal-index does."""
+    files, acked = killed
+    wal = files["-wal"]
+    committed = _committed_frames(files["-shm"], wal)
+    frame = 24 + struct.unpack(">I", wal[8:12])[0]
+    last = 32 + (committed - 1) * frame
+    for k, offset in enumerate([last + 4, last + 24 + 100, last + frame - 1]):
+        damaged = bytearray(wal)
+        damaged[offset] ^= 0x10
+        db = lay_out(
+            tmp_path / str(k), {"": files[""], "-wal": bytes(damaged), "-shm": files["-shm"]}
+        )
+        with SessionStore(db) as store:
+            recovery = store.recovery
+            messages = store.load("s").messages
+        assert recovery is not None, f"flip at {offset} was not reported"
+        assert "wal-index" in recovery.reason
+        assert recovery.moved_to.with_name(recovery.moved_to.name + "-wal").read_bytes() == (
+            bytes(damaged)
+        )
+        assert 0 < len(messages) <= acked
+        assert messages == [expected_message(i) for i in range(len(messages))]

@@ -17,7 +17,9 @@ section 4) and says whether something was written that SQLite would drop:
   advances the index's ``mxFrame`` only once its frames are written (and,
   with ``synchronous=FULL``, synced), so when a trusted index of the same
   generation counts more frames than the log's valid prefix holds, the log
-  was cut (truncated, or its tail damaged) and committed frames are gone.
+  was cut (truncated, or its tail damaged) and committed frames are gone;
+  likewise an empty or missing log while the index counts committed frames
+  that no checkpoint copied into the main file.
 
 Frames of an earlier generation (other salts, left behind when the log
 restarted), the uncommitted frames of a transaction cut short by a kill
@@ -31,9 +33,9 @@ updating the index leaves it behind); a torn last frame that was never
 acknowledged looks the same.
 
 Cost: the checksum chain is computed in Python over every frame, about
-0.1 ms per 4 KiB frame. It runs only when a log exists while no other
-process has the database open, that is after a crash; a clean close
-checkpoints and deletes the log.
+0.1 ms per 4 KiB frame (the ``-shm`` adds a 100-byte read). It runs only
+when no other process has the database open, and finds a log only after a
+crash; a clean close checkpoints and deletes the log.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def _checksum(data: bytes, s0: int, s1: int, big_endian: bool) -> tuple[int, int
 
 
 def inspect_wal(path: Path) -> WalReport | None:
-    """Inspect ``<path>-wal``; ``None`` when there is no log (or an empty one).
+    """Inspect ``<path>-wal``; ``None`` when there is no log (or an empty one) to worry about.
 
     Args:
         path: The main database file.
@@ -95,19 +97,21 @@ def inspect_wal(path: Path) -> WalReport | None:
     """
     wal = path.with_name(path.name + "-wal")
     try:
-        data = wal.read_bytes()
+        data: bytes | None = wal.read_bytes()
     except FileNotFoundError:
-        return None
+        data = None
     if not data:
-        # An empty log is normal (a TRUNCATE checkpoint empties the index first), unless a
-        # trusted wal-index still counts committed frames the main file does not hold.
+        # No log, or an empty one, is normal (a clean close checkpoints every frame before it
+        # deletes the log; a TRUNCATE checkpoint empties the index first), unless a trusted
+        # wal-index still counts committed frames the main file does not hold.
         index = read_wal_index(path, None)
         if index is None or index.mx_frame <= index.backfilled:
             return None
         lost = index.mx_frame - index.backfilled
         return WalReport(
-            f"write-ahead log is empty but its wal-index (-shm) counts {index.mx_frame} "
-            f"committed frames: {lost} committed frame{'' if lost == 1 else 's'} lost",
+            f"write-ahead log is {'empty' if data is not None else 'missing'} but its "
+            f"wal-index (-shm) counts {index.mx_frame} committed frames: {lost} committed "
+            f"frame{'' if lost == 1 else 's'} lost",
             0,
             0,
             index.mx_frame,
