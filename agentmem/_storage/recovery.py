@@ -156,16 +156,22 @@ def _salvage(
     log without its damaged frames (:func:`~agentmem._storage.wal.rebuild_wal`:
     every commit, when each damaged frame's page was written again later; it
     must pass ``PRAGMA integrity_check``), else the main file and the log's
-    valid prefix (SQLite replays exactly the commits before the damage). With
+    valid prefix (SQLite replays exactly the commits before the damage; for a log cut
+    shorter than its wal-index says, only this, or the main file alone when a checkpoint
+    already copied the valid prefix into it). With
     a log whose main file is missing or empty, the main file is rebuilt from
     the newest image of page 1 in the log, which works when the log holds
     every page (a database never checkpointed). The result must pass ``PRAGMA quick_check``.
     """
     if report is None:
         return None
-    log = moved.with_name(moved.name + "-wal").read_bytes()
-    if moved.exists() and moved.stat().st_size > 0:
-        # Every commit, when the damaged frames' pages were written again later.
+    try:
+        log = moved.with_name(moved.name + "-wal").read_bytes()
+    except FileNotFoundError:  # a log deleted (or cut to nothing) while its index remained
+        log = b""
+    if moved.exists() and moved.stat().st_size > 0 and not report.index_frames:
+        # Every commit, when the damaged frames' pages were written again later. (Not for a
+        # log that was cut: the commits past the cut are gone, whatever is rebuilt.)
         rebuilt = rebuild_wal(log)
         if rebuilt is not None:
             conn = _try_salvage(path, moved, None, rebuilt, opener, check="integrity_check")
