@@ -411,7 +411,6 @@ class Session:
             except AgentMemError as exc:
                 _log.warning("session %s: token calibration not restored (%s)", self.id, exc)
         # Task ids only grow: never reuse one that a stored message already carries.
-        # (A set first: 100k messages carry a handful of distinct ids.)
         self.tasks = TaskTracker(state.get("tasks"), {m.get("task_id") for m in messages})
         self._usage = Usage(
             requests=len(billing),
