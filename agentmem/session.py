@@ -1,0 +1,567 @@
+"""Session: one conversation, wired from the parts (see :mod:`agentmem.memory`).
+
+A :class:`Session` is made by :meth:`agentmem.Memory.session`, never directly.
+It holds the durable :class:`~agentmem.history.MessageHistory` (observed by
+the session store's writer), the working window, the YaRN archive, the
+context manager, the session's own token counter and its task tracker, and
+saves their positions as the session state (:mod:`agentmem._session_state`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from agentmem._facade_args import (
+    check_injections,
+    cost_value,
+)
+from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
+from agentmem._storage.files import atomic_write_text
+from agentmem.context import (
+    ContextBuild,
+    ContextManager,
+    TrimEvent,
+    check_overflow_attempt,
+    progress_of,
+    render_progress,
+)
+from agentmem.errors import (
+    AgentMemError,
+    InvalidArgumentError,
+    InvalidMessageError,
+)
+from agentmem.history import MessageHistory, ValidatedMessages
+from agentmem.messages import Message
+from agentmem.protocols import (
+    CalibratingCounter,
+    TokenCounter,
+)
+from agentmem.session_store import (
+    BillingRecord,
+    SessionInfo,
+    SessionLock,
+    SessionRecord,
+)
+from agentmem.stm import ShortTermMemory
+from agentmem.tasks import TaskTracker
+from agentmem.tokens import counter_for_model
+from agentmem.yarn import YaRN
+
+if TYPE_CHECKING:
+    from agentmem.memory import Memory
+
+__all__ = ["Session", "Usage"]
+
+_log = logging.getLogger("agentmem.memory")
+
+DEFAULT_MODEL = "gpt-4o"
+DEFAULT_CONTEXT_WINDOW = 128_000
+MIN_CONTEXT_WINDOW = 256
+MAX_CONTEXT_WINDOW = 2**31 - 1
+MAX_TOKENS = 2**53 - 1
+"""Largest token figure ``record_usage`` accepts (exact in JSON and SQLite)."""
+PROGRESS_FILE = Path("memory") / "session_progress.md"
+SESSIONS_FILE = "sessions.sqlite"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token and cost totals of a session (all requests, memory updates included)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+def _session_counter(host: TokenCounter | None, model: str) -> TokenCounter:
+    """The counter one session uses: its own copy of a calibrating one, else shared."""
+    if host is None:
+        return counter_for_model(model)
+    if isinstance(host, CalibratingCounter):
+        return copy.deepcopy(host)
+    return host
+
+
+class Session:
+    """One conversation: durable history, working window, archive and context pipeline.
+
+    Made by :meth:`Memory.session`; not constructed directly.
+
+    Attributes:
+        id: The session id.
+        name: Display name (may be ``None``).
+        model: Model name.
+        context_window: Tokens the model accepts.
+        history: Every message of the session (durable on every mutation).
+        window: The working window over ``history``.
+        yarn: Archive and running summary of what the window evicted.
+        context_manager: Builds each payload.
+        token_counter: Counts tokens for this session's model (a calibrating
+            counter is this session's own copy).
+        tasks: Task ids and per-task iteration counts.
+        unreadable_state: Parts of the stored state this release cannot read (written
+            by a newer release, or unknown to it): part name -> why. They are kept as
+            stored and written back unchanged on every save, never overwritten.
+        repairs: What loading the stored session found damaged and quarantined or
+            repaired (the non-empty fields of
+            :class:`~agentmem.session_store.SessionRecord`'s reports: ``quarantined``,
+            ``repaired``, ``checksum_failed``, ...); empty when it loaded clean.
+    """
+
+    unreadable_state: Mapping[str, str] = MappingProxyType({})
+    repairs: Mapping[str, Any] = MappingProxyType({})
+    _kept_state: Mapping[str, Any] = MappingProxyType({})
+
+    def __init__(
+        self,
+        memory: Memory,
+        info: SessionInfo,
+        lock: SessionLock,
+        state: Mapping[str, Any] | None,
+        messages: Sequence[Message],
+        billing: Sequence[BillingRecord],
+        *,
+        model: str,
+        context_window: int,
+        name: str | None,
+    ) -> None:
+        self._memory = memory
+        self._lock = lock
+        self.id: str = info.id
+        self.name = name
+        self.model = model
+        self.context_window = context_window
+        self.created_at: float = info.created_at
+        self.working_directory = info.working_directory
+        self._writer = memory.sessions.writer(self.id)
+        self.token_counter: TokenCounter = _session_counter(memory.token_counter, model)
+        self._calibration: CalibratingCounter | None = (
+            self.token_counter if isinstance(self.token_counter, CalibratingCounter) else None
+        )
+        self.history = MessageHistory(
+            messages, token_counter=self.token_counter, observer=self._writer
+        )
+        state = dict(state or {})
+        # YaRN reads the history as its main thread; its state carries the summary
+        # and any side threads. A state part that cannot be read is reported and
+        # replaced by a fresh one: the messages, which matter most, are intact.
+        self.yarn = YaRN(summarizer=memory.summarizer, main_thread=self.history)
+        if state.get("yarn"):
+            try:
+                self.yarn = YaRN.from_state(
+                    state["yarn"], summarizer=memory.summarizer, main_thread=self.history
+                )
+            except AgentMemError as exc:
+                _log.warning("session %s: thread summary not restored (%s)", self.id, exc)
+        self.window = ShortTermMemory(self.history)
+        if state.get("window"):
+            try:
+                self.window.restore(state["window"])
+            except AgentMemError as exc:
+                _log.warning("session %s: window position not restored (%s)", self.id, exc)
+        settings = memory._context.model_copy(update={"context_window": context_window})
+        self.context_manager = ContextManager(
+            settings, checkpoint=self._checkpoint, reporter=memory.reporter
+        )
+        estimator = state.get("estimator")
+        if estimator and self._calibration is not None:
+            try:
+                self._calibration.restore(estimator)
+            except AgentMemError as exc:
+                _log.warning("session %s: token calibration not restored (%s)", self.id, exc)
+        # Task ids only grow: never reuse one that a stored message already carries.
+        self.tasks = TaskTracker(state.get("tasks"), {m.get("task_id") for m in messages})
+        self._usage = Usage(
+            requests=len(billing),
+            prompt_tokens=sum(b.prompt_tokens for b in billing),
+            completion_tokens=sum(b.completion_tokens for b in billing),
+            cost_usd=sum(b.cost_usd for b in billing),
+        )
+        self._last_payload: list[Message] | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def _new(cls, memory: Memory, info: SessionInfo, lock: SessionLock) -> Session:
+        session = cls(
+            memory,
+            info,
+            lock,
+            None,
+            (),
+            (),
+            model=info.model or DEFAULT_MODEL,
+            context_window=info.context_window or DEFAULT_CONTEXT_WINDOW,
+            name=info.name,
+        )
+        session._save_state()
+        return session
+
+    @classmethod
+    def _resume(
+        cls,
+        memory: Memory,
+        record: SessionRecord,
+        lock: SessionLock,
+        *,
+        model: str | None,
+        context_window: int | None,
+        name: str | None,
+    ) -> Session:
+        info = record.info
+        state, kept, reasons = read_state(record.state, info.id)
+        # Every row was checked on load (trusted by checksum, or validated): no second pass.
+        messages = ValidatedMessages(record.messages) if record.validated else record.messages
+        session = cls(
+            memory,
+            info,
+            lock,
+            state,
+            messages,
+            record.billing,
+            model=model or info.model or DEFAULT_MODEL,
+            context_window=context_window or info.context_window or DEFAULT_CONTEXT_WINDOW,
+            name=name if name is not None else info.name,
+        )
+        session._kept_state = kept
+        session.unreadable_state = reasons
+        session.repairs = MappingProxyType(record.reports())
+        return session
+
+    # ------------------------------------------------------------------ turns
+
+    def start_task(self, user_message: str | Mapping[str, Any]) -> int:
+        """Start a task: append the user's turn under a new task id and return the id.
+
+        Args:
+            user_message: The user's text, or a full user message dict.
+
+        Raises:
+            InvalidMessageError: the message is not a valid user message.
+        """
+        self._check_open()
+        message: dict[str, Any]
+        if isinstance(user_message, str):
+            message = {"role": "user", "content": user_message}
+        elif isinstance(user_message, Mapping):
+            message = dict(user_message)
+            if message.get("role") != "user":
+                raise InvalidMessageError("start_task needs a user message", field="role")
+        else:
+            raise InvalidMessageError(
+                f"start_task needs a string or a user message, got {type(user_message).__name__}"
+            )
+        task_id = self.tasks.next_id
+        message["task_id"] = task_id
+        message.setdefault("created_at", time.time())
+        self.history.append(message)
+        self.tasks.start(task_id)
+        self._save_state()
+        return task_id
+
+    def append(self, message: Mapping[str, Any]) -> Message:
+        """Append a message (OpenAI or Anthropic shape); durable when it returns.
+
+        The message is tagged with the current task id unless it has one.
+
+        Returns:
+            The stored copy.
+
+        Raises:
+            InvalidMessageError: invalid message; nothing stored.
+            StorageError: the store could not write it; nothing stored.
+        """
+        self._check_open()
+        if not isinstance(message, Mapping):
+            raise InvalidMessageError(f"expected a message mapping, got {type(message).__name__}")
+        if self.current_task_id is not None and "task_id" not in message:
+            message = {**message, "task_id": self.current_task_id}
+        return self.history.append(message)
+
+    @overload
+    def context(
+        self,
+        provider: Literal["openai"] = ...,
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> list[dict[str, Any]]: ...
+
+    @overload
+    def context(
+        self,
+        provider: Literal["anthropic"],
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> tuple[str | None, list[dict[str, Any]]]: ...
+
+    @overload
+    def context(
+        self,
+        provider: str,
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]: ...
+
+    def context(
+        self,
+        provider: str = "openai",
+        *,
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        """The API-ready payload for the next call, within the context window (stages 1-2).
+
+        Args:
+            provider: ``"openai"`` or ``"anthropic"``.
+            injections: Extra system-prompt texts for this call (persona, memory context).
+            task_chain: Active task ids (time machine); ``None`` for all.
+            force_reasoning_content_pad: Pad ``reasoning_content`` on every assistant message.
+
+        Returns:
+            OpenAI: list of messages. Anthropic: ``(system, messages)``.
+
+        Raises:
+            InvalidArgumentError: unknown provider, ``injections`` not a
+                sequence of strings, or a bad ``task_chain``.
+        """
+        self._check_open()
+        check_injections(injections)
+        return self._finish_build(
+            self.context_manager.build_result(
+                self.window,
+                self.yarn,
+                provider=provider,
+                injections=injections,
+                task_chain=task_chain,
+                force_reasoning_content_pad=force_reasoning_content_pad,
+            )
+        )
+
+    def context_after_overflow(
+        self,
+        attempt: int,
+        provider: str = "openai",
+        *,
+        reported_tokens: int | None = None,
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        """The payload after the provider rejected the last one for length (stage 3).
+
+        Args:
+            attempt: 1, 2 or 3: trims to 50%, 25% and the minimum.
+            provider: ``"openai"`` or ``"anthropic"``.
+            reported_tokens: The prompt size the provider's error reported,
+                if it did; calibrates a learning token estimator.
+            injections: As for :meth:`context`.
+            task_chain: As for :meth:`context`.
+            force_reasoning_content_pad: As for :meth:`context`.
+
+        Raises:
+            InvalidArgumentError: ``attempt`` is not the int 1, 2 or 3,
+                ``reported_tokens`` is not ``None`` or a token count, or an
+                argument :meth:`context` refuses.
+        """
+        self._check_open()
+        check_overflow_attempt(attempt)
+        if reported_tokens is not None and (
+            type(reported_tokens) is not int or not 0 <= reported_tokens <= MAX_TOKENS
+        ):
+            raise InvalidArgumentError(
+                f"reported_tokens must be None or an int from 0 to 2**53-1, got {reported_tokens!r}"
+            )
+        check_injections(injections)
+        if (
+            reported_tokens is not None
+            and self._last_payload is not None
+            and self._calibration is not None
+        ):
+            self._calibration.observe(self._last_payload, reported_tokens)
+        return self._finish_build(
+            self.context_manager.build_result(
+                self.window,
+                self.yarn,
+                attempt=attempt,
+                provider=provider,
+                injections=injections,
+                task_chain=task_chain,
+                force_reasoning_content_pad=force_reasoning_content_pad,
+            )
+        )
+
+    def _finish_build(
+        self, result: ContextBuild
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        if result.stats.trims:
+            self._save_state()
+        # What was sent (canonical shape), so record_usage can calibrate the counter.
+        self._last_payload = list(result.messages)
+        return result.payload
+
+    def record_usage(
+        self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0
+    ) -> None:
+        """Record one LLM request: billing, iteration count, token calibration.
+
+        Each call counts one LLM iteration of the current task. With a
+        learning estimator, ``prompt_tokens`` (what the provider reported for
+        the last :meth:`context` payload) calibrates the token counter.
+
+        Raises:
+            InvalidArgumentError: negative, non-numeric or absurdly large
+                figures (tokens above 2**53-1, an infinite or NaN cost);
+                nothing is recorded.
+        """
+        self._check_open()
+        for label, value in (
+            ("prompt_tokens", prompt_tokens),
+            ("completion_tokens", completion_tokens),
+        ):
+            if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+                raise InvalidArgumentError(
+                    f"{label} must be an int from 0 to 2**53-1, got {value!r}"
+                )
+        cost = cost_value(cost_usd)
+        if cost is None:
+            raise InvalidArgumentError(
+                f"cost_usd must be a non-negative finite number, got {cost_usd!r}"
+            )
+        record = BillingRecord(
+            at=time.time(),
+            kind="llm",
+            model=self.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+        )
+        self._writer.add_billing(record)
+        u = self._usage
+        self._usage = Usage(
+            u.requests + 1,
+            u.prompt_tokens + prompt_tokens,
+            u.completion_tokens + completion_tokens,
+            u.cost_usd + cost,
+        )
+        if self._calibration is not None and self._last_payload is not None:
+            self._calibration.observe(self._last_payload, prompt_tokens)
+        self.tasks.count_iteration()
+        self._save_state()
+
+    def finish_task(self) -> int | None:
+        """Finish the current task; returns its id (``None`` when no task was running).
+
+        (Memory consolidation at the end of long tasks arrives with the memory updater.)
+        """
+        self._check_open()
+        task_id = self.tasks.finish()
+        self._save_state()
+        return task_id
+
+    @property
+    def usage(self) -> Usage:
+        """Totals over every recorded request of this session."""
+        return self._usage
+
+    @property
+    def current_task_id(self) -> int | None:
+        """The running task's id, or ``None``."""
+        return self.tasks.current
+
+    def task_iterations(self, task_id: int | None = None) -> int:
+        """LLM iterations recorded for a task (default: the current one).
+
+        Raises:
+            InvalidArgumentError: ``task_id`` is neither ``None`` nor an int.
+        """
+        return self.tasks.iterations(task_id)
+
+    # ------------------------------------------------------------------ persistence
+
+    def _state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "window": self.window.state(),
+            "yarn": self.yarn.state(),
+            "tasks": self.tasks.state(),
+        }
+        if self._calibration is not None:
+            state["estimator"] = self._calibration.state()
+        # Parts this release could not read (a newer release wrote them) go back as they were.
+        state.update(self._kept_state)
+        return state
+
+    def _save_state(self) -> None:
+        self._writer.save_state(self._state())
+
+    def _checkpoint(self, event: TrimEvent) -> None:
+        """Write ``memory/session_progress.md`` before a trim (never in incognito mode)."""
+        if self._memory.incognito:
+            return
+        progress = progress_of(self.history, self.yarn.summary, task_chars=2000)
+        lines = [
+            "# Session progress",
+            "",
+            f"- session: {self.name or '(unnamed)'} (`{self.id}`)",
+            f"- written: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, before a "
+            f"stage-{event.stage} context trim "
+            f"({event.tokens_before} -> {event.target_tokens} tokens)",
+            f"- messages: {len(self.history)}; window starts at {self.window.start}",
+            "",
+            *render_progress(progress, with_summary=True),
+            "",
+        ]
+        path = self._memory.root / PROGRESS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, "\n".join(lines))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgumentError(f"session {self.id} is closed")
+
+    def close(self) -> None:
+        """Persist the session state and release the session lock. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._save_state()
+        finally:
+            self._closed = True
+            # Refuse stale writes before the lock goes: the next owner may be writing already.
+            self.history.close(f"session {self.id} is closed")
+            self._writer.close()
+            self._lock.release()
+            self._memory._forget(self)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r}, name={self.name!r}, messages={len(self.history)})"
