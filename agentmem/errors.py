@@ -185,7 +185,7 @@ class StoreLockedError(StorageError):
 
 
 class SessionClosedError(StorageError):
-    """A write reached a session (its history or writer) after it was closed.
+    """A call reached a session (its history, writer or facade) after it was closed.
 
     Nothing was changed: a closed session no longer holds its lock, so a
     write would race the session's next owner.

@@ -36,6 +36,7 @@ from agentmem.errors import (
     AgentMemError,
     InvalidArgumentError,
     InvalidMessageError,
+    SessionClosedError,
 )
 from agentmem.history import MessageHistory, ValidatedMessages
 from agentmem.messages import Message
@@ -536,7 +537,7 @@ class Session:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise InvalidArgumentError(f"session {self.id} is closed")
+            raise SessionClosedError(f"session {self.id} is closed")
 
     def close(self) -> None:
         """Persist the session state and release the session lock. Idempotent."""

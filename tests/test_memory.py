@@ -24,6 +24,7 @@ from agentmem import (
     InvalidMessageError,
     LearningEstimator,
     Memory,
+    SessionClosedError,
     StoreLockedError,
     count_messages,
 )
@@ -283,12 +284,12 @@ def test_closed_session_and_memory(tmp_path: Path) -> None:
         s.context,
         lambda: s.start_task("x"),
     ):
-        with pytest.raises(InvalidArgumentError, match="closed"):
+        with pytest.raises(SessionClosedError, match="closed"):
             call()
     open_one = mem.session()
     mem.close()
     mem.close()
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(SessionClosedError):
         open_one.context()
     with pytest.raises(InvalidArgumentError):
         mem.session()

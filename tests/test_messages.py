@@ -924,3 +924,9 @@ def test_thinking_only_assistant_message_is_not_sent_as_the_final_turn() -> None
     system, turns = history.to_api(provider="anthropic")
     assert anthropic_violations(system, turns) == []
     assert [t["role"] for t in turns] == ["user"]
+
+
+def test_to_anthropic_refuses_an_unknown_role() -> None:
+    # It does not validate, but it must not drop a message it does not understand.
+    with pytest.raises(InvalidArgumentError, match="bogus"):
+        to_anthropic([{"role": "user", "content": "hi"}, {"role": "bogus", "content": "x"}])

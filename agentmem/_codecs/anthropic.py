@@ -381,6 +381,8 @@ def _message_turn(msg: Message) -> dict[str, Any] | None:
         if msg.get("is_error") is True:
             result["is_error"] = True
         return {"role": "user", "content": [result]}
+    if role != "assistant":
+        raise InvalidArgumentError(f"to_anthropic expects validated messages: role {role!r}")
     blocks = []
     for block in msg.get("thinking_blocks") or ():
         if block.get("type") == "thinking" and isinstance(block.get("signature"), str):
