@@ -38,7 +38,7 @@ Scrubber = Callable[[str], str]
 REDACTED = "[REDACTED:{kind}]"
 
 # A key must not continue a longer token (base64, hex, identifiers, URL-safe base64).
-_START = r"(?<![A-Za-z0-9_+/=.-])"
+_START = r"(?<![A-Za-z0-9_+/.-])"
 _END = r"(?![A-Za-z0-9_-])"
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (

@@ -116,7 +116,9 @@ def test_spelling_variants_share_one_id(words: list[str], data: st.DataObject) -
 @given(a=_words, b=_words)
 def test_different_word_multisets_get_different_ids(a: list[str], b: list[str]) -> None:
     same = sorted(w.casefold() for w in a) == sorted(w.casefold() for w in b)
-    assert (entry_id("code_patterns", " ".join(a)) == entry_id("code_patterns", " ".join(b))) == same
+    assert (
+        entry_id("code_patterns", " ".join(a)) == entry_id("code_patterns", " ".join(b))
+    ) == same
 
 
 class LTMMachine(RuleBasedStateMachine):
@@ -139,7 +141,9 @@ class LTMMachine(RuleBasedStateMachine):
     @rule(
         target=ids,
         kind=st.sampled_from(KINDS),
-        words=st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta"]), min_size=1, max_size=3),
+        words=st.lists(
+            st.sampled_from(["alpha", "beta", "gamma", "delta"]), min_size=1, max_size=3
+        ),
         upper=st.booleans(),
         example=st.sampled_from(["", "a.py", "b.py"]),
     )
@@ -194,7 +198,7 @@ def test_render_for_prompt_limits_and_order(tmp_path: Path) -> None:
     ltm.add_discovery("most trusted fact", confidence=0.99)
     text = ltm.render_for_prompt(max_tokens=100_000)
     lines = text.splitlines()
-    facts = [ln for ln in lines if ln.startswith("- fact") or ln.startswith("- most")]
+    facts = [ln for ln in lines if ln.startswith(("- fact", "- most"))]
     assert len(facts) == 15
     assert facts[0].startswith("- most trusted fact")
     assert facts[1].startswith("- fact 19")  # then newest first
@@ -401,7 +405,9 @@ def test_concurrent_processes_lose_nothing(tmp_path: Path, workers: int) -> None
     assert [p.wait(timeout=120) for p in procs] == [0] * workers
     mem = agentmem.Memory(root=root)
     facts = {e.text: e for e in mem.ltm.discoveries()}
-    assert set(facts) == {f"fact w{w}-n{i} from a worker" for w in range(workers) for i in range(unique)}
+    assert set(facts) == {
+        f"fact w{w}-n{i} from a worker" for w in range(workers) for i in range(unique)
+    }
     assert all(e.applications == 1 for e in facts.values())
     patterns = mem.ltm.patterns()
     assert len(patterns) == 3
