@@ -20,7 +20,7 @@ the same fact at once make the same id.
 under the root, the file re-read under it, the change applied to what is
 on disk (not to a stale copy), and the result written with
 :func:`~agentmem._storage.files.atomic_write_text`. Reads re-read the file
-when its stat changed.
+and parse it again when its bytes changed.
 
 **Persistence rules** (DESIGN section 8): the file carries
 ``{"format": "agentmem.ltm", "version": 1}``; an older CLIO-style file
@@ -123,6 +123,11 @@ class LTMEntry:
     last_confirmed: float = 0.0
     examples: tuple[str, ...] = ()
     applications: int = 1
+
+    @property
+    def confirmations(self) -> int:
+        """How many times the entry was confirmed after it was first added."""
+        return self.applications - 1
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -334,40 +339,32 @@ class LongTermMemory:
         self._clock = clock
         self._thread_lock = threading.RLock()
         self._doc = _Doc()
-        self._seen: tuple[int, int, int] | None = None
+        self._raw: bytes | None = None
         self.moved_aside: list[Path] = []
         self.problems: list[str] = []
 
     # ------------------------------------------------------------------ file cycle
 
-    def _stat(self) -> tuple[int, int, int] | None:
-        assert self.path is not None
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.path}: {exc.strerror}", path=self.path) from exc
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+    def _refresh(self) -> None:
+        """Bring the in-memory copy up to date with the file (parsed again only when it changed).
 
-    def _refresh(self, *, force: bool = False) -> None:
-        """Re-read the file when it changed since it was last read."""
+        The bytes are compared rather than the file's stat: an atomic replace can reuse an
+        inode within one timestamp tick, and a stale read must never be merged into.
+        """
         if self.path is None:
             return
-        seen = self._stat()
-        if not force and seen == self._seen and seen is not None:
-            return
-        self._doc = self._read() if seen is not None else _Doc()
-        self._seen = self._stat()
-
-    def _read(self) -> _Doc:
-        assert self.path is not None
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
-            return _Doc()
+            raw = None
         except OSError as exc:
             raise StorageError(f"cannot read {self.path}: {exc.strerror}", path=self.path) from exc
+        if raw is not None and raw == self._raw:
+            return
+        self._doc = _Doc() if raw is None else self._parse(raw)
+        self._raw = raw
+
+    def _parse(self, raw: bytes) -> _Doc:
         try:
             data = json.loads(raw)
             return self._decode(data)
@@ -416,8 +413,9 @@ class LongTermMemory:
             except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 doc.unreadable.append(raw)
                 message = f"long-term memory {self.path}: entry kept unread ({exc!r})"
-                logger.warning(message)
-                self.problems.append(message)
+                if message not in self.problems:  # reported once, not on every re-read
+                    logger.warning(message)
+                    self.problems.append(message)
         return doc
 
     @contextmanager
@@ -448,19 +446,19 @@ class LongTermMemory:
         with self._thread_lock, self._locked():
             if self.path is None:
                 return apply(self._doc)
-            self._refresh(force=True)
+            self._refresh()
             result = apply(self._doc)
             text = json.dumps(self._doc.to_json(), ensure_ascii=False, indent=1)
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(self.path, text + "\n")
             except OSError as exc:
-                self._seen = None  # memory may now differ from the file: re-read next time
+                self._raw = None  # memory may now differ from the file: re-read next time
                 raise StorageError(
                     f"cannot write long-term memory {self.path}: {exc.strerror or exc}",
                     path=self.path,
                 ) from exc
-            self._seen = self._stat()
+            self._raw = (text + "\n").encode("utf-8")
             return result
 
     def _snapshot(self) -> list[LTMEntry]:

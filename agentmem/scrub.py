@@ -30,6 +30,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from agentmem.errors import AgentMemError, ConfigurationError
+
 __all__ = ["REDACTED", "Scrubber", "scrub_secrets"]
 
 Scrubber = Callable[[str], str]
@@ -133,9 +135,29 @@ def scrub_secrets(text: str) -> str:
 
 
 def resolve_scrubber(setting: bool | Scrubber) -> Scrubber | None:
-    """The scrubber a ``scrub_secrets=`` setting means (``None``: store as given)."""
+    """The scrubber a ``scrub_secrets=`` setting means (``None``: store as given).
+
+    A host's callable is wrapped so that its failure, or a result that is not
+    a string, raises :class:`~agentmem.errors.ConfigurationError` (nothing is
+    stored) instead of an arbitrary exception.
+    """
     if setting is True:
         return scrub_secrets
     if setting is False:
         return None
-    return setting
+    custom = setting
+
+    def checked(text: str) -> str:
+        try:
+            result = custom(text)
+        except AgentMemError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(f"the scrub_secrets callable failed: {exc!r}") from exc
+        if not isinstance(result, str):
+            raise ConfigurationError(
+                f"the scrub_secrets callable must return a string, got {type(result).__name__}"
+            )
+        return result
+
+    return checked

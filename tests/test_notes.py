@@ -213,3 +213,19 @@ def test_in_memory_store() -> None:
     assert notes.delete("a") is True
     with pytest.raises(UnsafePathError):
         notes.store("../a", "x")
+
+
+@pytest.mark.parametrize(
+    "scrubber", [lambda text: 1 / 0, lambda text: None], ids=["raises", "returns-none"]
+)
+def test_a_failing_custom_scrubber_stores_nothing(tmp_path: Path, scrubber: object) -> None:
+    mem = agentmem.Memory(root=tmp_path / "r", scrub_secrets=scrubber)  # type: ignore[arg-type]
+    with pytest.raises(agentmem.ConfigurationError, match="scrub_secrets"):
+        mem.notes.store("k", "v")
+    with pytest.raises(agentmem.ConfigurationError, match="scrub_secrets"):
+        mem.ltm.add_discovery("a fact")
+    assert mem.notes.list() == []
+    assert not (tmp_path / "r" / "ltm.json").exists()
+    out = mem.tools.dispatch({"operation": "add_discovery", "fact": "a fact"})
+    assert out["ok"] is False and "scrub_secrets" in out["error"]
+    mem.close()
