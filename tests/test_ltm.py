@@ -122,7 +122,7 @@ def test_different_word_multisets_get_different_ids(a: list[str], b: list[str]) 
 
 
 class LTMMachine(RuleBasedStateMachine):
-    """LongTermMemory against a plain dict: key -> (applications, examples)."""
+    """LongTermMemory against a plain dict: key -> id, applications, examples, confidence, time."""
 
     ids = Bundle("ids")
 
@@ -138,6 +138,12 @@ class LTMMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         shutil.rmtree(getattr(self, "dir", "/nonexistent"), ignore_errors=True)
 
+    def _confirm(self, row: dict[str, Any], confidence: float) -> None:
+        base = max(row["confidence"], confidence)
+        row["confidence"] = min(1.0, base + (1.0 - base) * 0.1)
+        row["applications"] += 1
+        row["last"] = self.clock.now
+
     @rule(
         target=ids,
         kind=st.sampled_from(KINDS),
@@ -146,26 +152,63 @@ class LTMMachine(RuleBasedStateMachine):
         ),
         upper=st.booleans(),
         example=st.sampled_from(["", "a.py", "b.py"]),
+        confidence=st.sampled_from([0.1, 0.5, 0.9]),
+        days=st.integers(min_value=0, max_value=40),
     )
-    def add(self, kind: str, words: list[str], upper: bool, example: str) -> str:
-        self.clock.now += 1
+    def add(
+        self,
+        kind: str,
+        words: list[str],
+        upper: bool,
+        example: str,
+        confidence: float,
+        days: int,
+    ) -> str:
+        self.clock.now += days * 86400 + 1
         text = " ".join(reversed(words)) + "."
         entry = self.ltm.add(
-            kind, text.upper() if upper else text, examples=[example] if example else []
+            kind,
+            text.upper() if upper else text,
+            confidence=confidence,
+            examples=[example] if example else [],
         )
         key = f"{kind}|{' '.join(sorted(words))}"
-        row = self.model.setdefault(key, {"id": entry.id, "applications": 0, "examples": []})
-        row["applications"] += 1
+        row = self.model.get(key)
+        if row is None:
+            row = {"id": entry.id, "applications": 1, "examples": [], "confidence": confidence}
+            row["last"] = self.clock.now
+            self.model[key] = row
+        else:
+            self._confirm(row, confidence)
         if example and example not in row["examples"]:
             row["examples"].append(example)
         assert entry.id == row["id"]
         return entry.id
+
+    @rule(entry=ids)
+    def confirm(self, entry: str) -> None:
+        self.clock.now += 1
+        row = next((r for r in self.model.values() if r["id"] == entry), None)
+        if row is None:
+            with pytest.raises(InvalidArgumentError):
+                self.ltm.confirm(entry)
+        else:
+            self._confirm(row, 0.0)
+            assert self.ltm.confirm(entry).applications == row["applications"]
 
     @rule(entry=consumes(ids))
     def remove(self, entry: str) -> None:
         existed = any(r["id"] == entry for r in self.model.values())
         assert self.ltm.remove(entry) is existed
         self.model = {k: r for k, r in self.model.items() if r["id"] != entry}
+
+    @rule(days=st.integers(min_value=0, max_value=60), floor=st.sampled_from([0.0, 0.3, 0.6]))
+    def prune(self, days: int, floor: float) -> None:
+        cutoff = self.clock.now - days * 86400.0
+        gone = {k for k, r in self.model.items() if r["last"] < cutoff or r["confidence"] < floor}
+        removed = self.ltm.prune(max_age_days=days, min_confidence=floor)
+        assert {e.id for e in removed} == {self.model[k]["id"] for k in gone}
+        self.model = {k: r for k, r in self.model.items() if k not in gone}
 
     @rule()
     def reopen(self) -> None:
@@ -175,8 +218,14 @@ class LTMMachine(RuleBasedStateMachine):
     def matches_model(self) -> None:
         if not hasattr(self, "ltm"):
             return
-        got = {e.id: (e.applications, list(e.examples)) for e in self.ltm.entries()}
-        want = {r["id"]: (r["applications"], r["examples"]) for r in self.model.values()}
+        got = {
+            e.id: (e.applications, list(e.examples), e.confidence, e.last_confirmed)
+            for e in self.ltm.entries()
+        }
+        want = {
+            r["id"]: (r["applications"], r["examples"], r["confidence"], r["last"])
+            for r in self.model.values()
+        }
         assert got == want
 
 
