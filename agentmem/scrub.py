@@ -54,7 +54,13 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("jwt", re.compile(_START + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     ("anthropic_key", re.compile(_START + r"sk-ant-[A-Za-z0-9_-]{20,}" + _END)),
-    ("openai_key", re.compile(_START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}" + _END)),
+    # Real keys are random base62 and carry digits; a long kebab-case slug ("sk-...") does not.
+    (
+        "openai_key",
+        re.compile(
+            _START + r"sk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{20,}" + _END
+        ),
+    ),
     ("github_token", re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})")),
     ("slack_token", re.compile(_START + r"xox[abposre]-[A-Za-z0-9-]{10,}")),
     (

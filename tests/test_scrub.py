@@ -87,6 +87,7 @@ LEAVE_ALONE = [
     "the password field is required",
     "see https://github.com/org/repo/blob/main/README.md#usage",
     "ghp is a prefix; sk- too; AKIA alone",
+    "the sk-this-is-a-long-kebab-case-slug option",
     "base64 blob: " + base64.b64encode(bytes(range(200))).decode(),
     "[REDACTED:openai_key] already",
 ]
