@@ -612,6 +612,7 @@ class LongTermMemory:
                 round(sum(e.confidence for e in entries) / len(entries), 4) if entries else 0.0
             ),
             "applications": sum(e.applications for e in entries),
+            "confirmations": sum(e.confirmations for e in entries),
             "oldest": min((e.first_seen for e in entries), default=None),
             "newest": max((e.last_confirmed for e in entries), default=None),
             "unreadable": len(self._doc.unreadable),

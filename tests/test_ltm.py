@@ -304,6 +304,7 @@ def test_search_remove_stats(tmp_path: Path) -> None:
     assert stats["total"] == 2
     assert stats["by_kind"]["discoveries"] == 0
     assert stats["by_kind"]["problem_solutions"] == 1
+    assert (stats["applications"], stats["confirmations"]) == (2, 0)
 
 
 @pytest.mark.parametrize(
@@ -465,6 +466,39 @@ def test_concurrent_processes_lose_nothing(tmp_path: Path, workers: int) -> None
         assert set(p.examples) == {f"w{w}/{r}" for w in range(workers) for r in (0, 1)}
     assert mem.ltm.problems == []
     mem.close()
+
+
+_KILL_CHILD = """
+import sys
+from agentmem.ltm import LongTermMemory
+ltm = LongTermMemory(sys.argv[1])
+i = 0
+while True:
+    ltm.add_discovery(f"fact k{i} recorded", examples=[f"e{i}"])
+    print(i, flush=True)
+    i += 1
+"""
+
+
+@pytest.mark.parametrize("after", [5, 17, 40])
+def test_kill_9_mid_write_leaves_every_returned_add(tmp_path: Path, after: int) -> None:
+    path = tmp_path / "ltm.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILL_CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert child.stdout is not None
+    with child.stdout:
+        returned = [int(child.stdout.readline()) for _ in range(after)]
+        child.kill()
+        child.wait(timeout=30)
+        returned += [int(line) for line in child.stdout.read().split()]
+    ltm = LongTermMemory(path)
+    texts = {e.text for e in ltm.discoveries()}
+    assert {f"fact k{i} recorded" for i in returned} <= texts
+    assert len(texts) in (len(returned), len(returned) + 1)  # the add in flight may have landed
+    assert ltm.problems == [] and ltm.moved_aside == []
+    assert [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name] == []
 
 
 # ---------------------------------------------------------------- sessions
