@@ -340,6 +340,7 @@ class LongTermMemory:
         self._thread_lock = threading.RLock()
         self._doc = _Doc()
         self._raw: bytes | None = None
+        self._held = False  # this object holds the file lock (the lock is not re-entrant)
         self.moved_aside: list[Path] = []
         self.problems: list[str] = []
 
@@ -374,6 +375,23 @@ class LongTermMemory:
             reason = str(exc)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             reason = f"not valid JSON: {exc}"
+        if not self._held:
+            # Only a lock holder may move the file: a reader that saw the bad bytes could
+            # otherwise move aside the good file a writer has just put in its place.
+            with self._locked():
+                try:
+                    now = self.path.read_bytes() if self.path is not None else None
+                except FileNotFoundError:
+                    return _Doc()
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot read {self.path}: {exc.strerror}", path=self.path
+                    ) from exc
+                if now is None:
+                    return _Doc()
+                if now != raw:
+                    return self._parse(now)
+                return self._set_aside(reason)
         return self._set_aside(reason)
 
     def _set_aside(self, reason: str) -> _Doc:
@@ -436,9 +454,11 @@ class LongTermMemory:
             raise StorageError(
                 f"cannot lock long-term memory: {exc.strerror or exc}", path=self._lock_path
             ) from exc
+        self._held = True
         try:
             yield lock
         finally:
+            self._held = False
             lock.release()
 
     def _change(self, apply: Callable[[_Doc], Any]) -> Any:

@@ -398,6 +398,27 @@ def test_corrupt_file_is_moved_aside_and_reported(
     assert ltm.moved_aside[0].exists()  # never overwritten
 
 
+def test_a_reader_never_moves_aside_a_file_a_writer_just_fixed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reader reads torn-looking bytes, then a writer replaces the file with a good one
+    # before the reader acts: the reader must re-check under the lock, not move the good file.
+    writer = _ltm(tmp_path)
+    writer.add_discovery("the good fact")
+    real = Path.read_bytes
+    calls = []
+
+    def stale_first(self: Path) -> bytes:
+        calls.append(self)
+        return b"{corrupt" if len(calls) == 1 else real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", stale_first)
+    reader = _ltm(tmp_path)
+    assert [e.text for e in reader.discoveries()] == ["the good fact"]
+    assert reader.moved_aside == [] and list(tmp_path.glob("*.corrupt-*")) == []
+    assert len(calls) == 2
+
+
 def test_newer_version_is_refused_and_left_untouched(tmp_path: Path) -> None:
     raw = json.dumps({"format": "agentmem.ltm", "version": 99, "entries": []}).encode()
     (tmp_path / "ltm.json").write_bytes(raw)
