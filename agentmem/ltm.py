@@ -16,7 +16,7 @@ is derived from the kind and the normalised text, so two processes adding
 the same fact at once make the same id.
 
 **Many writers, nothing lost.** Every change is lock -> re-read -> apply
--> atomic replace: a :class:`filelock.FileLock` on ``locks/ltm.json.lock``
+-> atomic replace: :func:`~agentmem._storage.locks.held_lock` on ``locks/ltm.json.lock``
 under the root, the file re-read under it, the change applied to what is
 on disk (not to a stale copy), and the result written with
 :func:`~agentmem._storage.files.atomic_write_text`. Reads re-read the file
@@ -51,17 +51,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import filelock
-
 from agentmem._storage.files import atomic_write_text, move_aside
 from agentmem._storage.formats import check_format
+from agentmem._storage.locks import held_lock
 from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,
     FormatVersionError,
     InvalidArgumentError,
     StorageError,
-    StoreLockedError,
 )
 from agentmem.protocols import TokenCounter
 from agentmem.tokens import HeuristicCounter
@@ -437,29 +435,16 @@ class LongTermMemory:
         return doc
 
     @contextmanager
-    def _locked(self) -> Iterator[filelock.BaseFileLock | None]:
+    def _locked(self) -> Iterator[None]:
         if self._lock_path is None:
-            yield None
+            yield
             return
-        try:
-            self._lock_path.parent.mkdir(parents=True, exist_ok=True)
-            lock = filelock.FileLock(str(self._lock_path), timeout=LOCK_TIMEOUT)
-            lock.acquire()
-        except filelock.Timeout as exc:
-            raise StoreLockedError(
-                f"long-term memory lock {self._lock_path} held for over {LOCK_TIMEOUT:.0f} s",
-                path=self._lock_path,
-            ) from exc
-        except OSError as exc:
-            raise StorageError(
-                f"cannot lock long-term memory: {exc.strerror or exc}", path=self._lock_path
-            ) from exc
-        self._held = True
-        try:
-            yield lock
-        finally:
-            self._held = False
-            lock.release()
+        with held_lock(self._lock_path, what="long-term memory", timeout=LOCK_TIMEOUT):
+            self._held = True
+            try:
+                yield
+            finally:
+                self._held = False
 
     def _change(self, apply: Callable[[_Doc], Any]) -> Any:
         """Lock -> re-read -> apply -> atomic replace; returns what ``apply`` returned."""

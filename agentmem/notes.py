@@ -20,8 +20,10 @@ symlinked ``memory/`` or note file cannot lead outside the root either.
 ``memory/session_progress.md``, the checkpoint a session writes before each
 trim, reads as the note ``session_progress`` (read-only).
 
-A note file that cannot be parsed is moved aside
-(:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
+Writes and deletes hold ``<root>/locks/notes.lock``; a note file that
+cannot be parsed is moved aside only under that lock, after checking it
+still holds the bytes that failed (a writer may have just replaced it). It
+is moved aside (:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
 and listed in :attr:`KeyValueStore.moved_aside`; ``retrieve`` of it raises
 :class:`~agentmem.errors.CorruptStoreError`. With ``directory=None``
 (incognito) notes live in memory only.
@@ -37,12 +39,14 @@ import re
 import threading
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agentmem._storage.files import atomic_write_text, move_aside
 from agentmem._storage.formats import check_format
+from agentmem._storage.locks import held_lock
 from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,
@@ -131,6 +135,8 @@ class KeyValueStore:
         self._scrub = scrubber
         self._memory: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
+        self._lock_path = self._root / "locks" / "notes.lock" if self._root is not None else None
+        self._held = False  # this object holds the notes file lock (it is not re-entrant)
         self.moved_aside: list[Path] = []
 
     # ------------------------------------------------------------------ paths
@@ -180,23 +186,28 @@ class KeyValueStore:
                 self._memory[key] = note
                 return dict(note)
             path = self._path(key)
-            try:
-                old = self._load(key, path)
-            except CorruptStoreError:
-                old = None  # moved aside and reported; the new note starts afresh
-            note = {
-                "key": key,
-                "content": content,
-                "created_at": old["created_at"] if old else now,
-                "updated_at": now,
-            }
-            document = {"format": NOTE_FORMAT, "version": NOTE_VERSION, **note}
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(path, json.dumps(document, ensure_ascii=False) + "\n")
-            except (OSError, UnicodeError) as exc:
-                raise StorageError(f"cannot write note {key!r}: {exc}", path=path) from exc
-            return note
+            with self._locked():
+                return self._write(key, path, content, now)
+
+    def _write(self, key: str, path: Path, content: str, now: float) -> dict[str, Any]:
+        assert self.directory is not None
+        try:
+            old = self._load(key, path)
+        except CorruptStoreError:
+            old = None  # moved aside and reported; the new note starts afresh
+        note = {
+            "key": key,
+            "content": content,
+            "created_at": old["created_at"] if old else now,
+            "updated_at": now,
+        }
+        document = {"format": NOTE_FORMAT, "version": NOTE_VERSION, **note}
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(document, ensure_ascii=False) + "\n")
+        except (OSError, UnicodeError) as exc:
+            raise StorageError(f"cannot write note {key!r}: {exc}", path=path) from exc
+        return note
 
     def retrieve(self, key: str) -> str | None:
         """The content stored under ``key``, or ``None`` when there is none.
@@ -229,7 +240,8 @@ class KeyValueStore:
                 return self._memory.pop(key, None) is not None
             path = self._path(key)
             try:
-                path.unlink()
+                with self._locked():
+                    path.unlink()
             except FileNotFoundError:
                 return False
             except OSError as exc:
@@ -306,27 +318,56 @@ class KeyValueStore:
             raise StorageError(f"cannot read {path}: {exc.strerror}", path=path) from exc
 
     def _load(self, key: str, path: Path) -> dict[str, Any] | None:
+        raw = self._read(key, path)
+        if raw is None:
+            return None
+        note, reason = self._decode(key, raw)
+        if note is not None:
+            return note
+        if not self._held:
+            # Only a lock holder moves a file aside, after checking it still holds the bad
+            # bytes: a writer may have replaced it with a good note since it was read.
+            with self._locked():
+                raw = self._read(key, path)
+                if raw is None:
+                    return None
+                note, reason = self._decode(key, raw)
+                if note is not None:
+                    return note
+                self._set_aside(key, path, reason)
+        self._set_aside(key, path, reason)
+        return None  # not reached: _set_aside raises
+
+    @staticmethod
+    def _read(key: str, path: Path) -> bytes | None:
         try:
-            raw = path.read_bytes()
+            return path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise StorageError(f"cannot read note {key!r}: {exc.strerror}", path=path) from exc
+
+    @staticmethod
+    def _decode(key: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
+        """The note, or ``None`` and why it cannot be read."""
         try:
             data = json.loads(raw)
             check_format(data, kind=NOTE_FORMAT, version=NOTE_VERSION, what="note")
             if not isinstance(data.get("content"), str):
                 raise InvalidArgumentError("note content is not a string")
-            return {
+            note = {
                 "key": key,
                 "content": data["content"],
                 "created_at": float(data.get("created_at", 0.0)),
                 "updated_at": float(data.get("updated_at", 0.0)),
             }
+            return note, ""
         except FormatVersionError:
             raise
         except (AgentMemError, ValueError, TypeError, RecursionError) as exc:
-            reason = str(exc)
+            return None, str(exc)
+
+    def _set_aside(self, key: str, path: Path, reason: str) -> None:
         try:
             moved = move_aside(path)
         except OSError as exc:
@@ -338,6 +379,18 @@ class KeyValueStore:
         logger.warning(message)
         self.moved_aside.append(moved)
         raise CorruptStoreError(message, path=path, moved_to=moved)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        if self._lock_path is None or self._held:
+            yield
+            return
+        with held_lock(self._lock_path, what="notes"):
+            self._held = True
+            try:
+                yield
+            finally:
+                self._held = False
 
     def __repr__(self) -> str:
         where = str(self.directory) if self.directory is not None else "in memory"

@@ -125,7 +125,13 @@ def test_any_accepted_key_lands_in_the_notes_directory(key: str) -> None:
             assert _files(base) == set()
             return
         notes.store(key, "x")
-        assert _files(base) == {"root", "root/memory", f"root/memory/{key}.json"}
+        assert _files(base) == {
+            "root",
+            "root/memory",
+            f"root/memory/{key}.json",
+            "root/locks",
+            "root/locks/notes.lock",
+        }
         assert notes.list() == [key]
         assert notes.retrieve(key) == "x"
 
@@ -180,6 +186,26 @@ def test_corrupt_note_is_moved_aside_and_reported(tmp_path: Path) -> None:
     mem.notes.store("bad", "rewritten")
     assert mem.notes.retrieve("bad") == "rewritten"
     assert info.value.moved_to.exists()
+    mem.close()
+
+
+def test_a_reader_never_moves_aside_a_note_a_writer_just_fixed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = agentmem.Memory(root=tmp_path / "root")
+    mem.notes.store("k", "good")
+    real = Path.read_bytes
+    calls = []
+
+    def stale_first(self: Path) -> bytes:
+        calls.append(self)
+        return b"{torn" if len(calls) == 1 else real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", stale_first)
+    assert mem.notes.retrieve("k") == "good"
+    assert mem.notes.moved_aside == []
+    assert len(calls) == 2
+    monkeypatch.undo()
     mem.close()
 
 
