@@ -296,13 +296,13 @@ class MemoryTools:
                 }
             return {"ok": False, "operation": operation, "error": _validation_text(exc)}
         try:
-            result = self._run(request)
+            result = _plain(self._run(request))
         except AgentMemError as exc:
             return {"ok": False, "operation": operation, "error": str(exc)}
         except Exception as exc:  # a host-supplied part failed: report, do not crash the loop
             _log.exception("memory_operations %s failed", operation)
             return {"ok": False, "operation": operation, "error": f"internal error: {exc!r}"}
-        return {"ok": True, "operation": operation, "result": _plain(result)}
+        return {"ok": True, "operation": operation, "result": result}
 
     def handle(self, tool_call: Mapping[str, Any]) -> dict[str, Any]:
         """The tool message answering one OpenAI-format tool call to ``memory_operations``."""

@@ -181,3 +181,17 @@ def test_handle_refuses_other_tools(tmp_path: Path) -> None:
     assert message["role"] == "tool"
     assert json.loads(message["content"])["ok"] is False
     assert mem.tools.anthropic() == anthropic_tools()
+
+
+class _BrokenRecall(_RecallingMemory):
+    def recall(
+        self, query: str, max_sessions: int | None = None, max_results: int = 5
+    ) -> list[Any]:
+        raise RuntimeError("index gone")
+
+
+def test_a_failing_host_recall_is_reported_not_raised(tmp_path: Path) -> None:
+    host = _BrokenRecall(agentmem.Memory(incognito=True))
+    out = MemoryTools(host).dispatch({"operation": "recall_sessions", "query": "x"})
+    assert out["ok"] is False
+    assert "index gone" in out["error"]
