@@ -29,6 +29,7 @@ from agentmem.errors import (
     UnsafePathError,
 )
 from agentmem.history import HistoryObserver, MessageHistory
+from agentmem.ltm import LongTermMemory, LTMEntry
 from agentmem.memory import Memory, Session, Usage
 from agentmem.messages import (
     INTERNAL_FIELDS,
@@ -38,6 +39,7 @@ from agentmem.messages import (
     sanitize_text,
     to_anthropic,
 )
+from agentmem.notes import KeyValueStore
 from agentmem.protocols import (
     LLM,
     AsyncLLM,
@@ -48,6 +50,7 @@ from agentmem.protocols import (
     TokenCounter,
 )
 from agentmem.repair import MISSING_TOOL_RESULT, build_payload, repair
+from agentmem.scrub import scrub_secrets
 from agentmem.session_store import (
     BillingRecord,
     Durability,
@@ -67,6 +70,7 @@ from agentmem.tokens import (
     count_messages,
     counter_for_model,
 )
+from agentmem.tools import MemoryTools
 from agentmem.yarn import DEFAULT_ASK_TOOLS, Decision, ThreadSummary, YaRN
 
 __version__ = "0.1.0"
@@ -94,9 +98,13 @@ __all__ = [
     "HistoryObserver",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "KeyValueStore",
     "LLMSummarizer",
+    "LTMEntry",
     "LearningEstimator",
+    "LongTermMemory",
     "Memory",
+    "MemoryTools",
     "Message",
     "MessageHistory",
     "ProgressReporter",
@@ -128,6 +136,7 @@ __all__ = [
     "normalize_message",
     "repair",
     "sanitize_text",
+    "scrub_secrets",
     "to_anthropic",
 ]
 

@@ -40,6 +40,7 @@ closed (or its process dies). Incognito memory writes nothing at all.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -55,10 +56,13 @@ from agentmem.context import (
     ContextSettings,
 )
 from agentmem.errors import (
+    AgentMemError,
     ConfigurationError,
     InvalidArgumentError,
     StorageError,
 )
+from agentmem.ltm import LongTermMemory
+from agentmem.notes import KeyValueStore
 from agentmem.protocols import (
     LLM,
     CalibratingCounter,
@@ -66,6 +70,7 @@ from agentmem.protocols import (
     Summarizer,
     TokenCounter,
 )
+from agentmem.scrub import Scrubber, resolve_scrubber
 from agentmem.session import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MODEL,
@@ -79,12 +84,19 @@ from agentmem.session_store import (
     Durability,
     SessionStore,
 )
+from agentmem.tools import MemoryTools
 
 __all__ = ["Memory", "Session", "Usage"]
 
+_log = logging.getLogger("agentmem.memory")
+
+LTM_FILE = "ltm.json"
+NOTES_DIR = "memory"
+LTM_PROMPT_TOKENS = 2000
+
 
 class Memory:
-    """One project's memory: its sessions (and, in later releases, LTM, notes, recall).
+    """One project's memory: its sessions, long-term memory and notes.
 
     Args:
         root: Directory for everything agentmem stores. A relative path is
@@ -106,6 +118,15 @@ class Memory:
             as the default for sessions; ``context_window`` comes from
             :meth:`session`.
         reporter: Receives progress events (trims).
+        scrub_secrets: Redact secrets (API keys, tokens, passwords...) before
+            anything reaches long-term memory or notes: ``True`` (default, see
+            :mod:`agentmem.scrub`), ``False``, or a callable ``(text) -> text``.
+
+    Attributes:
+        ltm: :class:`~agentmem.ltm.LongTermMemory` in ``<root>/ltm.json``.
+        notes: :class:`~agentmem.notes.KeyValueStore` in ``<root>/memory/``.
+        tools: :class:`~agentmem.tools.MemoryTools`: the ``memory_operations``
+            tool schemas and dispatcher over this memory.
     """
 
     def __init__(
@@ -121,6 +142,7 @@ class Memory:
         summarizer: Summarizer | None = None,
         context: ContextSettings | Mapping[str, Any] | None = None,
         reporter: ProgressReporter | None = None,
+        scrub_secrets: bool | Scrubber = True,
     ) -> None:
         self.working_dir = config_path("working_dir", working_dir).resolve()
         root_path = config_path("root", root)
@@ -136,6 +158,12 @@ class Memory:
         check_component("token_counter", token_counter, TokenCounter, "count_text(text) -> int")
         check_component("summarizer", summarizer, Summarizer, "summarize(messages, previous)")
         check_component("reporter", reporter, ProgressReporter, "report(event, data)")
+        if not isinstance(scrub_secrets, bool) and not callable(scrub_secrets):
+            raise ConfigurationError(
+                f"scrub_secrets must be True, False or a callable (text) -> text, "
+                f"got {type(scrub_secrets).__name__}"
+            )
+        scrubber = resolve_scrubber(scrub_secrets)
         if isinstance(token_counter, CalibratingCounter):
             try:
                 copy.deepcopy(token_counter)
@@ -153,6 +181,8 @@ class Memory:
         self._context = context_settings(context)
         if incognito:
             self.sessions = SessionStore(None, durability=durability)
+            self.ltm = LongTermMemory(None, scrubber=scrubber)
+            self.notes = KeyValueStore(None, scrubber=scrubber)
         else:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -163,6 +193,9 @@ class Memory:
                     path=self.root,
                 ) from exc
             self.sessions = SessionStore(self.root / SESSIONS_FILE, durability=durability)
+            self.ltm = LongTermMemory(self.root / LTM_FILE, scrubber=scrubber)
+            self.notes = KeyValueStore(self.root / NOTES_DIR, scrubber=scrubber, root=self.root)
+        self.tools = MemoryTools(self)
         self._open: dict[str, Session] = {}
         self._closed = False
 
@@ -248,6 +281,17 @@ class Memory:
                 raise
         self._open[session.id] = session
         return session
+
+    def _ltm_injection(self, token_counter: TokenCounter, context_window: int) -> str:
+        """Long-term memory for a session's system prompt ("" when disabled or incognito)."""
+        if self.incognito or not self.ltm_enabled:
+            return ""
+        budget = min(LTM_PROMPT_TOKENS, context_window // 10)
+        try:
+            return self.ltm.render_for_prompt(budget, token_counter=token_counter)
+        except AgentMemError as exc:  # an unreadable ltm.json must not stop a session
+            _log.warning("long-term memory not injected: %s", exc)
+            return ""
 
     def _forget(self, session: Session) -> None:
         self._open.pop(session.id, None)

@@ -108,6 +108,9 @@ class Session:
         token_counter: Counts tokens for this session's model (a calibrating
             counter is this session's own copy).
         tasks: Task ids and per-task iteration counts.
+        ltm_prompt: The long-term memory rendered when the session opened (``""`` with
+            ``ltm_enabled=False``, in incognito mode, or when there is none); added to
+            every payload's system prompt before the caller's injections.
         unreadable_state: Parts of the stored state this release cannot read (written
             by a newer release, or unknown to it): part name -> why. They are kept as
             stored and written back unchanged on every save, never overwritten.
@@ -188,6 +191,9 @@ class Session:
         )
         self._last_payload: list[Message] | None = None
         self._closed = False
+        # Long-term memory enters the system prompt once per open, not per turn, so the
+        # prompt prefix stays the same (cacheable) for the whole session.
+        self.ltm_prompt: str = memory._ltm_injection(self.token_counter, context_window)
 
     # ------------------------------------------------------------------ construction
 
@@ -348,7 +354,7 @@ class Session:
                 self.window,
                 self.yarn,
                 provider=provider,
-                injections=injections,
+                injections=self._with_ltm(injections),
                 task_chain=task_chain,
                 force_reasoning_content_pad=force_reasoning_content_pad,
             )
@@ -401,11 +407,14 @@ class Session:
                 self.yarn,
                 attempt=attempt,
                 provider=provider,
-                injections=injections,
+                injections=self._with_ltm(injections),
                 task_chain=task_chain,
                 force_reasoning_content_pad=force_reasoning_content_pad,
             )
         )
+
+    def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
+        return (self.ltm_prompt, *injections) if self.ltm_prompt else injections
 
     def _finish_build(
         self, result: ContextBuild

@@ -31,9 +31,13 @@ EXPECTED = [
     "HistoryObserver",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "KeyValueStore",
     "LLMSummarizer",
+    "LTMEntry",
     "LearningEstimator",
+    "LongTermMemory",
     "Memory",
+    "MemoryTools",
     "Message",
     "MessageHistory",
     "ProgressReporter",
@@ -65,6 +69,7 @@ EXPECTED = [
     "normalize_message",
     "repair",
     "sanitize_text",
+    "scrub_secrets",
     "to_anthropic",
 ]
 

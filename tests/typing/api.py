@@ -89,3 +89,18 @@ def session_loop(tmp: str) -> agentmem.Usage:
         infos: list[agentmem.SessionInfo] = mem.sessions.list()
         assert infos and (system is None or isinstance(system, str))
         return s.usage
+
+
+def long_term_memory_and_notes(mem: agentmem.Memory) -> str:
+    entry: agentmem.LTMEntry = mem.ltm.add_discovery("Tests run with pytest", confidence=0.9)
+    mem.ltm.add_solution("lock timeout", "close the other session", examples=["a.py"])
+    mem.ltm.add_pattern("atomic writes", confidence=0.7)
+    mem.ltm.add("workflows", "read -> edit -> test")
+    removed: list[agentmem.LTMEntry] = mem.ltm.prune(max_age_days=90, min_confidence=0.3)
+    mem.notes.store("plan", "ship it")
+    content: str | None = mem.notes.retrieve("plan")
+    keys: list[str] = mem.notes.list()
+    tools: list[dict[str, Any]] = mem.tools.openai() + mem.tools.anthropic()
+    result: dict[str, Any] = mem.tools.dispatch({"operation": "ltm_stats"})
+    clean: str = agentmem.scrub_secrets(content or "")
+    return f"{entry.id}{len(removed)}{keys}{len(tools)}{result['ok']}{clean}"

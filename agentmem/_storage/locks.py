@@ -1,0 +1,62 @@
+"""Holding a cross-process file lock around one read-modify-write cycle.
+
+Stores whose file is shared by many processes (``ltm.json``, the notes
+directory) run each change as lock -> re-read -> apply -> atomic replace
+(DESIGN section 8). :func:`held_lock` is that lock: a :mod:`filelock` on a
+file under the root's ``locks/`` directory, held for the ``with`` block,
+with a bounded wait and agentmem errors instead of ``filelock.Timeout`` or
+``OSError``. The operating system drops the lock when its process dies, so
+a killed writer never blocks the others.
+
+It is not re-entrant across calls (each call opens its own lock file
+handle): a caller that may already hold it tracks that itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import filelock
+
+from agentmem.errors import StorageError, StoreLockedError
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "held_lock"]
+
+DEFAULT_LOCK_TIMEOUT = 60.0
+
+
+@contextmanager
+def held_lock(
+    path: str | os.PathLike[str], *, what: str, timeout: float = DEFAULT_LOCK_TIMEOUT
+) -> Iterator[None]:
+    """Hold the file lock at ``path`` (its directory is created) for the ``with`` block.
+
+    Args:
+        path: The lock file.
+        what: What the lock protects, for error messages ("long-term memory").
+        timeout: Seconds to wait for another holder before giving up.
+
+    Raises:
+        StoreLockedError: another holder kept it for more than ``timeout`` seconds.
+        StorageError: the lock file could not be created or locked.
+    """
+    lock_path = Path(path)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(str(lock_path), timeout=timeout, thread_local=False)
+        lock.acquire()
+    except filelock.Timeout as exc:
+        raise StoreLockedError(
+            f"{what}: lock {lock_path} held elsewhere for over {timeout:.0f} s", path=lock_path
+        ) from exc
+    except OSError as exc:
+        raise StorageError(
+            f"{what}: cannot lock {lock_path}: {exc.strerror or exc}", path=lock_path
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()

@@ -1,0 +1,705 @@
+"""LongTermMemory: project knowledge that survives across sessions (``ltm.json``).
+
+Six kinds of entry (:data:`KINDS`): discoveries (facts about the project),
+problem_solutions (an error and what fixed it), code_patterns, workflows,
+failures and context_rules. Each :class:`LTMEntry` has a stable id, its
+text, a confidence in 0..1, first-seen and last-confirmed timestamps,
+example paths and an application count.
+
+**Adding what is known confirms it.** Texts are compared by their
+normalised form (:func:`normalise`: case-folded words without punctuation,
+in sorted order), so "Tests run with `pytest -q`." and "pytest -q: tests
+run with" are the same entry. Confirming raises ``last_confirmed``, the
+application count and the confidence (``c + (1 - c) * 0.1`` over the larger
+of the stored and the new confidence), and merges the example paths. The id
+is derived from the kind and the normalised text, so two processes adding
+the same fact at once make the same id.
+
+**Many writers, nothing lost.** Every change is lock -> re-read -> apply
+-> atomic replace: :func:`~agentmem._storage.locks.held_lock` on ``locks/ltm.json.lock``
+under the root, the file re-read under it, the change applied to what is
+on disk (not to a stale copy), and the result written with
+:func:`~agentmem._storage.files.atomic_write_text`. Reads re-read the file
+and parse it again when its bytes changed.
+
+**Persistence rules** (DESIGN section 8): the file carries
+``{"format": "agentmem.ltm", "version": 1}``; an older CLIO-style file
+(``{"patterns": {...}, "metadata": {...}}``) is read and converted on the
+next write; a file that cannot be parsed is moved aside
+(:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
+and listed in :attr:`LongTermMemory.moved_aside`; single entries that cannot
+be read are kept verbatim under ``"unreadable"`` and written back unchanged.
+A file from a newer agentmem raises :class:`~agentmem.errors.FormatVersionError`
+and is never written.
+
+With ``path=None`` (incognito) everything lives in memory only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from agentmem._storage.files import atomic_write_text, move_aside
+from agentmem._storage.formats import check_format
+from agentmem._storage.locks import held_lock
+from agentmem.errors import (
+    AgentMemError,
+    CorruptStoreError,
+    FormatVersionError,
+    InvalidArgumentError,
+    StorageError,
+)
+from agentmem.protocols import TokenCounter
+from agentmem.tokens import HeuristicCounter
+
+__all__ = ["KINDS", "LTM_FORMAT", "LTM_VERSION", "LTMEntry", "LongTermMemory", "normalise"]
+
+logger = logging.getLogger("agentmem.storage")
+
+LTM_FORMAT = "agentmem.ltm"
+LTM_VERSION = 1
+KINDS = (
+    "discoveries",
+    "problem_solutions",
+    "code_patterns",
+    "workflows",
+    "failures",
+    "context_rules",
+)
+MAX_TEXT_CHARS = 4000
+MAX_EXAMPLES = 20
+LOCK_TIMEOUT = 60.0
+RENDER_LIMITS = {"discoveries": 15, "problem_solutions": 15, "code_patterns": 10}
+_HEADINGS = {
+    "discoveries": "Known facts about this project",
+    "problem_solutions": "Problems solved before",
+    "code_patterns": "Code patterns of this project",
+}
+_WORD = re.compile(r"\w+")
+
+
+def normalise(text: str) -> str:
+    """The form two texts are compared in: case-folded words, punctuation dropped, sorted."""
+    return " ".join(sorted(_WORD.findall(text.casefold())))
+
+
+@dataclass(frozen=True)
+class LTMEntry:
+    """One piece of project knowledge.
+
+    Attributes:
+        id: Stable id (derived from the kind and the normalised text).
+        kind: One of :data:`KINDS`.
+        text: The fact, error, pattern, workflow, failure or rule.
+        detail: The solution of a problem_solution (prevention of a failure,
+            scope of a context rule), or ``""``.
+        confidence: 0..1.
+        first_seen: When it was first added (epoch seconds).
+        last_confirmed: When it was last added again or confirmed.
+        examples: Example paths, oldest first.
+        applications: How many times it was added or confirmed (1 when new).
+    """
+
+    id: str
+    kind: str
+    text: str
+    detail: str = ""
+    confidence: float = 0.5
+    first_seen: float = 0.0
+    last_confirmed: float = 0.0
+    examples: tuple[str, ...] = ()
+    applications: int = 1
+
+    @property
+    def confirmations(self) -> int:
+        """How many times the entry was confirmed after it was first added."""
+        return self.applications - 1
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["examples"] = list(self.examples)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> LTMEntry:
+        """Read one stored entry (``ValueError``/``TypeError``/``KeyError`` when unreadable)."""
+        if not isinstance(data, Mapping):
+            raise TypeError("entry is not an object")
+        kind = data["kind"]
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}")
+        text, detail = data["text"], data.get("detail", "")
+        if not isinstance(text, str) or not text.strip() or not isinstance(detail, str):
+            raise ValueError("text must be a non-empty string")
+        confidence = float(data.get("confidence", 0.5))
+        if not 0.0 <= confidence <= 1.0:
+            raise ValueError(f"confidence {confidence} outside 0..1")
+        examples = data.get("examples", [])
+        if not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
+            raise ValueError("examples must be a list of strings")
+        applications = data.get("applications", 1)
+        if type(applications) is not int or applications < 1:
+            raise ValueError("applications must be a positive int")
+        first_seen = float(data.get("first_seen", 0.0))
+        last_confirmed = float(data.get("last_confirmed", first_seen))
+        if not (math.isfinite(first_seen) and math.isfinite(last_confirmed)):
+            raise ValueError("timestamps must be finite")
+        return cls(
+            id=entry_id(kind, text, detail),
+            kind=kind,
+            text=text,
+            detail=detail,
+            confidence=confidence,
+            first_seen=first_seen,
+            last_confirmed=last_confirmed,
+            examples=tuple(examples),
+            applications=applications,
+        )
+
+
+def entry_key(kind: str, text: str, detail: str = "") -> str:
+    key = f"{kind}\x00{normalise(text)}"
+    return f"{key}\x00{normalise(detail)}" if kind == "problem_solutions" else key
+
+
+def entry_id(kind: str, text: str, detail: str = "") -> str:
+    digest = hashlib.sha256(entry_key(kind, text, detail).encode("utf-8")).hexdigest()
+    return f"{kind[:3]}-{digest[:12]}"
+
+
+def _merge_examples(old: Sequence[str], new: Iterable[str]) -> tuple[str, ...]:
+    merged = list(old)
+    for example in new:
+        if example not in merged:
+            merged.append(example)
+    return tuple(merged[-MAX_EXAMPLES:])
+
+
+def _confirmed(entry: LTMEntry, confidence: float, examples: Sequence[str], now: float) -> LTMEntry:
+    base = max(entry.confidence, confidence)
+    return replace(
+        entry,
+        confidence=min(1.0, base + (1.0 - base) * 0.1),
+        last_confirmed=max(entry.last_confirmed, now),
+        examples=_merge_examples(entry.examples, examples),
+        applications=entry.applications + 1,
+    )
+
+
+class _Doc:
+    """The decoded file: entries by id, plus what could not be read (kept verbatim)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, LTMEntry] = {}
+        self.unreadable: list[Any] = []
+
+    def add(self, entry: LTMEntry) -> None:
+        known = self.entries.get(entry.id)
+        if known is None:
+            self.entries[entry.id] = entry
+        else:  # the same normalised text stored twice (an old file): fold them
+            self.entries[entry.id] = replace(
+                known,
+                confidence=max(known.confidence, entry.confidence),
+                first_seen=min(known.first_seen, entry.first_seen),
+                last_confirmed=max(known.last_confirmed, entry.last_confirmed),
+                examples=_merge_examples(known.examples, entry.examples),
+                applications=known.applications + entry.applications,
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "format": LTM_FORMAT,
+            "version": LTM_VERSION,
+            "entries": [e.to_json() for e in self.entries.values()],
+        }
+        if self.unreadable:
+            data["unreadable"] = self.unreadable
+        return data
+
+
+def _clio_entries(patterns: Mapping[str, Any], metadata: Mapping[str, Any]) -> Iterator[Any]:
+    """Entries (as stored dicts) from a CLIO-style ``{"patterns": ..., "metadata": ...}`` file."""
+    fallback = metadata.get("last_updated") or metadata.get("created") or 0
+
+    def stamp(item: Mapping[str, Any]) -> tuple[Any, Any]:
+        first = item.get("timestamp", fallback)
+        return first, item.get("updated", first)
+
+    fields = {
+        "discoveries": ("fact", None, "confidence", None),
+        "problem_solutions": ("error", "solution", None, "solved_count"),
+        "code_patterns": ("pattern", None, "confidence", None),
+        "failures": ("what", "prevention", None, "occurrences"),
+        "workflows": ("sequence", None, "success_rate", "count"),
+    }
+    for kind, (text_key, detail_key, conf_key, count_key) in fields.items():
+        items = patterns.get(kind) or []
+        for item in items if isinstance(items, list) else [items]:
+            if not isinstance(item, Mapping):
+                yield item
+                continue
+            text = item.get(text_key)
+            if isinstance(text, list):
+                text = " -> ".join(map(str, text))
+            first, last = stamp(item)
+            yield {
+                "kind": kind,
+                "text": text,
+                "detail": str(item.get(detail_key) or "") if detail_key else "",
+                "confidence": item.get(conf_key, 0.5) if conf_key else 0.5,
+                "first_seen": first,
+                "last_confirmed": last,
+                "examples": item.get("examples", []),
+                "applications": item.get(count_key, 1) if count_key else 1,
+            }
+    rules = patterns.get("context_rules") or {}
+    if isinstance(rules, Mapping):
+        for context, texts in rules.items():
+            for rule in texts if isinstance(texts, list) else [texts]:
+                yield {
+                    "kind": "context_rules",
+                    "text": rule,
+                    "detail": str(context),
+                    "first_seen": fallback,
+                    "last_confirmed": fallback,
+                }
+
+
+def _check_text(label: str, value: object, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{label} must be a string, got {type(value).__name__}")
+    if not empty_ok and not normalise(value):
+        raise InvalidArgumentError(f"{label} must contain at least one word")
+    if len(value) > MAX_TEXT_CHARS:
+        raise InvalidArgumentError(f"{label} is longer than {MAX_TEXT_CHARS} characters")
+    if "\x00" in value:
+        raise InvalidArgumentError(f"{label} contains a NUL character")
+    return value.strip()
+
+
+def _check_confidence(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise InvalidArgumentError(f"confidence must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def _check_examples(value: object) -> tuple[str, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidArgumentError("examples must be a sequence of path strings")
+    examples = tuple(value)
+    for index, example in enumerate(examples):
+        _check_text(f"examples[{index}]", example)
+    return examples[-MAX_EXAMPLES:]
+
+
+class LongTermMemory:
+    """Project knowledge in ``ltm.json``, safe for many concurrent writers.
+
+    Args:
+        path: The ``ltm.json`` file, or ``None`` to keep everything in memory
+            (incognito).
+        lock_path: The lock file (default ``<path's dir>/locks/ltm.json.lock``).
+        scrubber: Applied to every text before it is stored (secret scrubbing);
+            ``None`` stores text as given.
+        clock: Returns the current time (tests pass a fake one).
+
+    Attributes:
+        moved_aside: Files that could not be parsed and were moved aside.
+        problems: Human-readable reports of what could not be read.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        lock_path: str | os.PathLike[str] | None = None,
+        scrubber: Callable[[str], str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        if self.path is not None and lock_path is None:
+            lock_path = self.path.parent / "locks" / f"{self.path.name}.lock"
+        self._lock_path = Path(lock_path) if lock_path is not None else None
+        self._scrub = scrubber
+        self._clock = clock
+        self._thread_lock = threading.RLock()
+        self._doc = _Doc()
+        self._raw: bytes | None = None
+        self._held = False  # this object holds the file lock (the lock is not re-entrant)
+        self.moved_aside: list[Path] = []
+        self.problems: list[str] = []
+
+    # ------------------------------------------------------------------ file cycle
+
+    def _refresh(self) -> None:
+        """Bring the in-memory copy up to date with the file (parsed again only when it changed).
+
+        The bytes are compared rather than the file's stat: an atomic replace can reuse an
+        inode within one timestamp tick, and a stale read must never be merged into.
+        """
+        if self.path is None:
+            return
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            raw = None
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.path}: {exc.strerror}", path=self.path) from exc
+        if raw is not None and raw == self._raw:
+            return
+        self._doc = _Doc() if raw is None else self._parse(raw)
+        self._raw = raw
+
+    def _parse(self, raw: bytes) -> _Doc:
+        try:
+            data = json.loads(raw)
+            return self._decode(data)
+        except FormatVersionError:
+            raise  # a newer agentmem wrote it: leave it alone, never overwrite it
+        except AgentMemError as exc:
+            reason = str(exc)
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            reason = f"not valid JSON: {exc}"
+        if not self._held:
+            # Only a lock holder may move the file: a reader that saw the bad bytes could
+            # otherwise move aside the good file a writer has just put in its place.
+            with self._locked():
+                try:
+                    now = self.path.read_bytes() if self.path is not None else None
+                except FileNotFoundError:
+                    return _Doc()
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot read {self.path}: {exc.strerror}", path=self.path
+                    ) from exc
+                if now is None:
+                    return _Doc()
+                if now != raw:
+                    return self._parse(now)
+                return self._set_aside(reason)
+        return self._set_aside(reason)
+
+    def _set_aside(self, reason: str) -> _Doc:
+        assert self.path is not None
+        try:
+            moved = move_aside(self.path)
+        except OSError as exc:
+            raise CorruptStoreError(
+                f"long-term memory {self.path} is unreadable ({reason}) and could not be "
+                f"moved aside: {exc}",
+                path=self.path,
+            ) from exc
+        message = f"long-term memory {self.path} is unreadable ({reason}); moved aside to {moved}"
+        logger.warning(message)
+        self.moved_aside.append(moved)
+        self.problems.append(message)
+        return _Doc()
+
+    def _decode(self, data: Any) -> _Doc:
+        doc = _Doc()
+        if isinstance(data, Mapping) and "format" not in data and "patterns" in data:
+            patterns, metadata = data.get("patterns"), data.get("metadata") or {}
+            if not isinstance(patterns, Mapping) or not isinstance(metadata, Mapping):
+                raise InvalidArgumentError("CLIO-style file: patterns/metadata are not objects")
+            raw_entries: Iterable[Any] = _clio_entries(patterns, metadata)
+        else:
+            check_format(data, kind=LTM_FORMAT, version=LTM_VERSION, what="long-term memory")
+            stored = data.get("entries", [])
+            if not isinstance(stored, list):
+                raise InvalidArgumentError("long-term memory: entries is not a list")
+            raw_entries = stored
+            kept = data.get("unreadable", [])
+            doc.unreadable.extend(kept if isinstance(kept, list) else [kept])
+        for raw in raw_entries:
+            try:
+                doc.add(LTMEntry.from_json(raw))
+            except (KeyError, TypeError, ValueError, OverflowError) as exc:
+                doc.unreadable.append(raw)
+                message = f"long-term memory {self.path}: entry kept unread ({exc!r})"
+                if message not in self.problems:  # reported once, not on every re-read
+                    logger.warning(message)
+                    self.problems.append(message)
+        return doc
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        if self._lock_path is None:
+            yield
+            return
+        with held_lock(self._lock_path, what="long-term memory", timeout=LOCK_TIMEOUT):
+            self._held = True
+            try:
+                yield
+            finally:
+                self._held = False
+
+    def _change(self, apply: Callable[[_Doc], Any]) -> Any:
+        """Lock -> re-read -> apply -> atomic replace; returns what ``apply`` returned."""
+        with self._thread_lock, self._locked():
+            if self.path is None:
+                return apply(self._doc)
+            self._refresh()
+            result = apply(self._doc)
+            text = json.dumps(self._doc.to_json(), ensure_ascii=False, indent=1)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(self.path, text + "\n")
+            except OSError as exc:
+                self._raw = None  # memory may now differ from the file: re-read next time
+                raise StorageError(
+                    f"cannot write long-term memory {self.path}: {exc.strerror or exc}",
+                    path=self.path,
+                ) from exc
+            self._raw = (text + "\n").encode("utf-8")
+            return result
+
+    def _snapshot(self) -> list[LTMEntry]:
+        with self._thread_lock:
+            self._refresh()
+            return list(self._doc.entries.values())
+
+    # ------------------------------------------------------------------ adding
+
+    def add(
+        self,
+        kind: str,
+        text: str,
+        *,
+        detail: str = "",
+        confidence: float = 0.5,
+        examples: Iterable[str] = (),
+    ) -> LTMEntry:
+        """Add an entry of any kind, or confirm the known one with the same normalised text.
+
+        Args:
+            kind: One of :data:`KINDS`.
+            text: The fact, error, pattern, workflow, failure or rule.
+            detail: The solution (problem_solutions), prevention (failures) or
+                scope (context_rules); part of the identity for problem_solutions only.
+            confidence: 0..1.
+            examples: Example paths.
+
+        Returns:
+            The entry as stored after the change.
+
+        Raises:
+            InvalidArgumentError: unknown kind, empty or over-long text,
+                confidence outside 0..1, examples not strings.
+            StorageError: the file could not be read or written.
+        """
+        if kind not in KINDS:
+            raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        text = _check_text("text", text)
+        detail = _check_text("detail", detail, empty_ok=True)
+        conf = _check_confidence(confidence)
+        paths = _check_examples(examples)
+        if self._scrub is not None:
+            text, detail = self._scrub(text), self._scrub(detail)
+            paths = tuple(self._scrub(p) for p in paths)
+        new_id = entry_id(kind, text, detail)
+
+        def apply(doc: _Doc) -> LTMEntry:
+            now = self._clock()
+            known = doc.entries.get(new_id)
+            if known is not None:
+                entry = _confirmed(known, conf, paths, now)
+            else:
+                entry = LTMEntry(new_id, kind, text, detail, conf, now, now, paths, 1)
+            doc.entries[new_id] = entry
+            return entry
+
+        result: LTMEntry = self._change(apply)
+        return result
+
+    def add_discovery(
+        self, fact: str, confidence: float = 0.8, examples: Iterable[str] = ()
+    ) -> LTMEntry:
+        """Add (or confirm) a fact about the project."""
+        return self.add("discoveries", fact, confidence=confidence, examples=examples)
+
+    def add_solution(
+        self, error: str, solution: str, examples: Iterable[str] = (), confidence: float = 0.8
+    ) -> LTMEntry:
+        """Add (or confirm) how an error was solved."""
+        _check_text("solution", solution)
+        return self.add(
+            "problem_solutions", error, detail=solution, confidence=confidence, examples=examples
+        )
+
+    def add_pattern(
+        self, pattern: str, confidence: float = 0.7, examples: Iterable[str] = ()
+    ) -> LTMEntry:
+        """Add (or confirm) a code pattern of the project."""
+        return self.add("code_patterns", pattern, confidence=confidence, examples=examples)
+
+    def confirm(self, entry_id: str) -> LTMEntry:
+        """Confirm an entry by id (it was applied again).
+
+        Raises:
+            InvalidArgumentError: no entry has that id.
+        """
+
+        def apply(doc: _Doc) -> LTMEntry:
+            known = doc.entries.get(entry_id)
+            if known is None:
+                raise InvalidArgumentError(f"no long-term memory entry with id {entry_id!r}")
+            doc.entries[entry_id] = entry = _confirmed(known, 0.0, (), self._clock())
+            return entry
+
+        result: LTMEntry = self._change(apply)
+        return result
+
+    # ------------------------------------------------------------------ reading
+
+    def entries(self, kind: str | None = None) -> list[LTMEntry]:
+        """Entries (of one kind, or all), most confident and newest first."""
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        found = [e for e in self._snapshot() if kind is None or e.kind == kind]
+        return sorted(found, key=lambda e: (-e.confidence, -e.last_confirmed, e.id))
+
+    def discoveries(self) -> list[LTMEntry]:
+        """Discoveries, most confident and newest first."""
+        return self.entries("discoveries")
+
+    def solutions(self) -> list[LTMEntry]:
+        """Problem solutions, most confident and newest first."""
+        return self.entries("problem_solutions")
+
+    def patterns(self) -> list[LTMEntry]:
+        """Code patterns, most confident and newest first."""
+        return self.entries("code_patterns")
+
+    def get(self, entry_id: str) -> LTMEntry | None:
+        """The entry with that id, or ``None``."""
+        return next((e for e in self._snapshot() if e.id == entry_id), None)
+
+    def search(self, query: str, *, limit: int = 20) -> list[LTMEntry]:
+        """Entries sharing words with ``query``, best match first (ties: most confident).
+
+        Raises:
+            InvalidArgumentError: ``query`` is not a string.
+        """
+        if not isinstance(query, str):
+            raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
+        words = set(normalise(query).split())
+        if not words:
+            return []
+        scored = []
+        for entry in self._snapshot():
+            have = set(normalise(f"{entry.text} {entry.detail} {' '.join(entry.examples)}").split())
+            hits = len(words & have)
+            if hits:
+                scored.append((-hits, -entry.confidence, -entry.last_confirmed, entry.id, entry))
+        scored.sort(key=lambda row: row[:4])
+        return [row[-1] for row in scored[: max(0, limit)]]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per kind, total, average confidence, oldest and newest timestamps."""
+        entries = self._snapshot()
+        return {
+            "total": len(entries),
+            "by_kind": {k: sum(1 for e in entries if e.kind == k) for k in KINDS},
+            "average_confidence": (
+                round(sum(e.confidence for e in entries) / len(entries), 4) if entries else 0.0
+            ),
+            "applications": sum(e.applications for e in entries),
+            "confirmations": sum(e.confirmations for e in entries),
+            "oldest": min((e.first_seen for e in entries), default=None),
+            "newest": max((e.last_confirmed for e in entries), default=None),
+            "unreadable": len(self._doc.unreadable),
+            "path": str(self.path) if self.path is not None else None,
+        }
+
+    # ------------------------------------------------------------------ removing
+
+    def remove(self, entry_id: str) -> bool:
+        """Remove an entry; returns whether it existed."""
+        if not isinstance(entry_id, str):
+            raise InvalidArgumentError(f"entry_id must be a string, got {type(entry_id).__name__}")
+        removed: bool = self._change(lambda doc: doc.entries.pop(entry_id, None) is not None)
+        return removed
+
+    def prune(self, max_age_days: float = 90, min_confidence: float = 0.3) -> list[LTMEntry]:
+        """Remove entries not confirmed for ``max_age_days`` or below ``min_confidence``.
+
+        Returns:
+            The removed entries.
+        """
+        if (
+            isinstance(max_age_days, bool)
+            or not isinstance(max_age_days, int | float)
+            or not (0 <= max_age_days < math.inf)
+        ):
+            raise InvalidArgumentError(
+                f"max_age_days must be a non-negative number, got {max_age_days!r}"
+            )
+        threshold = _check_confidence(min_confidence)
+
+        def apply(doc: _Doc) -> list[LTMEntry]:
+            cutoff = self._clock() - max_age_days * 86400.0
+            gone = [
+                e
+                for e in doc.entries.values()
+                if e.last_confirmed < cutoff or e.confidence < threshold
+            ]
+            for entry in gone:
+                del doc.entries[entry.id]
+            return gone
+
+        removed: list[LTMEntry] = self._change(apply)
+        return removed
+
+    # ------------------------------------------------------------------ prompt
+
+    def render_for_prompt(
+        self, max_tokens: int = 2000, *, token_counter: TokenCounter | None = None
+    ) -> str:
+        """Markdown for the system prompt, or ``""`` when there is nothing to say.
+
+        Up to 15 discoveries, 15 solutions and 10 patterns, most confident and
+        newest first; lines are added while the whole text stays within
+        ``max_tokens`` as counted by ``token_counter`` (a heuristic counter
+        when omitted).
+        """
+        if type(max_tokens) is not int or max_tokens < 0:
+            raise InvalidArgumentError(f"max_tokens must be a non-negative int, got {max_tokens!r}")
+        counter = token_counter or HeuristicCounter()
+        lines: list[str] = []
+        text = ""
+        for kind, limit in RENDER_LIMITS.items():
+            chosen = self.entries(kind)[:limit]
+            if not chosen:
+                continue
+            block = [f"## {_HEADINGS[kind]}"]
+            for entry in chosen:
+                body = f"{entry.text} -> {entry.detail}" if entry.detail else entry.text
+                line = f"- {' '.join(body.split())} (confidence {entry.confidence:.2f})"
+                candidate = "\n".join([*lines, *block, line])
+                if counter.count_text("# Long-term memory\n" + candidate) > max_tokens:
+                    break
+                block.append(line)
+            if len(block) > 1:
+                lines.extend(block)
+                text = "# Long-term memory\n" + "\n".join(lines)
+        return text
+
+    def __len__(self) -> int:
+        return len(self._snapshot())
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path is not None else "in memory"
+        return f"LongTermMemory({where})"

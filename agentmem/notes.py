@@ -1,0 +1,397 @@
+"""KeyValueStore: the agent's notes, one file per key in ``memory/<key>.json``.
+
+A note is a key and a text. Each note is its own file,
+``{"format": "agentmem.note", "version": 1, "key", "content", "created_at",
+"updated_at"}``, written with
+:func:`~agentmem._storage.files.atomic_write_text`, so a crash leaves the
+old note or the new one, and two writers of different keys never touch the
+same file (two writers of one key: the last one wins, whole).
+
+**Keys cannot escape.** A key names a file, so :func:`check_key` refuses,
+with :class:`~agentmem.errors.UnsafePathError`: path separators (``/``,
+``\\``), ``..`` anywhere, a leading ``.`` or ``~``, drive letters and other
+``:``, NUL and control characters, an empty or over-long key (128
+characters, 200 UTF-8 bytes), a trailing dot or space, and reserved names
+(Windows device names such as ``CON`` or ``NUL``; ``session_progress``,
+which belongs to the context pipeline). Before any read or write the
+resolved path is checked to sit directly in the notes directory, so a
+symlinked ``memory/`` or note file cannot lead outside the root either.
+
+``memory/session_progress.md``, the checkpoint a session writes before each
+trim, reads as the note ``session_progress`` (read-only).
+
+Writes and deletes hold ``<root>/locks/notes.lock``; a note file that
+cannot be parsed is moved aside only under that lock, after checking it
+still holds the bytes that failed (a writer may have just replaced it). It
+is moved aside (:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
+and listed in :attr:`KeyValueStore.moved_aside`; ``retrieve`` of it raises
+:class:`~agentmem.errors.CorruptStoreError`. With ``directory=None``
+(incognito) notes live in memory only.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import os
+import re
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from agentmem._storage.files import atomic_write_text, move_aside
+from agentmem._storage.formats import check_format
+from agentmem._storage.locks import held_lock
+from agentmem.errors import (
+    AgentMemError,
+    CorruptStoreError,
+    FormatVersionError,
+    InvalidArgumentError,
+    StorageError,
+    UnsafePathError,
+)
+
+__all__ = ["MAX_KEY_CHARS", "NOTE_FORMAT", "NOTE_VERSION", "PROGRESS_KEY", "KeyValueStore"]
+
+logger = logging.getLogger("agentmem.storage")
+
+NOTE_FORMAT = "agentmem.note"
+NOTE_VERSION = 1
+MAX_KEY_CHARS = 128
+MAX_KEY_BYTES = 200
+MAX_CONTENT_CHARS = 1_000_000
+PROGRESS_KEY = "session_progress"
+PROGRESS_FILE = "session_progress.md"
+_SUFFIX = ".json"
+_WINDOWS_DEVICES = re.compile(r"(?i)^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$)$")
+
+
+def check_key(key: object, directory: str | os.PathLike[str] = "memory") -> str:
+    """Return ``key`` when it is a safe note key, else raise :class:`UnsafePathError`.
+
+    Args:
+        key: The key to check.
+        directory: The notes directory (named in the error).
+    """
+
+    def refuse(reason: str) -> UnsafePathError:
+        return UnsafePathError(str(key), Path(directory), f"note key {reason}")
+
+    if not isinstance(key, str):
+        raise refuse(f"must be a string, got {type(key).__name__}")
+    if not key:
+        raise refuse("is empty")
+    if len(key) > MAX_KEY_CHARS or len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        raise refuse(f"is longer than {MAX_KEY_CHARS} characters / {MAX_KEY_BYTES} bytes")
+    for char in key:
+        if char in "/\\" or char == os.sep or (os.altsep and char == os.altsep):
+            raise refuse("contains a path separator")
+        if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") or char == "\x00":
+            raise refuse(f"contains a control character {char!r}")
+        if char == ":":
+            raise refuse("contains ':' (drive letters and streams are refused)")
+    if ".." in key:
+        raise refuse("contains '..'")
+    if key[0] in ".~" or key[-1] in ". ":
+        raise refuse("starts with '.' or '~', or ends with '.' or a space")
+    if os.path.isabs(key):
+        raise refuse("is an absolute path")
+    stem = key.split(".")[0].strip()
+    if _WINDOWS_DEVICES.match(stem) or key.casefold() == PROGRESS_KEY:
+        raise refuse("is a reserved name")
+    return key
+
+
+class KeyValueStore:
+    """Notes: store / retrieve / search / list / delete, one atomic file per key.
+
+    Args:
+        directory: The notes directory (``<root>/memory``), or ``None`` to
+            keep notes in memory only (incognito).
+        scrubber: Applied to the content before it is stored (secret
+            scrubbing); ``None`` stores content as given.
+        root: The directory nothing may leave (default: ``directory``'s parent).
+
+    Attributes:
+        moved_aside: Note files that could not be parsed and were moved aside.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None,
+        *,
+        scrubber: Callable[[str], str] | None = None,
+        root: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self._root = (
+            Path(root) if root is not None else (self.directory.parent if self.directory else None)
+        )
+        self._scrub = scrubber
+        self._memory: dict[str, dict[str, Any]] = {}
+        self._lock = threading.RLock()
+        self._lock_path = self._root / "locks" / "notes.lock" if self._root is not None else None
+        self._held = False  # this object holds the notes file lock (it is not re-entrant)
+        self.moved_aside: list[Path] = []
+
+    # ------------------------------------------------------------------ paths
+
+    def _where(self) -> Path:
+        return self.directory if self.directory is not None else Path("memory")
+
+    def _path(self, key: str, name: str | None = None) -> Path:
+        """The file for ``key``, checked to sit directly in the notes directory."""
+        assert self.directory is not None
+        path = self.directory / (name or key + _SUFFIX)
+        try:
+            base = self.directory.resolve()
+            resolved = path.resolve()
+            root = self._root.resolve() if self._root is not None else base
+        except (OSError, RuntimeError) as exc:
+            raise UnsafePathError(key, self.directory, f"cannot resolve: {exc}") from exc
+        if resolved.parent != base or not base.is_relative_to(root):
+            raise UnsafePathError(key, self.directory, "resolves outside the notes directory")
+        return path
+
+    # ------------------------------------------------------------------ operations
+
+    def store(self, key: str, content: str) -> dict[str, Any]:
+        """Store ``content`` under ``key`` (replacing it); durable when it returns.
+
+        Returns:
+            The stored note (key, content as stored, created_at, updated_at).
+
+        Raises:
+            UnsafePathError: the key is not a safe file name (see :func:`check_key`).
+            InvalidArgumentError: ``content`` is not a string, or too long.
+            StorageError: the file could not be written.
+        """
+        check_key(key, self._where())
+        if not isinstance(content, str):
+            raise InvalidArgumentError(f"content must be a string, got {type(content).__name__}")
+        if len(content) > MAX_CONTENT_CHARS:
+            raise InvalidArgumentError(f"content is longer than {MAX_CONTENT_CHARS} characters")
+        if self._scrub is not None:
+            content = self._scrub(content)
+        now = time.time()
+        with self._lock:
+            if self.directory is None:
+                created = self._memory.get(key, {}).get("created_at", now)
+                note = {"key": key, "content": content, "created_at": created, "updated_at": now}
+                self._memory[key] = note
+                return dict(note)
+            path = self._path(key)
+            with self._locked():
+                return self._write(key, path, content, now)
+
+    def _write(self, key: str, path: Path, content: str, now: float) -> dict[str, Any]:
+        assert self.directory is not None
+        try:
+            old = self._load(key, path)
+        except CorruptStoreError:
+            old = None  # moved aside and reported; the new note starts afresh
+        note = {
+            "key": key,
+            "content": content,
+            "created_at": old["created_at"] if old else now,
+            "updated_at": now,
+        }
+        document = {"format": NOTE_FORMAT, "version": NOTE_VERSION, **note}
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(document, ensure_ascii=False) + "\n")
+        except (OSError, UnicodeError) as exc:
+            raise StorageError(f"cannot write note {key!r}: {exc}", path=path) from exc
+        return note
+
+    def retrieve(self, key: str) -> str | None:
+        """The content stored under ``key``, or ``None`` when there is none.
+
+        ``"session_progress"`` returns ``memory/session_progress.md``.
+
+        Raises:
+            UnsafePathError: the key is not a safe file name.
+            CorruptStoreError: the note file was unreadable (it was moved aside).
+        """
+        if isinstance(key, str) and key == PROGRESS_KEY:
+            return self._progress()
+        check_key(key, self._where())
+        with self._lock:
+            if self.directory is None:
+                note = self._memory.get(key)
+                return note["content"] if note else None
+            found = self._load(key, self._path(key))
+            return found["content"] if found else None
+
+    def delete(self, key: str) -> bool:
+        """Delete the note; returns whether it existed.
+
+        Raises:
+            UnsafePathError: the key is not a safe file name (or is reserved).
+        """
+        check_key(key, self._where())
+        with self._lock:
+            if self.directory is None:
+                return self._memory.pop(key, None) is not None
+            path = self._path(key)
+            try:
+                with self._locked():
+                    path.unlink()
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot delete note {key!r}: {exc.strerror}", path=path
+                ) from exc
+            return True
+
+    def list(self) -> list[str]:
+        """Every key, sorted (``session_progress`` included when the checkpoint exists)."""
+        with self._lock:
+            if self.directory is None:
+                return sorted(self._memory)
+            keys = []
+            try:
+                names = sorted(os.listdir(self.directory))
+            except FileNotFoundError:
+                return []
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot list notes: {exc.strerror}", path=self.directory
+                ) from exc
+            for name in names:
+                if name == PROGRESS_FILE:
+                    keys.append(PROGRESS_KEY)
+                elif name.endswith(_SUFFIX):
+                    try:
+                        keys.append(check_key(name[: -len(_SUFFIX)]))
+                    except UnsafePathError:
+                        continue  # not a note (a file someone else put here)
+            return sorted(keys)
+
+    def search(self, query: str, *, limit: int = 20) -> builtins.list[dict[str, Any]]:
+        """Notes whose key or content contains words of ``query``, best first.
+
+        Returns:
+            ``[{"key", "score", "preview"}]``: ``score`` counts matched words
+            (+2 for the exact phrase); ``preview`` is up to 200 characters
+            around the first match.
+        """
+        if not isinstance(query, str):
+            raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
+        phrase = query.strip().casefold()
+        words = set(re.findall(r"\w+", phrase))
+        if not words:
+            return []
+        hits: list[tuple[float, str, str]] = []
+        for key in self.list():
+            try:
+                content = self.retrieve(key) or ""
+            except CorruptStoreError:
+                continue
+            haystack = f"{key}\n{content}".casefold()
+            score = float(sum(1 for w in words if w in haystack))
+            if phrase in haystack:
+                score += 2
+            if score:
+                at = max(0, content.casefold().find(next(iter(sorted(words)))) - 60)
+                hits.append((score, key, content[at : at + 200]))
+        hits.sort(key=lambda h: (-h[0], h[1]))
+        return [{"key": k, "score": s, "preview": p} for s, k, p in hits[: max(0, limit)]]
+
+    # ------------------------------------------------------------------ files
+
+    def _progress(self) -> str | None:
+        if self.directory is None:
+            return None
+        path = self._path(PROGRESS_KEY, PROGRESS_FILE)
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror}", path=path) from exc
+
+    def _load(self, key: str, path: Path) -> dict[str, Any] | None:
+        raw = self._read(key, path)
+        if raw is None:
+            return None
+        note, reason = self._decode(key, raw)
+        if note is not None:
+            return note
+        if not self._held:
+            # Only a lock holder moves a file aside, after checking it still holds the bad
+            # bytes: a writer may have replaced it with a good note since it was read.
+            with self._locked():
+                raw = self._read(key, path)
+                if raw is None:
+                    return None
+                note, reason = self._decode(key, raw)
+                if note is not None:
+                    return note
+                self._set_aside(key, path, reason)
+        self._set_aside(key, path, reason)
+        return None  # not reached: _set_aside raises
+
+    @staticmethod
+    def _read(key: str, path: Path) -> bytes | None:
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read note {key!r}: {exc.strerror}", path=path) from exc
+
+    @staticmethod
+    def _decode(key: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
+        """The note, or ``None`` and why it cannot be read."""
+        try:
+            data = json.loads(raw)
+            check_format(data, kind=NOTE_FORMAT, version=NOTE_VERSION, what="note")
+            if not isinstance(data.get("content"), str):
+                raise InvalidArgumentError("note content is not a string")
+            note = {
+                "key": key,
+                "content": data["content"],
+                "created_at": float(data.get("created_at", 0.0)),
+                "updated_at": float(data.get("updated_at", 0.0)),
+            }
+            return note, ""
+        except FormatVersionError:
+            raise
+        except (AgentMemError, ValueError, TypeError, RecursionError) as exc:
+            return None, str(exc)
+
+    def _set_aside(self, key: str, path: Path, reason: str) -> None:
+        try:
+            moved = move_aside(path)
+        except OSError as exc:
+            raise CorruptStoreError(
+                f"note {key!r} is unreadable ({reason}) and could not be moved aside: {exc}",
+                path=path,
+            ) from exc
+        message = f"note {key!r} ({path}) is unreadable ({reason}); moved aside to {moved}"
+        logger.warning(message)
+        self.moved_aside.append(moved)
+        raise CorruptStoreError(message, path=path, moved_to=moved)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        if self._lock_path is None or self._held:
+            yield
+            return
+        with held_lock(self._lock_path, what="notes"):
+            self._held = True
+            try:
+                yield
+            finally:
+                self._held = False
+
+    def __repr__(self) -> str:
+        where = str(self.directory) if self.directory is not None else "in memory"
+        return f"KeyValueStore({where})"
