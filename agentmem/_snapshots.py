@@ -22,14 +22,27 @@ import re
 import secrets
 import stat
 import zlib
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from agentmem.errors import CorruptStoreError
+from agentmem.errors import CorruptStoreError, InvalidArgumentError
 
-__all__ = ["BlobStore", "IgnoreRules", "Stat", "hash_bytes", "walk"]
+__all__ = [
+    "BlobStore",
+    "IgnoreRules",
+    "Ref",
+    "Stat",
+    "TaskRecord",
+    "blob_of",
+    "hash_bytes",
+    "json_refs",
+    "mode_of",
+    "parents",
+    "stat_of",
+    "walk",
+]
 
 
 def hash_bytes(data: bytes) -> str:
@@ -38,7 +51,7 @@ def hash_bytes(data: bytes) -> str:
 
 
 class BlobStore:
-    """Content-addressed, verified blob storage (on disk, or in memory when ``directory`` is None)."""
+    """Content-addressed, verified blobs: on disk, or in memory when ``directory`` is None."""
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
@@ -197,9 +210,7 @@ def parse_ignore(text: str) -> list[_Pattern]:
         if not line or line.startswith("#"):
             continue
         negate = line.startswith("!")
-        if negate:
-            line = line[1:]
-        elif line.startswith("\\"):
+        if negate or line.startswith("\\"):
             line = line[1:]
         dir_only = line.endswith("/")
         line = line.rstrip("/")
@@ -260,9 +271,7 @@ def stat_of(st: os.stat_result) -> Stat:
     return Stat(st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), st.st_ino)
 
 
-def walk(
-    top: Path, skip: Iterable[Path] = (), rules: IgnoreRules | None = None
-) -> dict[str, Stat]:
+def walk(top: Path, skip: Iterable[Path] = (), rules: IgnoreRules | None = None) -> dict[str, Stat]:
     """``relative posix path -> Stat`` of every regular file under ``top`` that is not ignored.
 
     Never follows symlinks, never enters ``.git``, a directory in ``skip``
@@ -280,9 +289,11 @@ def walk(
             continue
         for entry in entries:
             if entry.name == ".gitignore" and entry.is_file(follow_symlinks=False):
-                with contextlib.suppress(OSError, UnicodeDecodeError):
-                    with open(entry.path, encoding="utf-8") as handle:
-                        layer = layer.extended(prefix.rstrip("/"), handle.read())
+                with (
+                    contextlib.suppress(OSError, UnicodeDecodeError),
+                    open(entry.path, encoding="utf-8") as handle,
+                ):
+                    layer = layer.extended(prefix.rstrip("/"), handle.read())
                 break
         for entry in entries:
             rel = prefix + entry.name
@@ -300,3 +311,77 @@ def walk(
             except OSError:
                 continue
     return out
+
+
+# ---------------------------------------------------------------------------- task records
+
+Ref = str | None
+"""A path's value: ``"<sha256>:<octal mode>"``, ``None`` (absent), or a ``"!..."`` marker."""
+
+
+@dataclass
+class TaskRecord:
+    parent: int | None
+    summary: str = ""
+    created_at: float = 0.0
+    before: dict[str, Ref] = field(default_factory=dict)
+    after: dict[str, Ref] = field(default_factory=dict)
+    bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "parent": self.parent,
+            "summary": self.summary,
+            "created_at": self.created_at,
+            "before": self.before,
+            "after": self.after,
+            "bytes": self.bytes,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskRecord:
+        parent = data.get("parent")
+        return cls(
+            parent=parent if type(parent) is int else None,
+            summary=str(data.get("summary", "")),
+            created_at=float(data.get("created_at", 0.0)),
+            before=_refs(data.get("before")),
+            after=_refs(data.get("after")),
+            bytes=int(data.get("bytes", 0)),
+        )
+
+
+def _refs(data: object) -> dict[str, Ref]:
+    if not isinstance(data, Mapping):
+        raise InvalidArgumentError("task record: expected a path -> ref mapping")
+    return {str(k): (v if isinstance(v, str) else None) for k, v in data.items()}
+
+
+def blob_of(ref: Ref) -> str | None:
+    if ref is None or ref.startswith("!"):
+        return None
+    return ref.partition(":")[0]
+
+
+def mode_of(ref: str) -> int:
+    return int(ref.partition(":")[2] or "644", 8)
+
+
+def parents(rel: str) -> Iterator[str]:
+    while "/" in rel:
+        rel = rel.rpartition("/")[0]
+        yield rel
+
+
+def json_refs(data: object) -> Iterator[str]:
+    """Blob ids in any stored record or index (strings ``<64 hex>:<mode>``)."""
+    if isinstance(data, str):
+        blob = blob_of(data)
+        if blob and len(blob) == 64 and ":" in data:
+            yield blob
+    elif isinstance(data, Mapping):
+        for value in data.values():
+            yield from json_refs(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from json_refs(value)

@@ -89,9 +89,7 @@ def _summary(message: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content[:200]
     if isinstance(content, list):
-        return " ".join(
-            str(b.get("text", "")) for b in content if isinstance(b, Mapping)
-        )[:200]
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))[:200]
     return ""
 
 
@@ -304,7 +302,7 @@ class Session:
         return self._follow_time_machine()
 
     def switch_to_task(self, task_id: int | None) -> int | None:
-        """Make ``task_id``'s end state current (redo, or another branch); files and messages follow.
+        """Make ``task_id``'s end state current (redo, or a branch); files and messages follow.
 
         Raises:
             InvalidArgumentError: not a task of this session.

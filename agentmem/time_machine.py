@@ -34,11 +34,22 @@ import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from agentmem._snapshots import BlobStore, IgnoreRules, Stat, hash_bytes, stat_of, walk
+from agentmem._snapshots import (
+    BlobStore,
+    Ref,
+    Stat,
+    TaskRecord,
+    blob_of,
+    hash_bytes,
+    json_refs,
+    mode_of,
+    parents,
+    stat_of,
+    walk,
+)
 from agentmem._storage.files import atomic_write_bytes, atomic_write_text, move_aside
 from agentmem._storage.formats import check_format
 from agentmem.errors import (
@@ -76,65 +87,9 @@ GC_GRACE_SECONDS: Final = 3600.0
 ROOT: Final = 0
 _UNREADABLE: Final = "!unreadable"
 
-Ref = str | None
-
 
 class RestoreError(StorageError):
     """A restore could not be done; the snapshot store and the tree are unchanged."""
-
-
-@dataclass
-class _Task:
-    parent: int | None
-    summary: str = ""
-    created_at: float = 0.0
-    before: dict[str, Ref] = field(default_factory=dict)
-    after: dict[str, Ref] = field(default_factory=dict)
-    bytes: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "parent": self.parent,
-            "summary": self.summary,
-            "created_at": self.created_at,
-            "before": self.before,
-            "after": self.after,
-            "bytes": self.bytes,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> _Task:
-        parent = data.get("parent")
-        return cls(
-            parent=parent if type(parent) is int else None,
-            summary=str(data.get("summary", "")),
-            created_at=float(data.get("created_at", 0.0)),
-            before=_refs(data.get("before")),
-            after=_refs(data.get("after")),
-            bytes=int(data.get("bytes", 0)),
-        )
-
-
-def _refs(data: object) -> dict[str, Ref]:
-    if not isinstance(data, Mapping):
-        raise InvalidArgumentError("task record: expected a path -> ref mapping")
-    return {str(k): (v if isinstance(v, str) else None) for k, v in data.items()}
-
-
-def _blob_of(ref: Ref) -> str | None:
-    if ref is None or ref.startswith("!"):
-        return None
-    return ref.partition(":")[0]
-
-
-def _mode_of(ref: str) -> int:
-    return int(ref.partition(":")[2] or "644", 8)
-
-
-def _parents(rel: str) -> Iterator[str]:
-    while "/" in rel:
-        rel = rel.rpartition("/")[0]
-        yield rel
 
 
 class TimeMachine:
@@ -188,7 +143,7 @@ class TimeMachine:
         self.max_bytes = max_bytes
         self.blobs = BlobStore(self.store_dir / "blobs" if self.store_dir is not None else None)
         self._lock = threading.RLock()
-        self._tasks: dict[int, _Task] = {ROOT: _Task(parent=None)}
+        self._tasks: dict[int, TaskRecord] = {ROOT: TaskRecord(parent=None)}
         self._active = ROOT
         self._latest = ROOT
         self._dirty: set[str] = set()
@@ -203,7 +158,7 @@ class TimeMachine:
         if len(self._tasks) == 1:
             parent = ROOT
             for task_id in sorted({i for i in known_task_ids if type(i) is int and i > 0}):
-                self._tasks[task_id] = _Task(parent=parent)
+                self._tasks[task_id] = TaskRecord(parent=parent)
                 parent = self._active = self._latest = task_id
             if parent != ROOT:
                 self._save()
@@ -239,7 +194,7 @@ class TimeMachine:
         doc = self._read_json(doc_path, FORMAT, "time-machine record")
         if doc is not None:
             try:
-                tasks = {int(k): _Task.from_json(v) for k, v in doc["tasks"].items()}
+                tasks = {int(k): TaskRecord.from_json(v) for k, v in doc["tasks"].items()}
                 if ROOT not in tasks:
                     raise InvalidArgumentError("no root task")
                 self._tasks = tasks
@@ -256,7 +211,7 @@ class TimeMachine:
                 message = f"time-machine record {doc_path} damaged ({exc}); moved to {moved}"
                 _log.warning(message)
                 self.problems.append(message)
-                self._tasks = {ROOT: _Task(parent=None)}
+                self._tasks = {ROOT: TaskRecord(parent=None)}
                 self._active = self._latest = ROOT
         index_path = self._file(".index.json")
         assert index_path is not None
@@ -314,16 +269,16 @@ class TimeMachine:
         full = Path(os.path.normpath(raw if raw.is_absolute() else self.working_dir / raw))
         wd = self.working_dir
         if full == wd or not full.is_relative_to(wd):
-            raise UnsafePathError(path, wd)
+            raise UnsafePathError(raw, wd)
         real = Path(os.path.realpath(full))
         if real == wd or not real.is_relative_to(wd):
-            raise UnsafePathError(path, wd, "a symlink leads out of the working directory")
+            raise UnsafePathError(raw, wd, "a symlink leads out of the working directory")
         for skip in self._skip:
             if real == skip or real.is_relative_to(skip):
-                raise UnsafePathError(path, wd, "inside the memory root")
+                raise UnsafePathError(raw, wd, "inside the memory root")
         rel = real.relative_to(wd).as_posix()
         if rel == ".git" or rel.startswith(".git/"):
-            raise UnsafePathError(path, wd, "inside .git")
+            raise UnsafePathError(raw, wd, "inside .git")
         return rel
 
     def _target(self, rel: str) -> Path:
@@ -374,7 +329,7 @@ class TimeMachine:
         if rel not in root.after:
             root.after[rel] = before
             if before is None:
-                for parent in _parents(rel):
+                for parent in parents(rel):
                     if (self.working_dir / parent).is_dir():
                         break
                     self._created_dirs.add(parent)
@@ -437,7 +392,7 @@ class TimeMachine:
             data = (self.working_dir / rel).read_bytes()
         except OSError:
             return True
-        if hash_bytes(data) != _blob_of(entry[5]):
+        if hash_bytes(data) != blob_of(entry[5]):
             return True
         entry[4] = time.time_ns()
         return False
@@ -475,7 +430,9 @@ class TimeMachine:
             entry = self._index.get(rel)
             if entry is None:
                 changed[rel] = None
-            elif Stat(*entry[:4]) != st or (self._racy(entry) and self._content_changed(rel, entry)):
+            elif Stat(*entry[:4]) != st or (
+                self._racy(entry) and self._content_changed(rel, entry)
+            ):
                 changed[rel] = entry[5]
         for rel in [r for r in self._index if r not in seen]:
             if os.path.lexists(self.working_dir / rel):
@@ -486,7 +443,7 @@ class TimeMachine:
             return
         for rel, before in sorted(changed.items()):
             if before is None:
-                for parent in _parents(rel):
+                for parent in parents(rel):
                     if any(k.startswith(parent + "/") for k in self._index):
                         break
                     self._created_dirs.add(parent)
@@ -561,7 +518,7 @@ class TimeMachine:
             if not isinstance(summary, str):
                 raise InvalidArgumentError(f"summary must be a string, got {summary!r}")
             self._settle()
-            self._tasks[task_id] = _Task(
+            self._tasks[task_id] = TaskRecord(
                 parent=self._active, summary=summary[:200], created_at=time.time()
             )
             self._active = self._latest = task_id
@@ -607,7 +564,9 @@ class TimeMachine:
                         "summary": task.summary,
                         "status": status,
                         "has_branches": len(self._children(task_id)) > 1,
-                        "files": sorted(set(task.after) | (self._dirty if status == "current" else set())),
+                        "files": sorted(
+                            set(task.after) | (self._dirty if status == "current" else set())
+                        ),
                         "created_at": task.created_at,
                     }
                 )
@@ -641,14 +600,15 @@ class TimeMachine:
                     paths.update(self._tasks[t].after)
             plan: dict[str, Ref] = {}
             for rel in sorted(paths):
-                new = self._value(new_chain, rel)
-                if new != self._value(old_chain, rel):
+                new, old = self._value(new_chain, rel), self._value(old_chain, rel)
+                # Markers ("!large") say nothing about content: never assume they are equal.
+                if new != old or (new or "").startswith("!"):
                     plan[rel] = new
             contents: dict[str, bytes] = {}
             try:
                 for rel, ref in plan.items():
                     self._target(rel)
-                    blob = _blob_of(ref)
+                    blob = blob_of(ref)
                     if blob is not None:
                         contents[rel] = self.blobs.get(blob)
             except (CorruptStoreError, UnsafePathError) as exc:
@@ -682,7 +642,7 @@ class TimeMachine:
                         continue
                     os.unlink(full)
                 self._index.pop(rel, None)
-                for parent in _parents(rel):
+                for parent in parents(rel):
                     if parent not in self._created_dirs:
                         break
                     try:
@@ -694,7 +654,7 @@ class TimeMachine:
             if os.path.islink(full):
                 os.unlink(full)
             atomic_write_bytes(full, contents[rel])
-            os.chmod(full, _mode_of(ref))
+            os.chmod(full, mode_of(ref))
             st = os.lstat(full)
             self._index[rel] = [*stat_of(st), time.time_ns(), ref]
         if skipped:
@@ -710,7 +670,7 @@ class TimeMachine:
         plan = {str(k): (v if isinstance(v, str) else None) for k, v in data["plan"].items()}
         contents = {}
         for rel, ref in plan.items():
-            blob = _blob_of(ref)
+            blob = blob_of(ref)
             if blob is not None:
                 contents[rel] = self.blobs.get(blob)
         self._apply(plan, contents)
@@ -747,9 +707,7 @@ class TimeMachine:
 
         keep = set(self._chain(self._active))
         while over():
-            leaves = [
-                k for k in sorted(self._tasks) if k not in keep and not self._children(k)
-            ]
+            leaves = [k for k in sorted(self._tasks) if k not in keep and not self._children(k)]
             if leaves:
                 del self._tasks[leaves[0]]
                 continue
@@ -772,11 +730,11 @@ class TimeMachine:
         refs: set[str] = set()
         for task in self._tasks.values():
             for ref in (*task.before.values(), *task.after.values()):
-                blob = _blob_of(ref)
+                blob = blob_of(ref)
                 if blob:
                     refs.add(blob)
         for entry in self._index.values():
-            blob = _blob_of(entry[5])
+            blob = blob_of(entry[5])
             if blob:
                 refs.add(blob)
         return refs
@@ -789,7 +747,7 @@ class TimeMachine:
                 for doc in (self.store_dir / "sessions").glob("*.json"):
                     with contextlib.suppress(OSError, ValueError):
                         data = json.loads(doc.read_text(encoding="utf-8"))
-                        for value in _json_refs(data):
+                        for value in json_refs(data):
                             keep.add(value)
             return self.blobs.collect(keep, grace_seconds=GC_GRACE_SECONDS, now=time.time())
 
@@ -800,7 +758,7 @@ class TimeMachine:
             if not isinstance(sid, str) or not sid or "/" in sid or sid.startswith("."):
                 raise InvalidArgumentError(f"session_id must be a session id, got {sid!r}")
             if sid == self.session_id:
-                self._tasks = {ROOT: _Task(parent=None)}
+                self._tasks = {ROOT: TaskRecord(parent=None)}
                 self._active = self._latest = ROOT
                 self._dirty.clear()
                 self._index.clear()
@@ -818,17 +776,3 @@ class TimeMachine:
 
     def __repr__(self) -> str:
         return f"TimeMachine(active={self.active_task_id!r}, tasks={len(self._tasks) - 1})"
-
-
-def _json_refs(data: object) -> Iterator[str]:
-    """Blob ids in any stored record or index (strings ``<64 hex>:<mode>``)."""
-    if isinstance(data, str):
-        blob = _blob_of(data)
-        if blob and len(blob) == 64 and ":" in data:
-            yield blob
-    elif isinstance(data, Mapping):
-        for value in data.values():
-            yield from _json_refs(value)
-    elif isinstance(data, list):
-        for value in data:
-            yield from _json_refs(value)

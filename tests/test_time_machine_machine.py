@@ -34,7 +34,9 @@ import agentmem.time_machine as tm_module
 
 PATHS = ["a.txt", "b.bin", "d/c.txt", "d/e/f/g.txt", "n/m/deep.sh", "empty"]
 INITIAL = {"a.txt": (b"alpha\n", False), "d/c.txt": (b"c", False), "empty": (b"", False)}
-CONTENTS = st.sampled_from([b"", b"x", b"hello\n", bytes(range(256)), b"\x00\xff" * 50, b"y" * 3000])
+CONTENTS = st.sampled_from(
+    [b"", b"x", b"hello\n", bytes(range(256)), b"\x00\xff" * 50, b"y" * 3000]
+)
 
 Files = dict[str, tuple[bytes, bool]]
 
