@@ -454,7 +454,6 @@ class TimeMachine:
                 except OSError as exc:
                     self._note_error(f"{rel}: could not be indexed ({exc})")
         self._save()
-        self._save_index()
 
     # ------------------------------------------------------------------ the tree
 
@@ -624,7 +623,6 @@ class TimeMachine:
             self._apply(plan, contents)
             self._active = target
             self._save()
-            self._save_index()
             if intent is not None:
                 with contextlib.suppress(FileNotFoundError):
                     intent.unlink()
@@ -677,7 +675,6 @@ class TimeMachine:
         self._active = int(data["target"])
         self._dirty.clear()
         self._save()
-        self._save_index()
         intent.unlink()
         _log.warning("session %s: an interrupted restore was completed", self.session_id)
         self.problems.append(f"completed an interrupted restore to task {data['target']}")
