@@ -441,10 +441,14 @@ class TimeMachine:
                 changed[rel] = self._index.pop(rel)[5]
         if not changed:
             return
+        # A directory holding no indexed file before the command was made by it.
+        known_dirs = (
+            {p for k in self._index for p in parents(k)} if None in changed.values() else ()
+        )
         for rel, before in sorted(changed.items()):
             if before is None:
                 for parent in parents(rel):
-                    if any(k.startswith(parent + "/") for k in self._index):
+                    if parent in known_dirs:
                         break
                     self._created_dirs.add(parent)
             self._touch(rel, before)
@@ -665,13 +669,23 @@ class TimeMachine:
         data = self._read_json(intent, INTENT_FORMAT, "time-machine restore intent")
         if data is None:
             return
-        plan = {str(k): (v if isinstance(v, str) else None) for k, v in data["plan"].items()}
-        contents = {}
-        for rel, ref in plan.items():
-            blob = blob_of(ref)
-            if blob is not None:
-                contents[rel] = self.blobs.get(blob)
-        self._apply(plan, contents)
+        try:
+            plan = {str(k): (v if isinstance(v, str) else None) for k, v in data["plan"].items()}
+            contents = {}
+            for rel, ref in plan.items():
+                blob = blob_of(ref)
+                if blob is not None:
+                    contents[rel] = self.blobs.get(blob)
+            self._apply(plan, contents)
+        except (KeyError, AttributeError, OSError, AgentMemError) as exc:
+            moved = move_aside(intent)
+            message = (
+                f"an interrupted restore could not be completed ({exc}); its record was moved "
+                f"to {moved} and the working directory may mix two task states"
+            )
+            _log.error("session %s: %s", self.session_id, message)
+            self.problems.append(message)
+            return
         self._active = int(data["target"])
         self._dirty.clear()
         self._save()

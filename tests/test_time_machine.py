@@ -308,3 +308,36 @@ def test_kill9_during_a_restore_is_completed_on_the_next_open(tmp_path: Path) ->
     for i in range(40):
         assert (work / f"f{i:02d}.txt").read_text() == f"initial {i}"
     assert not intent.exists()
+
+
+def test_a_session_resumed_in_a_new_process_can_undo_and_switch(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("v0")
+    mem = agentmem.Memory(root=".agentmem", working_dir=tmp_path)
+    with mem.session(session_id="p") as s:
+        for i in (1, 2):
+            s.start_task(f"t{i}")
+            with s.time_machine.guard():
+                (tmp_path / "f").write_text(f"v{i}")
+    mem.close()
+    script = (
+        "import agentmem, sys\n"
+        f"mem = agentmem.Memory(root='.agentmem', working_dir={str(tmp_path)!r})\n"
+        "s = mem.session(session_id='p')\n"
+        "s.undo(); a = open(sys.argv[1]).read()\n"
+        "s.undo(); b = open(sys.argv[1]).read()\n"
+        "s.switch_to_task(2); print(a, b, open(sys.argv[1]).read())\n"
+        "s.undo(); mem.close()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "f")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["v1", "v0", "v2"]
+    mem = agentmem.Memory(root=".agentmem", working_dir=tmp_path)
+    with mem.session(session_id="p") as s:
+        assert s.time_machine.active_task_id == 1
+        assert (tmp_path / "f").read_text() == "v1"
+        s.switch_to_task(2)
+        assert (tmp_path / "f").read_text() == "v2"
