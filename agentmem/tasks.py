@@ -1,10 +1,11 @@
 """Task ids and per-task LLM iteration counts of one session.
 
 A task is one user request and the agent's work on it (DESIGN section 6:
-the time machine checkpoints and restores per task). Until the time machine
-lands, :class:`TaskTracker` is the one owner of the two facts a session
-needs about tasks: which id the next task gets, and how many LLM iterations
-each task has taken. The time machine will absorb it.
+the time machine checkpoints and restores per task). The task tree (parents,
+the active task, branches) belongs to :class:`agentmem.time_machine.TimeMachine`;
+:class:`TaskTracker` keeps what the tree does not: which id the next task
+gets (never one a stored message or the tree carries) and how many LLM
+iterations each task has taken. The facade starts each task in both.
 
 Ids only grow: a tracker built from a stored session never hands out an id
 that a stored message already carries, even when the saved tracker state is

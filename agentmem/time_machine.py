@@ -56,6 +56,7 @@ from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,
     InvalidArgumentError,
+    RestoreError,
     StorageError,
     UnsafePathError,
 )
@@ -86,10 +87,6 @@ GC_GRACE_SECONDS: Final = 3600.0
 """Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
 ROOT: Final = 0
 _UNREADABLE: Final = "!unreadable"
-
-
-class RestoreError(StorageError):
-    """A restore could not be done; the snapshot store and the tree are unchanged."""
 
 
 class TimeMachine:
