@@ -282,6 +282,8 @@ class Session:
             raise InvalidMessageError(
                 f"start_task needs a string or a user message, got {type(user_message).__name__}"
             )
+        # A task started on the time machine directly has taken its id already.
+        self.tasks.skip_to(self.time_machine.next_task_id)
         task_id = self.tasks.next_id
         message["task_id"] = task_id
         message.setdefault("created_at", time.time())

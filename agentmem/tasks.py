@@ -69,6 +69,12 @@ class TaskTracker:
         """The id :meth:`start` will accept next."""
         return self._next_id
 
+    def skip_to(self, task_id: int) -> None:
+        """Never hand out an id below ``task_id`` (one the time machine's tree already uses)."""
+        with self._lock:
+            if _is_int(task_id) and task_id > self._next_id:
+                self._next_id = task_id
+
     def start(self, task_id: int) -> None:
         """Make ``task_id`` (which must be :attr:`next_id`) the running task, at 0 iterations.
 

@@ -342,6 +342,8 @@ class TimeMachine:
     def record_file_before_change(self, path: str | os.PathLike[str]) -> None:
         """Capture ``path`` before a tool first changes it in the active task.
 
+        A relative ``path`` is taken relative to the working directory.
+
         Later calls for the same path in the same task are no-ops. A capture
         error is logged and added to :attr:`errors`, never raised.
 

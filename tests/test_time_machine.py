@@ -341,3 +341,13 @@ def test_a_session_resumed_in_a_new_process_can_undo_and_switch(tmp_path: Path) 
         assert (tmp_path / "f").read_text() == "v1"
         s.switch_to_task(2)
         assert (tmp_path / "f").read_text() == "v2"
+
+
+def test_tasks_started_on_the_time_machine_keep_facade_ids_unique(tmp_path: Path) -> None:
+    mem = agentmem.Memory(root=".agentmem", working_dir=tmp_path)
+    with mem.session() as s:
+        first = s.start_task("one")
+        direct = s.time_machine.start_new_task("direct")
+        third = s.start_task("three")
+        assert len({first, direct, third}) == 3
+        assert s.time_machine.active_task_chain() == [first, direct, third]
