@@ -306,7 +306,9 @@ class TimeMachine:
         if st.st_size > self.max_file_bytes:
             self.too_large[rel] = st.st_size
             _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
-            return f"!large:{st.st_size}"
+            marker = f"!large:{st.st_size}"
+            self._index[rel] = [*stat_of(st), time.time_ns(), marker]
+            return marker
         with open(full, "rb") as handle:
             data = handle.read()
         blob, added = self.blobs.put(data)
@@ -387,6 +389,8 @@ class TimeMachine:
         self._index_fresh = True
 
     def _content_changed(self, rel: str, entry: list[Any]) -> bool:
+        if blob_of(entry[5]) is None:
+            return False  # too large to hash: only its stat can tell
         try:
             data = (self.working_dir / rel).read_bytes()
         except OSError:
@@ -593,6 +597,7 @@ class TimeMachine:
         """
         with self._lock:
             target = self._known(task_id)
+            settled = bool(self._dirty)
             self._settle()
             old_chain, new_chain = self._chain(self._active), self._chain(target)
             common = set(old_chain) & set(new_chain)
@@ -616,8 +621,9 @@ class TimeMachine:
             except (CorruptStoreError, UnsafePathError) as exc:
                 self._save_quietly()
                 raise RestoreError(f"cannot restore task {task_id}: {exc}") from exc
-            self._save()
-            intent = self._file(".restore.json")
+            if settled:
+                self._save()  # the frozen AFTER record, before any file moves
+            intent = self._file(".restore.json") if plan else None
             if intent is not None:
                 self._write(
                     intent,

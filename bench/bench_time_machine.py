@@ -76,7 +76,7 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def bench_time_machine(base: Path, files: int, tasks: int) -> dict[str, float]:
+def setup_time_machine(base: Path, files: int, tasks: int) -> tuple[TimeMachine, dict[str, float]]:
     work = base / "tm-project"
     store = base / "tm-store"
     _make_project(work, files)
@@ -92,32 +92,42 @@ def bench_time_machine(base: Path, files: int, tasks: int) -> dict[str, float]:
             tm.record_file_before_change(rel)
             _edit(work, rel, task)
     tm.start_new_task("idle")
-    # Flush the freshly written project first: an fsync on a filesystem full of dirty
-    # pages pays for them, which would charge the setup to the restores.
-    os.sync()
-    last, before_last = tasks, tasks - 1
-    restores = []
-    for i in range(40):
-        t0 = time.perf_counter()
-        tm.switch_to_task(before_last if i % 2 == 0 else last)
-        restores.append(time.perf_counter() - t0)
-    time.sleep(2.1)  # past the racy window of the files just written
-    with tm.guard():
-        pass
-    guards = []
-    for _ in range(20):
-        t0 = time.perf_counter()
-        with tm.guard():
-            pass
-        guards.append(time.perf_counter() - t0)
     disk = _size(store)
-    return {
-        "restore_ms": _median_ms(restores),
-        "guard_ms": _median_ms(guards),
+    return tm, {
         "first_guard_s": first_guard,
         "disk": disk,
         "disk_added": disk - baseline,
         "baseline": baseline,
+    }
+
+
+def measure_time_machines(
+    machines: dict[int, TimeMachine], tasks: int
+) -> dict[int, dict[str, float]]:
+    """Restores and idle guards, the sizes interleaved so machine noise hits them alike."""
+    restores: dict[int, list[float]] = {n: [] for n in machines}
+    guards: dict[int, list[float]] = {n: [] for n in machines}
+    # Flush the freshly written projects first: an fsync on a filesystem full of dirty
+    # pages pays for them, which would charge the setup to the restores.
+    os.sync()
+    for i in range(40):
+        for n, tm in machines.items():
+            t0 = time.perf_counter()
+            tm.switch_to_task(tasks - 1 if i % 2 == 0 else tasks)
+            restores[n].append(time.perf_counter() - t0)
+    time.sleep(2.1)  # past the racy window of the files just written
+    for tm in machines.values():
+        with tm.guard():
+            pass
+    for _ in range(20):
+        for n, tm in machines.items():
+            t0 = time.perf_counter()
+            with tm.guard():
+                pass
+            guards[n].append(time.perf_counter() - t0)
+    return {
+        n: {"restore_ms": _median_ms(restores[n]), "guard_ms": _median_ms(guards[n])}
+        for n in machines
     }
 
 
@@ -191,15 +201,20 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--tasks", type=int, default=10)
     args = parser.parse_args()
-    results: dict[int, dict[str, dict[str, float]]] = {}
+    results: dict[int, dict[str, dict[str, float]]] = {n: {} for n in args.sizes}
+    with contextlib.ExitStack() as stack:
+        machines = {}
+        for files in args.sizes:
+            base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentmem-tm-")))
+            machines[files], results[files]["tm"] = setup_time_machine(base, files, args.tasks)
+        for files, figures in measure_time_machines(machines, args.tasks).items():
+            results[files]["tm"].update(figures)
     for files in args.sizes:
         with tempfile.TemporaryDirectory(prefix="agentmem-bench-tm-") as tmp:
             base = Path(tmp)
-            results[files] = {
-                "tm": bench_time_machine(base, files, args.tasks),
-                "copy": bench_full_copy(base, files, args.tasks),
-                "git": bench_shadow_git(base, files, args.tasks),
-            }
+            results[files]["copy"] = bench_full_copy(base, files, args.tasks)
+            results[files]["git"] = bench_shadow_git(base, files, args.tasks)
+    for files in args.sizes:
         r = results[files]
         changed = args.tasks * 10 * 1000
         print(f"\n{files} files, {args.tasks} tasks x 10 files (~{changed // 1000} KB changed):")

@@ -351,3 +351,18 @@ def test_tasks_started_on_the_time_machine_keep_facade_ids_unique(tmp_path: Path
         third = s.start_task("three")
         assert len({first, direct, third}) == 3
         assert s.time_machine.active_task_chain() == [first, direct, third]
+
+
+def test_guard_never_takes_a_too_large_file_for_a_new_one(tmp_path: Path) -> None:
+    tm = _tm(tmp_path, max_file_bytes=10)
+    work = tm.working_dir
+    (work / "big").write_bytes(b"x" * 100)
+    tm.start_new_task()
+    with tm.guard():
+        (work / "small").write_text("s")
+    with tm.guard():
+        pass
+    tm.start_new_task()
+    tm.switch_to_task(None)
+    assert (work / "big").read_bytes() == b"x" * 100
+    assert not (work / "small").exists()
