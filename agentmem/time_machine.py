@@ -300,6 +300,9 @@ class TimeMachine:
         except FileNotFoundError:
             self._index.pop(rel, None)
             return None
+        if stat.S_ISDIR(st.st_mode):
+            self._index.pop(rel, None)
+            return None  # no file there (a directory took its place)
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
             self._note_error(f"{rel}: not a regular file, not snapshotted")
             return _UNREADABLE
@@ -356,6 +359,9 @@ class TimeMachine:
         with self._lock:
             rel = self._rel(path)
             if rel in self._dirty:
+                return
+            if (self.working_dir / rel).is_dir():
+                self._note_error(f"{rel}: a directory, not snapshotted (record its files)")
                 return
             try:
                 before = self._capture(rel, self._active)
@@ -438,8 +444,9 @@ class TimeMachine:
             ):
                 changed[rel] = entry[5]
         for rel in [r for r in self._index if r not in seen]:
-            if os.path.lexists(self.working_dir / rel):
-                del self._index[rel]  # still there, just not walked (ignored)
+            full = self.working_dir / rel
+            if os.path.isfile(full) and not os.path.islink(full):
+                del self._index[rel]  # still a file, just not walked (ignored)
             else:
                 changed[rel] = self._index.pop(rel)[5]
         if not changed:
@@ -629,7 +636,13 @@ class TimeMachine:
                     intent,
                     {"format": INTENT_FORMAT, "version": VERSION, "target": target, "plan": plan},
                 )
-            self._apply(plan, contents)
+            try:
+                self._apply(plan, contents)
+            except (OSError, UnsafePathError) as exc:
+                raise RestoreError(
+                    f"restore of task {task_id} failed half-way ({exc}); it is completed "
+                    f"when this session is opened again"
+                ) from exc
             self._active = target
             self._save()
             if intent is not None:
@@ -638,7 +651,10 @@ class TimeMachine:
 
     def _apply(self, plan: Mapping[str, Ref], contents: Mapping[str, bytes]) -> None:
         skipped = []
-        for rel, ref in plan.items():
+        # Removals first, deepest first, so a file may replace a directory and vice versa.
+        for rel, ref in sorted(
+            plan.items(), key=lambda kv: (kv[1] is not None, -kv[0].count("/"), kv[0])
+        ):
             full = self._target(rel)
             if ref is not None and ref.startswith("!"):
                 skipped.append(rel)

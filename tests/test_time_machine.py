@@ -366,3 +366,19 @@ def test_guard_never_takes_a_too_large_file_for_a_new_one(tmp_path: Path) -> Non
     tm.switch_to_task(None)
     assert (work / "big").read_bytes() == b"x" * 100
     assert not (work / "small").exists()
+
+
+def test_a_file_and_a_directory_may_swap_places(tmp_path: Path) -> None:
+    tm = _tm(tmp_path)
+    work = tm.working_dir
+    (work / "a").write_text("file")
+    tm.start_new_task()
+    with tm.guard():
+        (work / "a").unlink()
+        (work / "a").mkdir()
+        (work / "a/inner.txt").write_text("inside")
+    tm.start_new_task()
+    tm.switch_to_task(None)
+    assert (work / "a").read_text() == "file"
+    tm.switch_to_task(1)
+    assert (work / "a/inner.txt").read_text() == "inside"
