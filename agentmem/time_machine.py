@@ -297,7 +297,7 @@ class TimeMachine:
         full = self.working_dir / rel
         try:
             st = os.lstat(full)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
             self._index.pop(rel, None)
             return None
         if stat.S_ISDIR(st.st_mode):
@@ -660,7 +660,7 @@ class TimeMachine:
                 skipped.append(rel)
                 continue
             if ref is None:
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                     if os.path.isdir(full) and not os.path.islink(full):
                         continue
                     os.unlink(full)

@@ -136,6 +136,23 @@ class TimeMachineModel(RuleBasedStateMachine):
             else:
                 self.files[path] = (data, executable)
 
+    @rule(data=CONTENTS)
+    def shell_swap_file_and_directory(self, data: bytes) -> None:
+        swap = self.dir / "swap"
+        with self.s.time_machine.guard():
+            if swap.is_file():
+                swap.unlink()
+                _write(swap / "inner", data, False)
+            else:
+                shutil.rmtree(swap, ignore_errors=True)
+                _write(swap, data, False)
+        if "swap" in self.files:
+            del self.files["swap"]
+            self.files["swap/inner"] = (data, False)
+        else:
+            self.files.pop("swap/inner", None)
+            self.files["swap"] = (data, False)
+
     @rule()
     def undo(self) -> None:
         self.s.undo()
