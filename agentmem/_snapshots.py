@@ -20,12 +20,11 @@ import hashlib
 import os
 import re
 import secrets
-import stat
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from agentmem.errors import CorruptStoreError, InvalidArgumentError
 
@@ -258,17 +257,13 @@ class IgnoreRules:
 # ---------------------------------------------------------------------------- the stat walk
 
 
-class Stat(NamedTuple):
-    """What the walk compares: a file whose four fields are unchanged is not re-read."""
-
-    size: int
-    mtime_ns: int
-    mode: int
-    ino: int
+Stat = tuple[int, int, int, int]
+"""What the walk compares: (size, mtime_ns, permission bits, inode). A file whose four
+fields are unchanged is not re-read."""
 
 
 def stat_of(st: os.stat_result) -> Stat:
-    return Stat(st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), st.st_ino)
+    return (st.st_size, st.st_mtime_ns, st.st_mode & 0o7777, st.st_ino)
 
 
 def walk(top: Path, skip: Iterable[Path] = (), rules: IgnoreRules | None = None) -> dict[str, Stat]:

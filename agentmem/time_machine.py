@@ -40,7 +40,6 @@ from typing import Any, Final
 from agentmem._snapshots import (
     BlobStore,
     Ref,
-    Stat,
     TaskRecord,
     blob_of,
     hash_bytes,
@@ -146,6 +145,7 @@ class TimeMachine:
         self._dirty: set[str] = set()
         self._created_dirs: set[str] = set()
         self._absorbed: list[int] = []
+        # path -> [stat signature, when indexed (ns), content ref]
         self._index: dict[str, list[Any]] = {}
         self._index_fresh = False
         self.too_large: dict[str, int] = {}
@@ -215,9 +215,12 @@ class TimeMachine:
         index = self._read_json(index_path, INDEX_FORMAT, "time-machine index")
         if index is not None and isinstance(index.get("entries"), Mapping):
             self._index = {
-                str(k): list(v)
+                str(k): [(v[0], v[1], v[2], v[3]), v[4], v[5]]
                 for k, v in index["entries"].items()
-                if isinstance(v, list) and len(v) == 6
+                if isinstance(v, list)
+                and len(v) == 6
+                and all(type(x) is int for x in v[:5])
+                and (v[5] is None or isinstance(v[5], str))
             }
 
     def _save(self) -> None:
@@ -241,7 +244,8 @@ class TimeMachine:
     def _save_index(self) -> None:
         path = self._file(".index.json")
         if path is not None:
-            self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": self._index})
+            entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
+            self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": entries})
 
     @staticmethod
     def _write(path: Path, doc: Mapping[str, Any]) -> None:
@@ -310,7 +314,7 @@ class TimeMachine:
             self.too_large[rel] = st.st_size
             _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
             marker = f"!large:{st.st_size}"
-            self._index[rel] = [*stat_of(st), time.time_ns(), marker]
+            self._index[rel] = [stat_of(st), time.time_ns(), marker]
             return marker
         with open(full, "rb") as handle:
             data = handle.read()
@@ -319,7 +323,7 @@ class TimeMachine:
         ref = f"{blob}:{stat.S_IMODE(st.st_mode):o}"
         after = os.lstat(full)
         if stat_of(after) == stat_of(st):
-            self._index[rel] = [*stat_of(st), time.time_ns(), ref]
+            self._index[rel] = [stat_of(st), time.time_ns(), ref]
         return ref
 
     def _touch(self, rel: str, before: Ref) -> None:
@@ -379,8 +383,9 @@ class TimeMachine:
 
     # ------------------------------------------------------------------ guard
 
-    def _racy(self, entry: list[Any]) -> bool:
-        return int(entry[1]) + RACY_NS >= int(entry[4])
+    @staticmethod
+    def _racy(entry: list[Any]) -> bool:
+        return bool(entry[0][1] + RACY_NS >= entry[1])
 
     def _refresh_index(self) -> None:
         """Bring the index up to date with the disk without recording anything."""
@@ -389,21 +394,21 @@ class TimeMachine:
             del self._index[rel]
         for rel, st in seen.items():
             entry = self._index.get(rel)
-            if entry is None or Stat(*entry[:4]) != st or self._racy(entry):
+            if entry is None or entry[0] != st or self._racy(entry):
                 with contextlib.suppress(OSError):
                     self._capture(rel, self._active)
         self._index_fresh = True
 
     def _content_changed(self, rel: str, entry: list[Any]) -> bool:
-        if blob_of(entry[5]) is None:
+        if blob_of(entry[2]) is None:
             return False  # too large to hash: only its stat can tell
         try:
             data = (self.working_dir / rel).read_bytes()
         except OSError:
             return True
-        if hash_bytes(data) != blob_of(entry[5]):
+        if hash_bytes(data) != blob_of(entry[2]):
             return True
-        entry[4] = time.time_ns()
+        entry[1] = time.time_ns()
         return False
 
     @contextlib.contextmanager
@@ -439,16 +444,14 @@ class TimeMachine:
             entry = self._index.get(rel)
             if entry is None:
                 changed[rel] = None
-            elif Stat(*entry[:4]) != st or (
-                self._racy(entry) and self._content_changed(rel, entry)
-            ):
-                changed[rel] = entry[5]
+            elif entry[0] != st or (self._racy(entry) and self._content_changed(rel, entry)):
+                changed[rel] = entry[2]
         for rel in [r for r in self._index if r not in seen]:
             full = self.working_dir / rel
             if os.path.isfile(full) and not os.path.islink(full):
                 del self._index[rel]  # still a file, just not walked (ignored)
             else:
-                changed[rel] = self._index.pop(rel)[5]
+                changed[rel] = self._index.pop(rel)[2]
         if not changed:
             return
         # A directory holding no indexed file before the command was made by it.
@@ -679,7 +682,7 @@ class TimeMachine:
             atomic_write_bytes(full, contents[rel])
             os.chmod(full, mode_of(ref))
             st = os.lstat(full)
-            self._index[rel] = [*stat_of(st), time.time_ns(), ref]
+            self._index[rel] = [stat_of(st), time.time_ns(), ref]
         if skipped:
             self._note_error(f"restore left alone files too large to snapshot: {skipped}")
 
@@ -766,7 +769,7 @@ class TimeMachine:
                 if blob:
                     refs.add(blob)
         for entry in self._index.values():
-            blob = blob_of(entry[5])
+            blob = blob_of(entry[2])
             if blob:
                 refs.add(blob)
         return refs
