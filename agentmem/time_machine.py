@@ -148,6 +148,7 @@ class TimeMachine:
         # path -> [stat signature, when indexed (ns), content ref]
         self._index: dict[str, list[Any]] = {}
         self._index_fresh = False
+        self._index_unsaved = False
         self.too_large: dict[str, int] = {}
         self.errors: list[str] = []
         self.problems: list[str] = []
@@ -160,6 +161,7 @@ class TimeMachine:
             if parent != ROOT:
                 self._save()
         self._finish_interrupted_restore()
+        self._finish_interrupted_guard()
 
     # ------------------------------------------------------------------ files on disk
 
@@ -243,6 +245,7 @@ class TimeMachine:
 
     def _save_index(self) -> None:
         path = self._file(".index.json")
+        self._index_unsaved = False
         if path is not None:
             entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
             self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": entries})
@@ -303,9 +306,11 @@ class TimeMachine:
             st = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
             self._index.pop(rel, None)
+            self._index_unsaved = True
             return None
         if stat.S_ISDIR(st.st_mode):
             self._index.pop(rel, None)
+            self._index_unsaved = True
             return None  # no file there (a directory took its place)
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
             self._note_error(f"{rel}: not a regular file, not snapshotted")
@@ -315,6 +320,7 @@ class TimeMachine:
             _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
             marker = f"!large:{st.st_size}"
             self._index[rel] = [stat_of(st), time.time_ns(), marker]
+            self._index_unsaved = True
             return marker
         with open(full, "rb") as handle:
             data = handle.read()
@@ -324,6 +330,7 @@ class TimeMachine:
         after = os.lstat(full)
         if stat_of(after) == stat_of(st):
             self._index[rel] = [stat_of(st), time.time_ns(), ref]
+            self._index_unsaved = True
         return ref
 
     def _touch(self, rel: str, before: Ref) -> None:
@@ -421,11 +428,18 @@ class TimeMachine:
         stat walk (racy files, modified in the last 2 s, are re-hashed).
         Errors of the guard itself are logged and added to :attr:`errors`.
         """
+        marker = self._file(".guard")
         with self._lock:
             try:
                 if not self._index_fresh:
                     self._refresh_index()
+                if self._index_unsaved:
                     self._save_index()
+                if marker is not None:
+                    # "A command is running": if this process dies before the command's
+                    # changes are recorded, the next open diffs the disk against the index
+                    # just saved. Existence is all it says, so no fsync (a kill cannot lose it).
+                    marker.touch()
             except (OSError, AgentMemError) as exc:
                 self._note_error(f"guard: could not index the working directory ({exc})")
         try:
@@ -434,8 +448,26 @@ class TimeMachine:
             with self._lock:
                 try:
                     self._after_command()
+                    if marker is not None:
+                        marker.unlink(missing_ok=True)
                 except (OSError, AgentMemError) as exc:
                     self._note_error(f"guard: could not record the command's changes ({exc})")
+
+    def _finish_interrupted_guard(self) -> None:
+        """Record what a guarded command changed before its process died."""
+        marker = self._file(".guard")
+        if marker is None or not marker.exists():
+            return
+        try:
+            self._index_fresh = True  # saved when the command started
+            self._after_command()
+            marker.unlink()
+        except (OSError, AgentMemError) as exc:
+            self._note_error(f"an interrupted guard could not be recorded ({exc})")
+            return
+        message = "recorded the changes of a shell command whose process died inside guard()"
+        _log.warning("session %s: %s", self.session_id, message)
+        self.problems.append(message)
 
     def _after_command(self) -> None:
         seen = walk(self.working_dir, self._skip)
@@ -450,8 +482,10 @@ class TimeMachine:
             full = self.working_dir / rel
             if os.path.isfile(full) and not os.path.islink(full):
                 del self._index[rel]  # still a file, just not walked (ignored)
+                self._index_unsaved = True
             else:
                 changed[rel] = self._index.pop(rel)[2]
+                self._index_unsaved = True
         if not changed:
             return
         # A directory holding no indexed file before the command was made by it.
@@ -668,6 +702,7 @@ class TimeMachine:
                         continue
                     os.unlink(full)
                 self._index.pop(rel, None)
+                self._index_unsaved = True
                 for parent in parents(rel):
                     if parent not in self._created_dirs:
                         break
@@ -683,6 +718,7 @@ class TimeMachine:
             os.chmod(full, mode_of(ref))
             st = os.lstat(full)
             self._index[rel] = [stat_of(st), time.time_ns(), ref]
+            self._index_unsaved = True
         if skipped:
             self._note_error(f"restore left alone files too large to snapshot: {skipped}")
 
@@ -800,7 +836,7 @@ class TimeMachine:
                 self._index_fresh = False
                 self._absorbed.clear()
             if self.store_dir is not None:
-                for suffix in (".json", ".index.json", ".restore.json"):
+                for suffix in (".json", ".index.json", ".restore.json", ".guard"):
                     with contextlib.suppress(FileNotFoundError):
                         (self.store_dir / "sessions" / f"{sid}{suffix}").unlink()
             self.collect_garbage()

@@ -3,6 +3,10 @@
 ``python tests/_tm_kill9_child.py <work dir>``: in session ``k``, one task
 rewrites 40 files, then an undo starts; after the 5th file of the restore is
 replaced the child prints ``restoring`` and sleeps until it is killed.
+
+``python tests/_tm_kill9_child.py <work dir> guard``: in session ``g``, a
+task's guarded "command" rewrites ``f00``, creates ``new.txt`` and deletes
+``f01``, then prints ``inside`` and sleeps (inside the guard) until killed.
 """
 
 from __future__ import annotations
@@ -40,5 +44,22 @@ def main(work: Path) -> None:
     s.switch_to_task(None)
 
 
+def inside_guard(work: Path) -> None:
+    for i in range(3):
+        (work / f"f{i:02d}.txt").write_text(f"initial {i}")
+    mem = agentmem.Memory(root=".agentmem", working_dir=work)
+    s = mem.session(session_id="g")
+    s.start_task("a command that never returns")
+    with s.time_machine.guard():
+        (work / "f00.txt").write_text("changed")
+        (work / "new.txt").write_text("new")
+        (work / "f01.txt").unlink()
+        print("inside", flush=True)
+        time.sleep(3600)
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[2:] == ["guard"]:
+        inside_guard(Path(sys.argv[1]))
+    else:
+        main(Path(sys.argv[1]))

@@ -382,3 +382,31 @@ def test_a_file_and_a_directory_may_swap_places(tmp_path: Path) -> None:
     assert (work / "a").read_text() == "file"
     tm.switch_to_task(1)
     assert (work / "a/inner.txt").read_text() == "inside"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
+def test_kill9_inside_a_guarded_command_is_recorded_on_the_next_open(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), str(work), "guard"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line != b"inside\n":
+        proc.kill()
+        pytest.fail(f"child did not reach the command: {proc.communicate(timeout=30)!r}")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    mem = agentmem.Memory(root=".agentmem", working_dir=work)
+    with mem.session(session_id="g") as s:
+        assert any("died inside guard" in p for p in s.time_machine.problems)
+        s.undo()
+        assert (work / "f00.txt").read_text() == "initial 0"
+        assert (work / "f01.txt").read_text() == "initial 1"
+        assert not (work / "new.txt").exists()
+        s.switch_to_task(1)
+        assert (work / "f00.txt").read_text() == "changed"
+        assert not (work / "f01.txt").exists()
