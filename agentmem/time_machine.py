@@ -22,6 +22,12 @@ value), then replaces each file atomically, then saves the tree and drops
 the intent; a restore killed half-way is completed when the session is
 opened again. Storage layout, the guard's stat index and racy-mtime rule,
 retention and garbage collection are described in docs/time-machine.md.
+
+Why this module is long: the tree, the captures, ``guard()`` and the
+restore mutate one state under one lock, and their invariants (dirty paths,
+pins, the index, the intent record) only hold together; the storage pieces
+that do not touch that state (blobs, task records, the ignore matcher, the
+walk) are already in :mod:`agentmem._snapshots`.
 """
 
 from __future__ import annotations
