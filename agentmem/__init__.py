@@ -22,6 +22,7 @@ from agentmem.errors import (
     FormatVersionError,
     InvalidArgumentError,
     InvalidMessageError,
+    RestoreError,
     SessionClosedError,
     SessionNotFoundError,
     StorageError,
@@ -62,6 +63,7 @@ from agentmem.session_store import (
 )
 from agentmem.stm import ShortTermMemory
 from agentmem.summarizer import LLMSummarizer
+from agentmem.time_machine import TimeMachine
 from agentmem.tokens import (
     HeuristicCounter,
     LearningEstimator,
@@ -108,6 +110,7 @@ __all__ = [
     "Message",
     "MessageHistory",
     "ProgressReporter",
+    "RestoreError",
     "Session",
     "SessionClosedError",
     "SessionInfo",
@@ -122,6 +125,7 @@ __all__ = [
     "Summarizer",
     "ThreadSummary",
     "TiktokenCounter",
+    "TimeMachine",
     "TokenCounter",
     "TrimEvent",
     "UnsafePathError",

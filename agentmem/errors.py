@@ -22,6 +22,7 @@ The tree::
         ├── CorruptStoreError                    unreadable data, moved aside
         ├── StoreLockedError                     another process holds the store
         ├── SessionClosedError                   a write to a closed session (or its history)
+        ├── RestoreError                         a time-machine restore refused; nothing changed
         └── FormatVersionError   (+InvalidArgumentError) stored data in a format version
                                                  this release cannot read (a newer agentmem)
 
@@ -40,6 +41,7 @@ __all__ = [
     "FormatVersionError",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "RestoreError",
     "ScriptExhaustedError",
     "SessionClosedError",
     "SessionNotFoundError",
@@ -216,3 +218,12 @@ class FormatVersionError(StorageError, InvalidArgumentError):
         super().__init__(message, path=path)
         self.found = found
         self.supported = supported
+
+
+class RestoreError(StorageError):
+    """The time machine could not restore a task's files.
+
+    Raised before anything is written (a snapshot is missing or damaged, or a
+    path would be written through a symlink leading out of the working
+    directory): the files, the snapshot store and the task tree are unchanged.
+    """

@@ -52,6 +52,7 @@ from agentmem.session_store import (
 )
 from agentmem.stm import ShortTermMemory
 from agentmem.tasks import TaskTracker
+from agentmem.time_machine import TimeMachine
 from agentmem.tokens import counter_for_model
 from agentmem.yarn import YaRN
 
@@ -70,6 +71,7 @@ MAX_TOKENS = 2**53 - 1
 """Largest token figure ``record_usage`` accepts (exact in JSON and SQLite)."""
 PROGRESS_FILE = Path("memory") / "session_progress.md"
 SESSIONS_FILE = "sessions.sqlite"
+SNAPSHOTS_DIR = "snapshots"
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,15 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+
+
+def _summary(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content[:200]
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))[:200]
+    return ""
 
 
 def _session_counter(host: TokenCounter | None, model: str) -> TokenCounter:
@@ -111,6 +122,7 @@ class Session:
         ltm_prompt: The long-term memory rendered when the session opened (``""`` with
             ``ltm_enabled=False``, in incognito mode, or when there is none); added to
             every payload's system prompt before the caller's injections.
+        time_machine: File snapshots, undo/redo and the task tree (:mod:`agentmem.time_machine`).
         unreadable_state: Parts of the stored state this release cannot read (written
             by a newer release, or unknown to it): part name -> why. They are kept as
             stored and written back unchanged on every save, never overwritten.
@@ -181,8 +193,17 @@ class Session:
                 self._calibration.restore(estimator)
             except AgentMemError as exc:
                 _log.warning("session %s: token calibration not restored (%s)", self.id, exc)
-        # Task ids only grow: never reuse one that a stored message already carries.
-        self.tasks = TaskTracker(state.get("tasks"), {m.get("task_id") for m in messages})
+        # Task ids only grow: never reuse one that a stored message (or the tree) carries.
+        used_ids = {m.get("task_id") for m in messages}
+        self.time_machine = TimeMachine(
+            memory.working_dir,
+            self.id,
+            None if memory.incognito else memory.root / SNAPSHOTS_DIR,
+            memory_root=memory.root,
+            known_task_ids=used_ids,
+        )
+        used_ids.add(self.time_machine.next_task_id - 1)
+        self.tasks = TaskTracker(state.get("tasks"), used_ids)
         self._usage = Usage(
             requests=len(billing),
             prompt_tokens=sum(b.prompt_tokens for b in billing),
@@ -267,13 +288,43 @@ class Session:
             raise InvalidMessageError(
                 f"start_task needs a string or a user message, got {type(user_message).__name__}"
             )
+        # A task started on the time machine directly has taken its id already.
+        self.tasks.skip_to(self.time_machine.next_task_id)
         task_id = self.tasks.next_id
         message["task_id"] = task_id
         message.setdefault("created_at", time.time())
         self.history.append(message)
         self.tasks.start(task_id)
+        self.time_machine.start_new_task(_summary(message), task_id=task_id)
         self._save_state()
         return task_id
+
+    def undo(self) -> int | None:
+        """Undo the active task: its files go back and its messages leave the context.
+
+        Returns:
+            The task now active (``None``: the session's initial state).
+        """
+        self._check_open()
+        self.time_machine.undo_last_task()
+        return self._follow_time_machine()
+
+    def switch_to_task(self, task_id: int | None) -> int | None:
+        """Make ``task_id``'s end state current (redo, or a branch); files and messages follow.
+
+        Raises:
+            InvalidArgumentError: not a task of this session.
+            RestoreError: a snapshot is missing or damaged; nothing changed.
+        """
+        self._check_open()
+        self.time_machine.switch_to_task(task_id)
+        return self._follow_time_machine()
+
+    def _follow_time_machine(self) -> int | None:
+        # Later turns (and edits) belong to the task whose state is now on disk.
+        self.tasks.current = self.time_machine.active_task_id
+        self._save_state()
+        return self.tasks.current
 
     def append(self, message: Mapping[str, Any]) -> Message:
         """Append a message (OpenAI or Anthropic shape); durable when it returns.
@@ -355,7 +406,7 @@ class Session:
                 self.yarn,
                 provider=provider,
                 injections=self._with_ltm(injections),
-                task_chain=task_chain,
+                task_chain=self._chain(task_chain),
                 force_reasoning_content_pad=force_reasoning_content_pad,
             )
         )
@@ -408,13 +459,19 @@ class Session:
                 attempt=attempt,
                 provider=provider,
                 injections=self._with_ltm(injections),
-                task_chain=task_chain,
+                task_chain=self._chain(task_chain),
                 force_reasoning_content_pad=force_reasoning_content_pad,
             )
         )
 
     def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
         return (self.ltm_prompt, *injections) if self.ltm_prompt else injections
+
+    def _chain(self, task_chain: Collection[int] | None) -> Collection[int] | None:
+        """The caller's task chain, or the time machine's active chain once tasks exist."""
+        if task_chain is None and self.time_machine.has_tasks:
+            return self.time_machine.active_task_chain()
+        return task_chain
 
     def _finish_build(
         self, result: ContextBuild

@@ -1,10 +1,11 @@
 """Task ids and per-task LLM iteration counts of one session.
 
 A task is one user request and the agent's work on it (DESIGN section 6:
-the time machine checkpoints and restores per task). Until the time machine
-lands, :class:`TaskTracker` is the one owner of the two facts a session
-needs about tasks: which id the next task gets, and how many LLM iterations
-each task has taken. The time machine will absorb it.
+the time machine checkpoints and restores per task). The task tree (parents,
+the active task, branches) belongs to :class:`agentmem.time_machine.TimeMachine`;
+:class:`TaskTracker` keeps what the tree does not: which id the next task
+gets (never one a stored message or the tree carries) and how many LLM
+iterations each task has taken. The facade starts each task in both.
 
 Ids only grow: a tracker built from a stored session never hands out an id
 that a stored message already carries, even when the saved tracker state is
@@ -67,6 +68,12 @@ class TaskTracker:
     def next_id(self) -> int:
         """The id :meth:`start` will accept next."""
         return self._next_id
+
+    def skip_to(self, task_id: int) -> None:
+        """Never hand out an id below ``task_id`` (one the time machine's tree already uses)."""
+        with self._lock:
+            if _is_int(task_id) and task_id > self._next_id:
+                self._next_id = task_id
 
     def start(self, task_id: int) -> None:
         """Make ``task_id`` (which must be :attr:`next_id`) the running task, at 0 iterations.

@@ -1,0 +1,382 @@
+"""The time machine's storage: content-addressed blobs, the ignore matcher, the stat walk.
+
+* :class:`BlobStore`: every file content stored once, under
+  ``<dir>/<sha256[:2]>/<sha256[2:]>``, zlib-compressed, and checked against
+  its hash on every read (a damaged blob raises, it is never returned). A
+  blob is written to a temporary file and renamed into place, so a reader
+  never sees half a blob. Without a directory (incognito) blobs live in a
+  dict.
+* :class:`IgnoreRules`: a small ``.gitignore`` matcher (see
+  docs/time-machine.md for what it understands).
+* :func:`walk`: the stat walk behind ``guard()``: one ``os.scandir`` pass
+  that never follows symlinks, never enters ``.git``, the memory root, or an
+  ignored directory, and returns ``relative path -> Stat`` for regular files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentmem.errors import CorruptStoreError, InvalidArgumentError
+
+__all__ = [
+    "BlobStore",
+    "IgnoreRules",
+    "Ref",
+    "Stat",
+    "TaskRecord",
+    "blob_of",
+    "hash_bytes",
+    "json_refs",
+    "mode_of",
+    "parents",
+    "stat_of",
+    "walk",
+]
+
+
+def hash_bytes(data: bytes) -> str:
+    """The blob id of ``data`` (sha256, hex)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class BlobStore:
+    """Content-addressed, verified blobs: on disk, or in memory when ``directory`` is None."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self._memory: dict[str, bytes] = {}
+
+    def _path(self, blob: str) -> Path:
+        assert self.directory is not None
+        return self.directory / blob[:2] / blob[2:]
+
+    def put(self, data: bytes) -> tuple[str, int]:
+        """Store ``data`` (once); returns its id and the bytes newly stored (0 when known)."""
+        blob = hash_bytes(data)
+        if self.directory is None:
+            if blob in self._memory:
+                return blob, 0
+            self._memory[blob] = data
+            return blob, len(data)
+        path = self._path(blob)
+        try:
+            if path.stat().st_size > 0:
+                # Already stored: refresh its mtime so a concurrent collection keeps it.
+                with contextlib.suppress(OSError):
+                    os.utime(path)
+                return blob, 0
+        except FileNotFoundError:
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        packed = zlib.compress(data, 1)
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(packed)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return blob, len(packed)
+
+    def get(self, blob: str) -> bytes:
+        """The content of ``blob``, verified against its id.
+
+        Raises:
+            CorruptStoreError: the blob is missing, unreadable, or does not match its id.
+        """
+        if self.directory is None:
+            if blob not in self._memory:
+                raise CorruptStoreError(f"snapshot blob {blob} is missing")
+            return self._memory[blob]
+        path = self._path(blob)
+        try:
+            data = zlib.decompress(path.read_bytes())
+        except (OSError, zlib.error) as exc:
+            raise CorruptStoreError(
+                f"snapshot blob {blob} cannot be read: {exc}", path=path
+            ) from exc
+        if hash_bytes(data) != blob:
+            raise CorruptStoreError(f"snapshot blob {blob} does not match its hash", path=path)
+        return data
+
+    def stored(self) -> Iterator[tuple[str, Path]]:
+        """Every (blob id, path) on disk (nothing in memory mode)."""
+        if self.directory is None or not self.directory.is_dir():
+            return
+        for sub in self.directory.iterdir():
+            if len(sub.name) != 2 or not sub.is_dir():
+                continue
+            for item in sub.iterdir():
+                if not item.name.startswith("."):
+                    yield sub.name + item.name, item
+
+    def size(self) -> int:
+        """Bytes the blobs take on disk (in memory: their raw size)."""
+        if self.directory is None:
+            return sum(len(v) for v in self._memory.values())
+        total = 0
+        for _, path in self.stored():
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+        return total
+
+    def collect(self, keep: set[str], *, grace_seconds: float, now: float) -> int:
+        """Delete blobs not in ``keep`` (older than the grace period); returns how many."""
+        if self.directory is None:
+            drop = [b for b in self._memory if b not in keep]
+            for b in drop:
+                del self._memory[b]
+            return len(drop)
+        removed = 0
+        for blob, path in list(self.stored()):
+            if blob in keep:
+                continue
+            with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime >= grace_seconds:
+                    path.unlink()
+                    removed += 1
+        return removed
+
+
+# ---------------------------------------------------------------------------- ignore rules
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    regex: re.Pattern[str]
+    negate: bool
+    dir_only: bool
+    anchored: bool
+
+
+def _translate(glob: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("/**", i) and i + 3 == len(glob):
+            out.append("/.*")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            end = glob.find("]", i + 2)
+            if end == -1:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = glob[i + 1 : end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end + 1
+        elif c == "\\" and i + 1 < len(glob):
+            out.append(re.escape(glob[i + 1]))
+            i += 2
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
+
+
+def parse_ignore(text: str) -> list[_Pattern]:
+    """Patterns of one ``.gitignore`` file (blank lines and ``#`` comments skipped)."""
+    patterns: list[_Pattern] = []
+    for raw in text.splitlines():
+        line = raw.rstrip(" ")
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        if negate or line.startswith("\\"):
+            line = line[1:]
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        if not line:
+            continue
+        anchored = "/" in line
+        line = line.lstrip("/")
+        try:
+            regex = re.compile(_translate(line) + r"\Z")
+        except re.error:
+            continue
+        patterns.append(_Pattern(regex, negate, dir_only, anchored))
+    return patterns
+
+
+class IgnoreRules:
+    """The ``.gitignore`` files met on the way down: (base directory, patterns) pairs."""
+
+    def __init__(self, layers: tuple[tuple[str, tuple[_Pattern, ...]], ...] = ()) -> None:
+        self.layers = layers
+
+    def extended(self, base: str, text: str) -> IgnoreRules:
+        patterns = tuple(parse_ignore(text))
+        return IgnoreRules((*self.layers, (base, patterns))) if patterns else self
+
+    def ignored(self, rel: str, is_dir: bool) -> bool:
+        """Whether ``rel`` (posix, relative to the working directory) is ignored."""
+        result = False
+        name = rel.rpartition("/")[2]
+        for base, patterns in self.layers:
+            if base:
+                if not rel.startswith(base + "/"):
+                    continue
+                sub = rel[len(base) + 1 :]
+            else:
+                sub = rel
+            for p in patterns:
+                if p.dir_only and not is_dir:
+                    continue
+                if (p.regex.match(sub) if p.anchored else p.regex.match(name)) is not None:
+                    result = not p.negate
+        return result
+
+
+# ---------------------------------------------------------------------------- the stat walk
+
+
+Stat = tuple[int, int, int, int]
+"""What the walk compares: (size, mtime_ns, permission bits, inode). A file whose four
+fields are unchanged is not re-read."""
+
+
+def stat_of(st: os.stat_result) -> Stat:
+    return (st.st_size, st.st_mtime_ns, st.st_mode & 0o7777, st.st_ino)
+
+
+def walk(top: Path, skip: Iterable[Path] = (), rules: IgnoreRules | None = None) -> dict[str, Stat]:
+    """``relative posix path -> Stat`` of every regular file under ``top`` that is not ignored.
+
+    Never follows symlinks, never enters ``.git``, a directory in ``skip``
+    (the memory root) or an ignored directory. Unreadable directories are
+    skipped.
+    """
+    skipped = {os.path.normcase(str(p)) for p in skip}
+    out: dict[str, Stat] = {}
+    stack: list[tuple[str, str, IgnoreRules]] = [(str(top), "", rules or IgnoreRules())]
+    while stack:
+        directory, prefix, layer = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".gitignore" and entry.is_file(follow_symlinks=False):
+                with (
+                    contextlib.suppress(OSError, UnicodeDecodeError),
+                    open(entry.path, encoding="utf-8") as handle,
+                ):
+                    layer = layer.extended(prefix.rstrip("/"), handle.read())
+                break
+        for entry in entries:
+            rel = prefix + entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name == ".git" or os.path.normcase(entry.path) in skipped:
+                        continue
+                    if layer.layers and layer.ignored(rel, True):
+                        continue
+                    stack.append((entry.path, rel + "/", layer))
+                elif entry.is_file(follow_symlinks=False):
+                    if layer.layers and layer.ignored(rel, False):
+                        continue
+                    out[rel] = stat_of(entry.stat(follow_symlinks=False))
+            except OSError:
+                continue
+    return out
+
+
+# ---------------------------------------------------------------------------- task records
+
+Ref = str | None
+"""A path's value: ``"<sha256>:<octal mode>"``, ``None`` (absent), or a ``"!..."`` marker."""
+
+
+@dataclass
+class TaskRecord:
+    parent: int | None
+    summary: str = ""
+    created_at: float = 0.0
+    before: dict[str, Ref] = field(default_factory=dict)
+    after: dict[str, Ref] = field(default_factory=dict)
+    bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "parent": self.parent,
+            "summary": self.summary,
+            "created_at": self.created_at,
+            "before": self.before,
+            "after": self.after,
+            "bytes": self.bytes,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskRecord:
+        parent = data.get("parent")
+        return cls(
+            parent=parent if type(parent) is int else None,
+            summary=str(data.get("summary", "")),
+            created_at=float(data.get("created_at", 0.0)),
+            before=_refs(data.get("before")),
+            after=_refs(data.get("after")),
+            bytes=int(data.get("bytes", 0)),
+        )
+
+
+def _refs(data: object) -> dict[str, Ref]:
+    if not isinstance(data, Mapping):
+        raise InvalidArgumentError("task record: expected a path -> ref mapping")
+    return {str(k): (v if isinstance(v, str) else None) for k, v in data.items()}
+
+
+def blob_of(ref: Ref) -> str | None:
+    if ref is None or ref.startswith("!"):
+        return None
+    return ref.partition(":")[0]
+
+
+def mode_of(ref: str) -> int:
+    return int(ref.partition(":")[2] or "644", 8)
+
+
+def parents(rel: str) -> Iterator[str]:
+    while "/" in rel:
+        rel = rel.rpartition("/")[0]
+        yield rel
+
+
+def json_refs(data: object) -> Iterator[str]:
+    """Blob ids in any stored record or index (strings ``<64 hex>:<mode>``)."""
+    if isinstance(data, str):
+        blob = blob_of(data)
+        if blob and len(blob) == 64 and ":" in data:
+            yield blob
+    elif isinstance(data, Mapping):
+        for value in data.values():
+            yield from json_refs(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from json_refs(value)

@@ -1,0 +1,855 @@
+"""TimeMachine: undo, redo and branches for the agent's file edits, shell commands included.
+
+Tasks form a tree. Task ``0`` is the *root*: the session's initial state
+(public API reports it as ``None``). Each task keeps two maps, ``before``
+(what a path held when the task first touched it) and ``after`` (what it
+held when the task stopped being the active one); a value is a blob
+reference ``"<sha256>:<octal mode>"``, ``None`` for "absent", or a
+``"!large:<size>"`` / ``"!unreadable"`` marker for content that could not be
+snapshotted. The root's ``after`` holds the initial content of every path
+any task ever touched, so the state at the end of task ``t`` is, for each
+path: the ``after`` of the closest task on ``t``'s ancestor chain that
+touched it (DESIGN section 6). Only the *active* task can change: paths it
+touches are *dirty* until it is left (a new task, an undo, a switch), when
+their content is frozen into its ``after``. Editing a task that already has
+children (after an undo) pins the path's old value into each child that had
+not touched it, so no other task's state changes.
+
+A restore writes only the paths touched by the tasks on the two chains
+below their common ancestor: work proportional to the files the tasks
+touched. It first writes an *intent record* (every path and its target
+value), then replaces each file atomically, then saves the tree and drops
+the intent; a restore killed half-way is completed when the session is
+opened again. Storage layout, the guard's stat index and racy-mtime rule,
+retention and garbage collection are described in docs/time-machine.md.
+
+Why this module is long: the tree, the captures, ``guard()`` and the
+restore mutate one state under one lock, and their invariants (dirty paths,
+pins, the index, the intent record) only hold together; the storage pieces
+that do not touch that state (blobs, task records, the ignore matcher, the
+walk) are already in :mod:`agentmem._snapshots`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from agentmem._snapshots import (
+    BlobStore,
+    Ref,
+    TaskRecord,
+    blob_of,
+    hash_bytes,
+    json_refs,
+    mode_of,
+    parents,
+    stat_of,
+    walk,
+)
+from agentmem._storage.files import atomic_write_bytes, atomic_write_text, move_aside
+from agentmem._storage.formats import check_format
+from agentmem.errors import (
+    AgentMemError,
+    CorruptStoreError,
+    InvalidArgumentError,
+    RestoreError,
+    StorageError,
+    UnsafePathError,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_TASKS",
+    "RestoreError",
+    "TimeMachine",
+]
+
+_log = logging.getLogger("agentmem.time_machine")
+
+FORMAT: Final = "agentmem.time-machine"
+INDEX_FORMAT: Final = "agentmem.time-machine-index"
+INTENT_FORMAT: Final = "agentmem.time-machine-restore"
+VERSION: Final = 1
+DEFAULT_MAX_FILE_BYTES: Final = 50 * 1024 * 1024
+"""Files larger than this are recorded as too large to snapshot (and reported)."""
+DEFAULT_MAX_TASKS: Final = 1000
+"""Tasks kept per session before the oldest are pruned."""
+DEFAULT_MAX_BYTES: Final = 1024 * 1024 * 1024
+"""New snapshot bytes kept per session before the oldest tasks are pruned."""
+RACY_NS: Final = 2_000_000_000
+"""A file modified this close to when its stat was indexed is re-hashed (racy mtime)."""
+GC_GRACE_SECONDS: Final = 3600.0
+"""Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
+ROOT: Final = 0
+_UNREADABLE: Final = "!unreadable"
+
+
+class TimeMachine:
+    """File snapshots, undo/redo and the task tree of one session (see the module docstring).
+
+    Args:
+        working_dir: The project directory whose files are tracked.
+        session_id: The session this tree belongs to (names its files).
+        store_dir: Where snapshots live (``<root>/snapshots``); ``None``
+            keeps everything in memory (incognito).
+        memory_root: The memory root, never walked nor recorded.
+        known_task_ids: Task ids the session's messages already carry; a
+            session with no stored tree adopts them as a linear chain.
+        max_file_bytes: Larger files are recorded as too large to snapshot.
+        max_tasks: Retention: most tasks kept.
+        max_bytes: Retention: most new snapshot bytes kept for this session.
+
+    Attributes:
+        too_large: path -> size of every file that was too large to snapshot.
+        errors: What went wrong while capturing (logged too), oldest first.
+        problems: What opening the store found damaged and moved aside.
+    """
+
+    def __init__(
+        self,
+        working_dir: str | Path,
+        session_id: str = "default",
+        store_dir: str | Path | None = None,
+        *,
+        memory_root: str | Path | None = None,
+        known_task_ids: Iterable[object] = (),
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_tasks: int = DEFAULT_MAX_TASKS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        for label, value in (
+            ("max_file_bytes", max_file_bytes),
+            ("max_tasks", max_tasks),
+            ("max_bytes", max_bytes),
+        ):
+            if type(value) is not int or value < 1:
+                raise InvalidArgumentError(f"{label} must be a positive int, got {value!r}")
+        self.working_dir = Path(os.path.realpath(working_dir))
+        self.session_id = session_id
+        self.store_dir = Path(store_dir) if store_dir is not None else None
+        self._skip = [Path(os.path.realpath(memory_root))] if memory_root is not None else []
+        if self.store_dir is not None:
+            self._skip.append(Path(os.path.realpath(self.store_dir)))
+        self.max_file_bytes = max_file_bytes
+        self.max_tasks = max_tasks
+        self.max_bytes = max_bytes
+        self.blobs = BlobStore(self.store_dir / "blobs" if self.store_dir is not None else None)
+        self._lock = threading.RLock()
+        self._tasks: dict[int, TaskRecord] = {ROOT: TaskRecord(parent=None)}
+        self._active = ROOT
+        self._latest = ROOT
+        self._dirty: set[str] = set()
+        self._created_dirs: set[str] = set()
+        self._absorbed: list[int] = []
+        # path -> [stat signature, when indexed (ns), content ref]
+        self._index: dict[str, list[Any]] = {}
+        self._index_fresh = False
+        self._index_unsaved = False
+        self.too_large: dict[str, int] = {}
+        self.errors: list[str] = []
+        self.problems: list[str] = []
+        self._load()
+        if len(self._tasks) == 1:
+            parent = ROOT
+            for task_id in sorted({i for i in known_task_ids if type(i) is int and i > 0}):
+                self._tasks[task_id] = TaskRecord(parent=parent)
+                parent = self._active = self._latest = task_id
+            if parent != ROOT:
+                self._save()
+        self._finish_interrupted_restore()
+        self._finish_interrupted_guard()
+
+    # ------------------------------------------------------------------ files on disk
+
+    def _file(self, suffix: str) -> Path | None:
+        if self.store_dir is None:
+            return None
+        return self.store_dir / "sessions" / f"{self.session_id}{suffix}"
+
+    def _read_json(self, path: Path, kind: str, what: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            check_format(data, kind=kind, version=VERSION, what=what)
+            return dict(data)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, AgentMemError) as exc:
+            if isinstance(exc, AgentMemError) and "newer agentmem" in str(exc):
+                raise
+            moved = move_aside(path)
+            message = f"{what} {path} unreadable ({exc}); moved aside to {moved}"
+            _log.warning(message)
+            self.problems.append(message)
+            return None
+
+    def _load(self) -> None:
+        doc_path = self._file(".json")
+        if doc_path is None:
+            return
+        doc = self._read_json(doc_path, FORMAT, "time-machine record")
+        if doc is not None:
+            try:
+                tasks = {int(k): TaskRecord.from_json(v) for k, v in doc["tasks"].items()}
+                if ROOT not in tasks:
+                    raise InvalidArgumentError("no root task")
+                self._tasks = tasks
+                self._active = int(doc["active"])
+                self._latest = int(doc.get("latest", self._active))
+                self._dirty = set(doc.get("dirty", ()))
+                self._created_dirs = set(doc.get("created_dirs", ()))
+                self._absorbed = [int(i) for i in doc.get("absorbed", ())]
+                self.too_large = {str(k): int(v) for k, v in doc.get("too_large", {}).items()}
+                if self._active not in self._tasks:
+                    raise InvalidArgumentError(f"active task {self._active} unknown")
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                moved = move_aside(doc_path)
+                message = f"time-machine record {doc_path} damaged ({exc}); moved to {moved}"
+                _log.warning(message)
+                self.problems.append(message)
+                self._tasks = {ROOT: TaskRecord(parent=None)}
+                self._active = self._latest = ROOT
+        index_path = self._file(".index.json")
+        assert index_path is not None
+        index = self._read_json(index_path, INDEX_FORMAT, "time-machine index")
+        if index is not None and isinstance(index.get("entries"), Mapping):
+            self._index = {
+                str(k): [(v[0], v[1], v[2], v[3]), v[4], v[5]]
+                for k, v in index["entries"].items()
+                if isinstance(v, list)
+                and len(v) == 6
+                and all(type(x) is int for x in v[:5])
+                and (v[5] is None or isinstance(v[5], str))
+            }
+
+    def _save(self) -> None:
+        path = self._file(".json")
+        if path is None:
+            return
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "session_id": self.session_id,
+            "active": self._active,
+            "latest": self._latest,
+            "dirty": sorted(self._dirty),
+            "created_dirs": sorted(self._created_dirs),
+            "absorbed": self._absorbed,
+            "too_large": self.too_large,
+            "tasks": {str(k): t.to_json() for k, t in self._tasks.items()},
+        }
+        self._write(path, doc)
+
+    def _save_index(self) -> None:
+        path = self._file(".index.json")
+        self._index_unsaved = False
+        if path is not None:
+            entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
+            self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": entries})
+
+    @staticmethod
+    def _write(path: Path, doc: Mapping[str, Any]) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc}", path=path) from exc
+
+    # ------------------------------------------------------------------ paths
+
+    def _rel(self, path: str | os.PathLike[str]) -> str:
+        """The safe relative posix path of ``path`` inside the working directory.
+
+        Raises:
+            UnsafePathError: outside the working directory (lexically, or through a
+                symlink), inside the memory root or ``.git``.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentError(f"path must be a str or path, got {path!r}")
+        raw = Path(path)
+        full = Path(os.path.normpath(raw if raw.is_absolute() else self.working_dir / raw))
+        wd = self.working_dir
+        if full == wd or not full.is_relative_to(wd):
+            raise UnsafePathError(raw, wd)
+        real = Path(os.path.realpath(full))
+        if real == wd or not real.is_relative_to(wd):
+            raise UnsafePathError(raw, wd, "a symlink leads out of the working directory")
+        for skip in self._skip:
+            if real == skip or real.is_relative_to(skip):
+                raise UnsafePathError(raw, wd, "inside the memory root")
+        rel = real.relative_to(wd).as_posix()
+        if rel == ".git" or rel.startswith(".git/"):
+            raise UnsafePathError(raw, wd, "inside .git")
+        return rel
+
+    def _target(self, rel: str) -> Path:
+        """Where a restore writes ``rel``; refuses a parent that is a symlink leading out."""
+        full = self.working_dir / rel
+        parent = Path(os.path.realpath(full.parent))
+        if not (parent == self.working_dir or parent.is_relative_to(self.working_dir)):
+            raise UnsafePathError(full, self.working_dir, "a symlink leads out of it")
+        return full
+
+    # ------------------------------------------------------------------ capture
+
+    def _note_error(self, message: str) -> None:
+        _log.warning(message)
+        self.errors.append(message)
+
+    def _capture(self, rel: str, task: int) -> Ref:
+        """The current value of ``rel`` on disk (its content stored as a blob)."""
+        full = self.working_dir / rel
+        try:
+            st = os.lstat(full)
+        except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
+            self._index.pop(rel, None)
+            self._index_unsaved = True
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            self._index.pop(rel, None)
+            self._index_unsaved = True
+            return None  # no file there (a directory took its place)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+            self._note_error(f"{rel}: not a regular file, not snapshotted")
+            return _UNREADABLE
+        if st.st_size > self.max_file_bytes:
+            self.too_large[rel] = st.st_size
+            _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
+            marker = f"!large:{st.st_size}"
+            self._index[rel] = [stat_of(st), time.time_ns(), marker]
+            self._index_unsaved = True
+            return marker
+        with open(full, "rb") as handle:
+            data = handle.read()
+        blob, added = self.blobs.put(data)
+        self._tasks[task].bytes += added
+        ref = f"{blob}:{stat.S_IMODE(st.st_mode):o}"
+        after = os.lstat(full)
+        if stat_of(after) == stat_of(st):
+            self._index[rel] = [stat_of(st), time.time_ns(), ref]
+            self._index_unsaved = True
+        return ref
+
+    def _touch(self, rel: str, before: Ref) -> None:
+        """``rel`` is about to change in the active task; ``before`` is its current value."""
+        if rel in self._dirty:
+            return
+        active = self._active
+        root = self._tasks[ROOT]
+        if rel not in root.after:
+            root.after[rel] = before
+            if before is None:
+                for parent in parents(rel):
+                    if (self.working_dir / parent).is_dir():
+                        break
+                    self._created_dirs.add(parent)
+        task = self._tasks[active]
+        if active != ROOT and rel not in task.before:
+            task.before[rel] = before
+        for child in self._children(active):
+            other = self._tasks[child]
+            if rel not in other.after:
+                other.before[rel] = other.after[rel] = before
+        self._dirty.add(rel)
+
+    def record_file_before_change(self, path: str | os.PathLike[str]) -> None:
+        """Capture ``path`` before a tool first changes it in the active task.
+
+        A relative ``path`` is taken relative to the working directory.
+
+        Later calls for the same path in the same task are no-ops. A capture
+        error is logged and added to :attr:`errors`, never raised.
+
+        Raises:
+            UnsafePathError: the path is outside the working directory (or a
+                symlink leads out of it).
+        """
+        with self._lock:
+            rel = self._rel(path)
+            if rel in self._dirty:
+                return
+            if (self.working_dir / rel).is_dir():
+                self._note_error(f"{rel}: a directory, not snapshotted (record its files)")
+                return
+            try:
+                before = self._capture(rel, self._active)
+            except (OSError, AgentMemError) as exc:
+                self._note_error(f"{rel}: could not be snapshotted before a change ({exc})")
+                before = _UNREADABLE
+            self._touch(rel, before)
+            self._save_quietly()
+
+    def _save_quietly(self) -> None:
+        try:
+            self._save()
+        except StorageError as exc:
+            self._note_error(f"time-machine record not saved: {exc}")
+
+    # ------------------------------------------------------------------ guard
+
+    @staticmethod
+    def _racy(entry: list[Any]) -> bool:
+        return bool(entry[0][1] + RACY_NS >= entry[1])
+
+    def _refresh_index(self) -> None:
+        """Bring the index up to date with the disk without recording anything."""
+        seen = walk(self.working_dir, self._skip)
+        for rel in [r for r in self._index if r not in seen]:
+            del self._index[rel]
+        for rel, st in seen.items():
+            entry = self._index.get(rel)
+            if entry is None or entry[0] != st or self._racy(entry):
+                with contextlib.suppress(OSError):
+                    self._capture(rel, self._active)
+        self._index_fresh = True
+
+    def _content_changed(self, rel: str, entry: list[Any]) -> bool:
+        if blob_of(entry[2]) is None:
+            return False  # too large to hash: only its stat can tell
+        try:
+            data = (self.working_dir / rel).read_bytes()
+        except OSError:
+            return True
+        if hash_bytes(data) != blob_of(entry[2]):
+            return True
+        entry[1] = time.time_ns()
+        return False
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Record everything one shell command changes in the working directory.
+
+        ``with tm.guard(): subprocess.run(...)``. Files the command changed,
+        created or deleted are recorded as touched by the active task, with
+        their state before the command. When nothing changed the cost is one
+        stat walk (racy files, modified in the last 2 s, are re-hashed).
+        Errors of the guard itself are logged and added to :attr:`errors`.
+        """
+        marker = self._file(".guard")
+        with self._lock:
+            try:
+                if not self._index_fresh:
+                    self._refresh_index()
+                if self._index_unsaved:
+                    self._save_index()
+                if marker is not None:
+                    # "A command is running": if this process dies before the command's
+                    # changes are recorded, the next open diffs the disk against the index
+                    # just saved. Existence is all it says, so no fsync (a kill cannot lose it).
+                    marker.touch()
+            except (OSError, AgentMemError) as exc:
+                self._note_error(f"guard: could not index the working directory ({exc})")
+        try:
+            yield
+        finally:
+            with self._lock:
+                try:
+                    self._after_command()
+                    if marker is not None:
+                        marker.unlink(missing_ok=True)
+                except (OSError, AgentMemError) as exc:
+                    self._note_error(f"guard: could not record the command's changes ({exc})")
+
+    def _finish_interrupted_guard(self) -> None:
+        """Record what a guarded command changed before its process died."""
+        marker = self._file(".guard")
+        if marker is None or not marker.exists():
+            return
+        try:
+            self._index_fresh = True  # saved when the command started
+            self._after_command()
+            marker.unlink()
+        except (OSError, AgentMemError) as exc:
+            self._note_error(f"an interrupted guard could not be recorded ({exc})")
+            return
+        message = "recorded the changes of a shell command whose process died inside guard()"
+        _log.warning("session %s: %s", self.session_id, message)
+        self.problems.append(message)
+
+    def _after_command(self) -> None:
+        seen = walk(self.working_dir, self._skip)
+        changed: dict[str, Ref] = {}
+        for rel, st in seen.items():
+            entry = self._index.get(rel)
+            if entry is None:
+                changed[rel] = None
+            elif entry[0] != st or (self._racy(entry) and self._content_changed(rel, entry)):
+                changed[rel] = entry[2]
+        for rel in [r for r in self._index if r not in seen]:
+            full = self.working_dir / rel
+            if os.path.isfile(full) and not os.path.islink(full):
+                del self._index[rel]  # still a file, just not walked (ignored)
+                self._index_unsaved = True
+            else:
+                changed[rel] = self._index.pop(rel)[2]
+                self._index_unsaved = True
+        if not changed:
+            return
+        # A directory holding no indexed file before the command was made by it.
+        known_dirs = (
+            {p for k in self._index for p in parents(k)} if None in changed.values() else ()
+        )
+        for rel, before in sorted(changed.items()):
+            if before is None:
+                for parent in parents(rel):
+                    if parent in known_dirs:
+                        break
+                    self._created_dirs.add(parent)
+            self._touch(rel, before)
+            if rel in seen:
+                try:
+                    self._capture(rel, self._active)
+                except OSError as exc:
+                    self._note_error(f"{rel}: could not be indexed ({exc})")
+        self._save()
+
+    # ------------------------------------------------------------------ the tree
+
+    def _children(self, task_id: int) -> list[int]:
+        return sorted(k for k, t in self._tasks.items() if t.parent == task_id and k != ROOT)
+
+    def _chain(self, task_id: int) -> list[int]:
+        chain = []
+        node: int | None = task_id
+        while node is not None:
+            chain.append(node)
+            node = self._tasks[node].parent
+        return chain[::-1]
+
+    def _public(self, task_id: int) -> int | None:
+        return None if task_id == ROOT else task_id
+
+    @property
+    def current_task_id(self) -> int | None:
+        """The most recently started task (``None`` before the first)."""
+        return self._public(self._latest)
+
+    @property
+    def active_task_id(self) -> int | None:
+        """The task whose end state is on disk (``None``: the session's initial state)."""
+        return self._public(self._active)
+
+    @property
+    def has_tasks(self) -> bool:
+        return len(self._tasks) > 1 or bool(self._absorbed)
+
+    @property
+    def next_task_id(self) -> int:
+        """The id :meth:`start_new_task` gives when none is passed."""
+        return max([*self._tasks, *self._absorbed]) + 1
+
+    def active_task_chain(self) -> list[int]:
+        """Task ids from the first task to the active one (what the LLM may see)."""
+        with self._lock:
+            return [*self._absorbed, *self._chain(self._active)[1:]]
+
+    def get_child_tasks(self, task_id: int | None) -> list[int]:
+        """Ids of the tasks started from ``task_id`` (``None``: the initial state)."""
+        with self._lock:
+            return self._children(self._known(task_id))
+
+    def _known(self, task_id: object) -> int:
+        if task_id is None:
+            return ROOT
+        if type(task_id) is not int or task_id == ROOT or task_id not in self._tasks:
+            raise InvalidArgumentError(f"task_id {task_id!r} is not a task of this session")
+        return task_id
+
+    def start_new_task(self, summary: str = "", *, task_id: int | None = None) -> int:
+        """Start a task as a child of the active one (after an undo: a new branch)."""
+        with self._lock:
+            if task_id is None:
+                task_id = self.next_task_id
+            if type(task_id) is not int or task_id <= ROOT or task_id in self._tasks:
+                raise InvalidArgumentError(f"task_id must be a new positive int, got {task_id!r}")
+            if not isinstance(summary, str):
+                raise InvalidArgumentError(f"summary must be a string, got {summary!r}")
+            self._settle()
+            self._tasks[task_id] = TaskRecord(
+                parent=self._active, summary=summary[:200], created_at=time.time()
+            )
+            self._active = self._latest = task_id
+            self._retain()
+            self._save()
+            return task_id
+
+    def _settle(self) -> None:
+        """Freeze the active task's dirty paths into its AFTER record."""
+        task = self._tasks[self._active]
+        for rel in sorted(self._dirty):
+            try:
+                task.after[rel] = self._capture(rel, self._active)
+            except OSError as exc:
+                self._note_error(f"{rel}: could not be snapshotted after the task ({exc})")
+                task.after[rel] = _UNREADABLE
+        self._dirty.clear()
+
+    def get_task_history(self, limit: int = 10) -> list[dict[str, Any]]:
+        """The last ``limit`` tasks, oldest first: id, parent, summary, status, has_branches.
+
+        ``status`` is ``"current"`` (the active task), ``"past"`` (on the
+        active chain) or ``"undone"`` (any other branch).
+        """
+        if type(limit) is not int or limit < 0:
+            raise InvalidArgumentError(f"limit must be a non-negative int, got {limit!r}")
+        with self._lock:
+            chain = set(self._chain(self._active))
+            out = []
+            for task_id in sorted(self._tasks)[1:][-limit:] if limit else []:
+                task = self._tasks[task_id]
+                status = (
+                    "current"
+                    if task_id == self._active
+                    else "past"
+                    if task_id in chain
+                    else "undone"
+                )
+                out.append(
+                    {
+                        "task_id": task_id,
+                        "parent_id": self._public(task.parent or ROOT),
+                        "summary": task.summary,
+                        "status": status,
+                        "has_branches": len(self._children(task_id)) > 1,
+                        "files": sorted(
+                            set(task.after) | (self._dirty if status == "current" else set())
+                        ),
+                        "created_at": task.created_at,
+                    }
+                )
+            return out
+
+    # ------------------------------------------------------------------ restore
+
+    def _value(self, chain: list[int], rel: str) -> Ref:
+        for task_id in reversed(chain):
+            after = self._tasks[task_id].after
+            if rel in after:
+                return after[rel]
+        return None
+
+    def restore_to_task_state(self, task_id: int | None) -> None:
+        """Rebuild the disk state at the end of ``task_id`` and make it the active task.
+
+        Raises:
+            InvalidArgumentError: unknown task.
+            RestoreError: a snapshot is missing or damaged, or a path is unsafe;
+                nothing was changed.
+        """
+        with self._lock:
+            target = self._known(task_id)
+            settled = bool(self._dirty)
+            self._settle()
+            old_chain, new_chain = self._chain(self._active), self._chain(target)
+            common = set(old_chain) & set(new_chain)
+            paths: set[str] = set()
+            for t in (*old_chain, *new_chain):
+                if t not in common:
+                    paths.update(self._tasks[t].after)
+            plan: dict[str, Ref] = {}
+            for rel in sorted(paths):
+                new, old = self._value(new_chain, rel), self._value(old_chain, rel)
+                # Markers ("!large") say nothing about content: never assume they are equal.
+                if new != old or (new or "").startswith("!"):
+                    plan[rel] = new
+            contents: dict[str, bytes] = {}
+            try:
+                for rel, ref in plan.items():
+                    self._target(rel)
+                    blob = blob_of(ref)
+                    if blob is not None:
+                        contents[rel] = self.blobs.get(blob)
+            except (CorruptStoreError, UnsafePathError) as exc:
+                self._save_quietly()
+                raise RestoreError(f"cannot restore task {task_id}: {exc}") from exc
+            if settled:
+                self._save()  # the frozen AFTER record, before any file moves
+            intent = self._file(".restore.json") if plan else None
+            if intent is not None:
+                self._write(
+                    intent,
+                    {"format": INTENT_FORMAT, "version": VERSION, "target": target, "plan": plan},
+                )
+            try:
+                self._apply(plan, contents)
+            except (OSError, UnsafePathError) as exc:
+                raise RestoreError(
+                    f"restore of task {task_id} failed half-way ({exc}); it is completed "
+                    f"when this session is opened again"
+                ) from exc
+            self._active = target
+            self._save()
+            if intent is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    intent.unlink()
+
+    def _apply(self, plan: Mapping[str, Ref], contents: Mapping[str, bytes]) -> None:
+        skipped = []
+        # Removals first, deepest first, so a file may replace a directory and vice versa.
+        for rel, ref in sorted(
+            plan.items(), key=lambda kv: (kv[1] is not None, -kv[0].count("/"), kv[0])
+        ):
+            full = self._target(rel)
+            if ref is not None and ref.startswith("!"):
+                skipped.append(rel)
+                continue
+            if ref is None:
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                    if os.path.isdir(full) and not os.path.islink(full):
+                        continue
+                    os.unlink(full)
+                self._index.pop(rel, None)
+                self._index_unsaved = True
+                for parent in parents(rel):
+                    if parent not in self._created_dirs:
+                        break
+                    try:
+                        os.rmdir(self.working_dir / parent)
+                    except OSError:
+                        break
+                continue
+            full.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.islink(full):
+                os.unlink(full)
+            atomic_write_bytes(full, contents[rel])
+            os.chmod(full, mode_of(ref))
+            st = os.lstat(full)
+            self._index[rel] = [stat_of(st), time.time_ns(), ref]
+            self._index_unsaved = True
+        if skipped:
+            self._note_error(f"restore left alone files too large to snapshot: {skipped}")
+
+    def _finish_interrupted_restore(self) -> None:
+        intent = self._file(".restore.json")
+        if intent is None:
+            return
+        data = self._read_json(intent, INTENT_FORMAT, "time-machine restore intent")
+        if data is None:
+            return
+        try:
+            plan = {str(k): (v if isinstance(v, str) else None) for k, v in data["plan"].items()}
+            contents = {}
+            for rel, ref in plan.items():
+                blob = blob_of(ref)
+                if blob is not None:
+                    contents[rel] = self.blobs.get(blob)
+            self._apply(plan, contents)
+        except (KeyError, AttributeError, OSError, AgentMemError) as exc:
+            moved = move_aside(intent)
+            message = (
+                f"an interrupted restore could not be completed ({exc}); its record was moved "
+                f"to {moved} and the working directory may mix two task states"
+            )
+            _log.error("session %s: %s", self.session_id, message)
+            self.problems.append(message)
+            return
+        self._active = int(data["target"])
+        self._dirty.clear()
+        self._save()
+        intent.unlink()
+        _log.warning("session %s: an interrupted restore was completed", self.session_id)
+        self.problems.append(f"completed an interrupted restore to task {data['target']}")
+
+    def undo_last_task(self) -> int | None:
+        """Go back to the active task's parent; returns the new active task id.
+
+        Returns ``None`` at the initial state (nothing more to undo).
+        """
+        with self._lock:
+            parent = self._tasks[self._active].parent
+            if parent is None:
+                return None
+            self.restore_to_task_state(self._public(parent))
+            return self._public(parent)
+
+    def switch_to_task(self, task_id: int | None) -> None:
+        """Make ``task_id``'s end state the disk state (redo, or another branch)."""
+        self.restore_to_task_state(task_id)
+
+    # ------------------------------------------------------------------ retention
+
+    def _retain(self) -> None:
+        def over() -> bool:
+            total = sum(t.bytes for t in self._tasks.values())
+            return len(self._tasks) - 1 > self.max_tasks or total > self.max_bytes
+
+        keep = set(self._chain(self._active))
+        while over():
+            leaves = [k for k in sorted(self._tasks) if k not in keep and not self._children(k)]
+            if leaves:
+                del self._tasks[leaves[0]]
+                continue
+            roots = self._children(ROOT)
+            if len(roots) == 1 and roots[0] != self._active:
+                first = roots[0]
+                squashed = self._tasks.pop(first)
+                self._tasks[ROOT].after.update(squashed.after)
+                self._tasks[ROOT].bytes += squashed.bytes
+                for t in self._tasks.values():
+                    if t.parent == first:
+                        t.parent = ROOT
+                self._absorbed.append(first)
+                keep.discard(first)
+                continue
+            break
+
+    def referenced_blobs(self) -> set[str]:
+        """Blobs this session's tree and index refer to."""
+        refs: set[str] = set()
+        for task in self._tasks.values():
+            for ref in (*task.before.values(), *task.after.values()):
+                blob = blob_of(ref)
+                if blob:
+                    refs.add(blob)
+        for entry in self._index.values():
+            blob = blob_of(entry[2])
+            if blob:
+                refs.add(blob)
+        return refs
+
+    def collect_garbage(self) -> int:
+        """Delete blobs no stored session refers to; returns how many went."""
+        with self._lock:
+            keep = self.referenced_blobs()
+            if self.store_dir is not None:
+                for doc in (self.store_dir / "sessions").glob("*.json"):
+                    with contextlib.suppress(OSError, ValueError):
+                        data = json.loads(doc.read_text(encoding="utf-8"))
+                        for value in json_refs(data):
+                            keep.add(value)
+            return self.blobs.collect(keep, grace_seconds=GC_GRACE_SECONDS, now=time.time())
+
+    def delete_session_snapshots(self, session_id: str | None = None) -> None:
+        """Forget a session's snapshots (default: this one) and collect its blobs."""
+        with self._lock:
+            sid = self.session_id if session_id is None else session_id
+            if not isinstance(sid, str) or not sid or "/" in sid or sid.startswith("."):
+                raise InvalidArgumentError(f"session_id must be a session id, got {sid!r}")
+            if sid == self.session_id:
+                self._tasks = {ROOT: TaskRecord(parent=None)}
+                self._active = self._latest = ROOT
+                self._dirty.clear()
+                self._index.clear()
+                self._index_fresh = False
+                self._absorbed.clear()
+            if self.store_dir is not None:
+                for suffix in (".json", ".index.json", ".restore.json", ".guard"):
+                    with contextlib.suppress(FileNotFoundError):
+                        (self.store_dir / "sessions" / f"{sid}{suffix}").unlink()
+            self.collect_garbage()
+
+    def snapshot_bytes(self) -> int:
+        """Bytes every stored blob takes (all sessions sharing this store)."""
+        return self.blobs.size()
+
+    def __repr__(self) -> str:
+        return f"TimeMachine(active={self.active_task_id!r}, tasks={len(self._tasks) - 1})"
