@@ -21,7 +21,7 @@ from agentmem._storage.sqlite import Migration
 from agentmem.errors import SessionNotFoundError
 from agentmem.session_store.records import Row
 
-__all__ = ["MIGRATIONS", "SessionsSQL"]
+__all__ = ["MIGRATIONS", "SessionsSQL", "create_recall_index", "rebuild_recall_index"]
 
 MIGRATIONS: Final = (
     Migration(
@@ -93,7 +93,112 @@ MIGRATIONS: Final = (
             "ALTER TABLE threads ADD COLUMN crc INTEGER",
         ),
     ),
+    # The recall index (agentmem.recall): one recall_docs row per message (its searchable
+    # text) and an FTS5 index over it. Triggers on `messages` maintain both, so every
+    # statement that changes a message (append, replace, truncate, renumber, a cascading
+    # session delete, quarantine) changes the index in the same transaction: the index
+    # cannot drift from the messages, even across kill -9. Existing messages are indexed
+    # here, so a store written by an earlier release is searchable once opened.
+    Migration("0003_recall_index", lambda conn: create_recall_index(conn)),
 )
+
+# The searchable text of a message body, in SQL (so triggers can compute it): a string
+# content, or the text of its parts, then the name and arguments of every tool call.
+# A body that is not valid JSON (a damaged row) is indexed as empty text, never refused.
+_TEXT_OF: Final = """(CASE WHEN json_valid({b}) THEN trim(
+    COALESCE(CASE json_type({b}, '$.content')
+        WHEN 'text' THEN json_extract({b}, '$.content')
+        WHEN 'array' THEN (SELECT group_concat(COALESCE(json_extract(p.value, '$.text'),
+            CASE json_type(p.value, '$.content') WHEN 'text'
+                THEN json_extract(p.value, '$.content') END, ''), ' ')
+            FROM json_each({b}, '$.content') AS p)
+    END, '') || ' ' ||
+    COALESCE((SELECT group_concat(COALESCE(json_extract(t.value, '$.function.name'), '')
+            || ' ' || COALESCE(json_extract(t.value, '$.function.arguments'), ''), ' ')
+        FROM json_each({b}, '$.tool_calls') AS t
+        WHERE json_type({b}, '$.tool_calls') = 'array'), ''))
+    ELSE '' END)"""
+
+_RECALL_SCHEMA: Final = (
+    """
+    CREATE TABLE recall_docs (
+        docid INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL
+    )
+    """,
+    "CREATE UNIQUE INDEX recall_docs_by_message ON recall_docs (session_id, seq)",
+    # Porter stemming over unicode61 (diacritics folded); the text lives in recall_docs.
+    """
+    CREATE VIRTUAL TABLE recall_fts USING fts5 (
+        text, content = 'recall_docs', content_rowid = 'docid',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER recall_docs_ai AFTER INSERT ON recall_docs BEGIN
+        INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
+    END
+    """,
+    """
+    CREATE TRIGGER recall_docs_ad AFTER DELETE ON recall_docs BEGIN
+        INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', old.docid, old.text);
+    END
+    """,
+    """
+    CREATE TRIGGER recall_docs_au AFTER UPDATE OF text ON recall_docs BEGIN
+        INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', old.docid, old.text);
+        INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
+    END
+    """,
+    f"""
+    CREATE TRIGGER messages_recall_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO recall_docs (session_id, seq, role, text)
+        VALUES (new.session_id, new.seq, new.role, {_TEXT_OF.format(b="new.body")});
+    END
+    """,
+    """
+    CREATE TRIGGER messages_recall_ad AFTER DELETE ON messages BEGIN
+        DELETE FROM recall_docs WHERE session_id = old.session_id AND seq = old.seq;
+    END
+    """,
+    """
+    CREATE TRIGGER messages_recall_seq AFTER UPDATE OF seq ON messages BEGIN
+        UPDATE recall_docs SET seq = new.seq WHERE session_id = old.session_id AND seq = old.seq;
+    END
+    """,
+    f"""
+    CREATE TRIGGER messages_recall_body AFTER UPDATE OF role, body ON messages BEGIN
+        UPDATE recall_docs SET role = new.role, text = {_TEXT_OF.format(b="new.body")}
+        WHERE session_id = new.session_id AND seq = new.seq;
+    END
+    """,
+)
+
+_SQL_INDEX_ALL: Final = (
+    "INSERT INTO recall_docs (session_id, seq, role, text) "
+    f"SELECT session_id, seq, CAST(role AS TEXT), {_TEXT_OF.format(b='body')} FROM messages"
+)
+
+
+def create_recall_index(conn: sqlite3.Connection) -> None:
+    """Create the recall index and index every stored message (migration 0003)."""
+    for statement in _RECALL_SCHEMA:
+        conn.execute(statement)
+    conn.execute(_SQL_INDEX_ALL)
+
+
+def rebuild_recall_index(conn: sqlite3.Connection) -> None:
+    """Re-derive the whole recall index from the messages (inside the caller's transaction).
+
+    ``delete-all`` empties the FTS5 index without reading it, so this works on an index
+    whose b-trees are damaged; the rows are then indexed again from ``messages``.
+    """
+    conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('delete-all')")
+    conn.execute("DELETE FROM recall_docs")
+    conn.execute(_SQL_INDEX_ALL)
 
 
 def _raw(column: str) -> str:
