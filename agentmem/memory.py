@@ -40,7 +40,8 @@ closed (or its process dies). Incognito memory writes nothing at all.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, get_args
@@ -66,6 +67,7 @@ from agentmem.protocols import (
     Summarizer,
     TokenCounter,
 )
+from agentmem.recall import RecallHit, recall
 from agentmem.session import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MODEL,
@@ -248,6 +250,31 @@ class Memory:
                 raise
         self._open[session.id] = session
         return session
+
+    def recall(
+        self,
+        query: str,
+        max_sessions: int | None = None,
+        max_results: int = 5,
+        *,
+        session_ids: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        exclude_session: str | None = None,
+    ) -> list[RecallHit]:
+        """Search every stored session for ``query``; see :func:`agentmem.recall.recall`."""
+        return recall(
+            self.sessions,
+            query,
+            max_sessions,
+            max_results,
+            session_ids=session_ids,
+            roles=roles,
+            since=since,
+            until=until,
+            exclude_session=exclude_session,
+        )
 
     def _forget(self, session: Session) -> None:
         self._open.pop(session.id, None)

@@ -276,6 +276,29 @@ _SQL_QUARANTINE: Final = (
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
 
+# -- recall (agentmem.recall ranks; these only fetch)
+
+_SQL_RECALL: Final = f"""
+    SELECT d.session_id, d.seq, {_raw("d.role")}, -bm25(recall_fts), {_raw("d.text")},
+           {_raw("s.name")}, s.created_at, s.updated_at
+    FROM recall_fts
+    JOIN recall_docs AS d ON d.docid = recall_fts.rowid
+    JOIN sessions AS s ON s.id = d.session_id
+    WHERE recall_fts MATCH ?{{filters}}
+    ORDER BY rank LIMIT ?
+"""
+_SQL_RECALL_TEXTS: Final = (
+    f"SELECT seq, {_raw('text')} FROM recall_docs WHERE session_id = ? AND seq BETWEEN ? AND ?"
+)
+_SQL_RECALL_INTEGRITY: Final = "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
+# Messages without their index row, and index rows without their message (either is drift).
+_SQL_RECALL_DRIFT: Final = """
+    SELECT (SELECT count(*) FROM messages AS m WHERE NOT EXISTS (
+                SELECT 1 FROM recall_docs AS d WHERE d.session_id = m.session_id AND d.seq = m.seq)),
+           (SELECT count(*) FROM recall_docs AS d WHERE NOT EXISTS (
+                SELECT 1 FROM messages AS m WHERE m.session_id = d.session_id AND m.seq = d.seq))
+"""
+
 
 class SessionsSQL:
     """The SQL of a sessions store, over one connection the caller guards and transacts.
@@ -431,3 +454,77 @@ class SessionsSQL:
 
     def delete_billing(self, row_id: int) -> None:
         self.conn.execute(_SQL_DELETE_BILLING, (row_id,))
+
+    # -- recall index
+
+    def recall_rows(
+        self,
+        match: str,
+        limit: int,
+        *,
+        session_ids: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        exclude_session: str | None = None,
+        max_sessions: int | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """The ``limit`` best BM25 matches of the FTS5 query ``match`` that pass the filters.
+
+        Rows: ``(session_id, seq, raw role, bm25 score (higher is better), raw text,
+        raw session name, created_at, updated_at)``. ``since``/``until`` keep sessions
+        active in that time range; ``max_sessions`` searches only the most recently
+        updated sessions.
+        """
+        clauses: list[str] = []
+        params: list[Any] = [match]
+        if session_ids is not None:
+            clauses.append(f"d.session_id IN ({', '.join('?' * len(session_ids))})")
+            params.extend(session_ids)
+        if roles is not None:
+            clauses.append(f"d.role IN ({', '.join('?' * len(roles))})")
+            params.extend(roles)
+        if since is not None:
+            clauses.append("s.updated_at >= ?")
+            params.append(since)
+        if until is not None:
+            clauses.append("s.created_at <= ?")
+            params.append(until)
+        if exclude_session is not None:
+            clauses.append("d.session_id != ?")
+            params.append(exclude_session)
+        if max_sessions is not None:
+            clauses.append(
+                "d.session_id IN (SELECT id FROM sessions "
+                "ORDER BY updated_at DESC, rowid DESC LIMIT ?)"
+            )
+            params.append(max_sessions)
+        filters = "".join(f" AND {clause}" for clause in clauses)
+        params.append(limit)
+        return self.conn.execute(_SQL_RECALL.format(filters=filters), params).fetchall()
+
+    def recall_texts(self, sid: str, first: int, last: int) -> dict[int, Any]:
+        """Indexed text (raw) of the messages ``first..last`` of a session, by seq."""
+        return dict(self.conn.execute(_SQL_RECALL_TEXTS, (sid, first, last)).fetchall())
+
+    def recall_problems(self) -> list[str]:
+        """What is wrong with the recall index (empty when it matches the messages).
+
+        Runs FTS5's ``integrity-check`` (index vs its content rows) and compares the index
+        rows with the message rows. Cost: O(messages).
+        """
+        problems: list[str] = []
+        try:
+            self.conn.execute(_SQL_RECALL_INTEGRITY)
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"integrity-check: {exc}")
+        try:
+            missing, extra = self.conn.execute(_SQL_RECALL_DRIFT).fetchone()
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"cannot compare the index with the messages: {exc}")
+        else:
+            if missing:
+                problems.append(f"{missing} messages are missing from the index")
+            if extra:
+                problems.append(f"{extra} index rows have no message")
+        return problems
