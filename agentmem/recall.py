@@ -55,6 +55,7 @@ STOPWORDS: Final = frozenset(
 
 _WORD: Final = re.compile(r"\w+")
 _SPACE: Final = re.compile(r"\s+")
+_LABEL: Final = re.compile(r"\s*(\w+):\s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +92,26 @@ class Ranking:
 
     Attributes:
         stopwords: Drop :data:`STOPWORDS` from the query.
-        classic: Add the classic rules (phrase, keywords, density, title).
-        neighbours: Share of each neighbouring message's score a message gains.
+        classic: Weight of the classic rules (phrase, keywords, density, title).
+        neighbours: Share of each neighbouring message's score a message gains
+            (divided by the distance, up to ``reach`` messages away).
+        reach: How far the neighbours counted by ``neighbours`` go.
         session: Share of its session's score (mean of the session's best
             three matches) a message gains.
+        speaker: Bonus for a message whose speaker (a leading ``"Name:"`` label, the
+            transcript convention) is named in the query.
+        window: Weight of the number of keywords found in the message and its two
+            neighbours together (a question's words spread over adjacent turns).
         candidates: How many BM25 matches are re-ranked.
     """
 
     stopwords: bool = True
-    classic: bool = True
+    classic: float = 0.5
     neighbours: float = 0.3
-    session: float = 0.3
+    session: float = 0.6
+    speaker: float = 2.0
+    window: float = 1.0
+    reach: int = 2
     candidates: int = 300
 
 
@@ -126,10 +136,13 @@ def _stem(word: str) -> str:
     return word
 
 
-def _classic(text: str, phrase: str, stems: Sequence[str], title: str | None) -> float:
-    """The classic rules: exact phrase +3, +1 per keyword, density +1.5, title +0.5."""
-    lowered = text.lower()
-    words = [_stem(w) for w in _WORD.findall(lowered)]
+def _classic(
+    lowered: str, words: Sequence[str], phrase: str, stems: Sequence[str], title: str | None
+) -> float:
+    """The classic rules: exact phrase +3, +1 per keyword, density +1.5, title +0.5.
+
+    ``lowered`` is the message's text in lowercase, ``words`` its stemmed words.
+    """
     present = set(words)
     score = 0.0
     if phrase and " " in phrase and phrase in _SPACE.sub(" ", lowered):
@@ -137,7 +150,8 @@ def _classic(text: str, phrase: str, stems: Sequence[str], title: str | None) ->
     found = [s for s in stems if s in present]
     score += len(found)
     if words and found:
-        occurrences = sum(1 for w in words if w in set(found))
+        hits = set(found)
+        occurrences = sum(1 for w in words if w in hits)
         if occurrences / len(words) >= 0.1:
             score += 1.5
     if title and stems and any(_stem(w) in stems for w in _WORD.findall(title.lower())):
@@ -252,6 +266,8 @@ def recall(
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
     stems = [_stem(w) for w in words]
+    stems_set = set(stems)
+    found: dict[tuple[str, int], set[str]] = {}
     score: dict[tuple[str, int], float] = {}
     meta: dict[tuple[str, int], tuple[str, str]] = {}
     sessions: dict[str, tuple[str | None, float, float]] = {}
@@ -260,17 +276,33 @@ def recall(
         title = None if name is None else _text(name)
         sessions[key[0]] = (title, float(created), float(updated))
         body = _text(text)
+        lowered = body.lower()
+        stemmed = [_stem(w) for w in _WORD.findall(lowered)]
+        found[key] = stems_set.intersection(stemmed)
         value = float(bm25)
         if ranking.classic:
-            value += _classic(body, phrase, stems, title)
+            value += ranking.classic * _classic(lowered, stemmed, phrase, stems, title)
+        if ranking.speaker:
+            label = _LABEL.match(body)
+            if label and label.group(1).lower() in words:
+                value += ranking.speaker
         score[key] = value
         meta[key] = (_text(role), body)
 
     final = dict(score)
+    if ranking.window:
+        for sid, seq in score:
+            covered = found[(sid, seq)].union(
+                found.get((sid, seq - 1), ()), found.get((sid, seq + 1), ())
+            )
+            final[(sid, seq)] += ranking.window * len(covered)
     if ranking.neighbours:
         for (sid, seq), value in score.items():
-            around = score.get((sid, seq - 1), 0.0) + score.get((sid, seq + 1), 0.0)
-            final[(sid, seq)] = value + ranking.neighbours * around
+            around = sum(
+                (score.get((sid, seq - d), 0.0) + score.get((sid, seq + d), 0.0)) / d
+                for d in range(1, ranking.reach + 1)
+            )
+            final[(sid, seq)] += ranking.neighbours * around
     if ranking.session:
         best: dict[str, list[float]] = defaultdict(list)
         for (sid, _), value in score.items():
