@@ -36,7 +36,7 @@ from typing import Any, Final
 from agentmem.errors import InvalidArgumentError
 from agentmem.session_store import SessionStore
 
-__all__ = ["STOPWORDS", "RecallHit", "Ranking", "recall"]
+__all__ = ["STOPWORDS", "Ranking", "RecallHit", "recall"]
 
 PREVIEW_CHARS: Final = 200
 """Length of a hit's preview (and of its neighbours' previews)."""
@@ -49,7 +49,7 @@ STOPWORDS: Final = frozenset(
     ourselves out over own same she should so some such than that the their theirs them
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself
-    yourselves ever also get got much many s t d ll m re ve kind""".split()
+    yourselves ever also get got much many s t d ll m re ve kind""".split()  # noqa: SIM905
 )
 """Words dropped from a query: they match nearly every message and rank nothing."""
 
@@ -297,7 +297,7 @@ def recall(
             )
             final[(sid, seq)] += ranking.window * len(covered)
     if ranking.neighbours:
-        for (sid, seq), value in score.items():
+        for sid, seq in score:
             around = sum(
                 (score.get((sid, seq - d), 0.0) + score.get((sid, seq + d), 0.0)) / d
                 for d in range(1, ranking.reach + 1)

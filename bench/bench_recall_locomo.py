@@ -2,7 +2,7 @@
 
 A benchmark, not a test: it prints figures measured in one run and asserts nothing.
 
-    python bench/bench_recall_locomo.py                          # ../shared/bench-data/locomo/locomo-dev.json
+    python bench/bench_recall_locomo.py      # ../shared/bench-data/locomo/locomo-dev.json
     python bench/bench_recall_locomo.py --data path/to/locomo.json
 
 Each conversation gets its own memory root; each of its sessions is stored

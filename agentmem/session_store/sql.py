@@ -290,11 +290,14 @@ _SQL_RECALL: Final = f"""
 _SQL_RECALL_TEXTS: Final = (
     f"SELECT seq, {_raw('text')} FROM recall_docs WHERE session_id = ? AND seq BETWEEN ? AND ?"
 )
-_SQL_RECALL_INTEGRITY: Final = "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
+_SQL_RECALL_INTEGRITY: Final = (
+    "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
+)
 # Messages without their index row, and index rows without their message (either is drift).
 _SQL_RECALL_DRIFT: Final = """
     SELECT (SELECT count(*) FROM messages AS m WHERE NOT EXISTS (
-                SELECT 1 FROM recall_docs AS d WHERE d.session_id = m.session_id AND d.seq = m.seq)),
+                SELECT 1 FROM recall_docs AS d
+                WHERE d.session_id = m.session_id AND d.seq = m.seq)),
            (SELECT count(*) FROM recall_docs AS d WHERE NOT EXISTS (
                 SELECT 1 FROM messages AS m WHERE m.session_id = d.session_id AND m.seq = d.seq))
 """
