@@ -193,12 +193,19 @@ def create_recall_index(conn: sqlite3.Connection) -> None:
 def rebuild_recall_index(conn: sqlite3.Connection) -> None:
     """Re-derive the whole recall index from the messages (inside the caller's transaction).
 
-    ``delete-all`` empties the FTS5 index without reading it, so this works on an index
-    whose b-trees are damaged; the rows are then indexed again from ``messages``.
+    The triggers that forward ``recall_docs`` changes to FTS5 are dropped meanwhile (a
+    damaged index refuses the deletes they would make), ``recall_docs`` is filled again
+    from ``messages``, FTS5's ``rebuild`` re-indexes it without reading the old index, and
+    the same triggers are created again (so the schema fingerprint is unchanged).
     """
-    conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('delete-all')")
+    forwarding = [s for s in _RECALL_SCHEMA if "ON recall_docs BEGIN" in s]
+    for name in ("recall_docs_ai", "recall_docs_ad", "recall_docs_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
     conn.execute("DELETE FROM recall_docs")
     conn.execute(_SQL_INDEX_ALL)
+    conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('rebuild')")
+    for statement in forwarding:
+        conn.execute(statement)
 
 
 def _raw(column: str) -> str:
@@ -293,13 +300,18 @@ _SQL_RECALL_TEXTS: Final = (
 _SQL_RECALL_INTEGRITY: Final = (
     "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
 )
-# Messages without their index row, and index rows without their message (either is drift).
-_SQL_RECALL_DRIFT: Final = """
+# Messages without their index row, index rows without their message, and index rows whose
+# role or text is not what their message gives (any of the three is drift).
+_SQL_RECALL_DRIFT: Final = f"""
     SELECT (SELECT count(*) FROM messages AS m WHERE NOT EXISTS (
                 SELECT 1 FROM recall_docs AS d
                 WHERE d.session_id = m.session_id AND d.seq = m.seq)),
            (SELECT count(*) FROM recall_docs AS d WHERE NOT EXISTS (
-                SELECT 1 FROM messages AS m WHERE m.session_id = d.session_id AND m.seq = d.seq))
+                SELECT 1 FROM messages AS m WHERE m.session_id = d.session_id AND m.seq = d.seq)),
+           (SELECT count(*) FROM messages AS m
+                JOIN recall_docs AS d ON d.session_id = m.session_id AND d.seq = m.seq
+                WHERE d.role IS NOT CAST(m.role AS TEXT)
+                   OR d.text IS NOT {_TEXT_OF.format(b="m.body")})
 """
 
 
@@ -522,7 +534,7 @@ class SessionsSQL:
         except sqlite3.DatabaseError as exc:
             problems.append(f"integrity-check: {exc}")
         try:
-            missing, extra = self.conn.execute(_SQL_RECALL_DRIFT).fetchone()
+            missing, extra, stale = self.conn.execute(_SQL_RECALL_DRIFT).fetchone()
         except sqlite3.DatabaseError as exc:
             problems.append(f"cannot compare the index with the messages: {exc}")
         else:
@@ -530,4 +542,6 @@ class SessionsSQL:
                 problems.append(f"{missing} messages are missing from the index")
             if extra:
                 problems.append(f"{extra} index rows have no message")
+            if stale:
+                problems.append(f"{stale} index rows differ from their message")
         return problems
