@@ -102,7 +102,11 @@ class Ranking:
             transcript convention) is named in the query.
         window: Weight of the number of keywords found in the message and its two
             neighbours together (a question's words spread over adjacent turns).
-        candidates: How many BM25 matches are re-ranked.
+        common: A keyword held by more than this share of all messages is left out
+            of the index query (it ranks almost nothing and matches almost
+            everything, the cost of a query); the other signals still use it.
+        candidates: How many BM25 matches are re-ranked, per result asked for
+            (at least 100).
     """
 
     stopwords: bool = True
@@ -112,7 +116,8 @@ class Ranking:
     speaker: float = 2.0
     window: float = 1.0
     reach: int = 2
-    candidates: int = 300
+    common: float = 0.8
+    candidates: int = 30
 
 
 DEFAULT_RANKING: Final = Ranking()
@@ -137,26 +142,42 @@ def _stem(word: str) -> str:
 
 
 def _classic(
-    lowered: str, words: Sequence[str], phrase: str, stems: Sequence[str], title: str | None
+    lowered: str, found: set[str], occurrences: int, phrase: str, titled: bool, all_found: bool
 ) -> float:
     """The classic rules: exact phrase +3, +1 per keyword, density +1.5, title +0.5.
 
-    ``lowered`` is the message's text in lowercase, ``words`` its stemmed words.
+    ``lowered``: the message's text in lowercase; ``found``: the keyword stems it holds
+    (``occurrences`` times in all); ``titled``: its session's name holds a keyword;
+    ``all_found``: it holds every keyword (else the phrase cannot be in it).
     """
-    present = set(words)
-    score = 0.0
-    if phrase and " " in phrase and phrase in _SPACE.sub(" ", lowered):
+    score = float(len(found))
+    if all_found and " " in phrase and phrase in _SPACE.sub(" ", lowered):
         score += 3.0
-    found = [s for s in stems if s in present]
-    score += len(found)
-    if words and found:
-        hits = set(found)
-        occurrences = sum(1 for w in words if w in hits)
-        if occurrences / len(words) >= 0.1:
-            score += 1.5
-    if title and stems and any(_stem(w) in stems for w in _WORD.findall(title.lower())):
+    if found and occurrences / max(1, lowered.count(" ") + 1) >= 0.1:
+        score += 1.5
+    if titled:
         score += 0.5
     return score
+
+
+def _variants(word: str) -> list[str]:
+    # Index terms are porter stems; these cover the word's usual stems (a miss keeps the word).
+    out = [word, _stem(word)]
+    if word.endswith("y"):
+        out.append(word[:-1] + "i")
+    return out
+
+
+def _informative(store: SessionStore, words: list[str], common: float) -> list[str]:
+    """``words`` without those held by more than ``common`` of the messages (keeps one)."""
+    if common >= 1.0 or len(words) < 2:
+        return words
+    docs, total = store.recall_term_docs(sorted({v for w in words for v in _variants(w)}))
+    if not total:
+        return words
+    share = {w: max(docs.get(v, 0) for v in _variants(w)) / total for w in words}
+    kept = [w for w in words if share[w] <= common]
+    return kept or [min(words, key=lambda w: share[w])]
 
 
 def _preview(text: str, words: Sequence[str]) -> str:
@@ -259,14 +280,20 @@ def recall(
     words = keywords(query, stopwords=ranking.stopwords) or keywords(query, stopwords=False)
     if not words or filters["session_ids"] == [] or filters["roles"] == []:
         return []
-    match = " OR ".join(f'"{word}"' for word in words)
-    rows = store.recall_rows(match, max(ranking.candidates, limit), **filters)
+    searched = _informative(store, words, ranking.common)
+    match = " OR ".join(f'"{word}"' for word in searched)
+    rows = store.recall_rows(match, max(100, ranking.candidates * limit), **filters)
     if not rows:
         return []
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
     stems = [_stem(w) for w in words]
-    stems_set = set(stems)
+    # A word starting with a keyword's stem is that keyword (plural, -ing, -ed...).
+    pattern = re.compile(
+        r"\b(" + "|".join(map(re.escape, sorted(set(stems), key=len, reverse=True))) + r")\w*"
+    )
+    titles: dict[str, bool] = {}
+    unique_stems = set(stems)
     found: dict[tuple[str, int], set[str]] = {}
     score: dict[tuple[str, int], float] = {}
     meta: dict[tuple[str, int], tuple[str, str]] = {}
@@ -277,11 +304,20 @@ def recall(
         sessions[key[0]] = (title, float(created), float(updated))
         body = _text(text)
         lowered = body.lower()
-        stemmed = [_stem(w) for w in _WORD.findall(lowered)]
-        found[key] = stems_set.intersection(stemmed)
+        occurrences = pattern.findall(lowered)
+        found[key] = set(occurrences)
         value = float(bm25)
         if ranking.classic:
-            value += ranking.classic * _classic(lowered, stemmed, phrase, stems, title)
+            if key[0] not in titles:
+                titles[key[0]] = bool(title and pattern.search(title.lower()))
+            value += ranking.classic * _classic(
+                lowered,
+                found[key],
+                len(occurrences),
+                phrase,
+                titles[key[0]],
+                len(found[key]) == len(unique_stems),
+            )
         if ranking.speaker:
             label = _LABEL.match(body)
             if label and label.group(1).lower() in words:

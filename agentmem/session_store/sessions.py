@@ -519,6 +519,11 @@ class SessionStore:
         with self._read("search the rebuilt recall index") as sql:
             return sql.recall_rows(match, limit, **filters)
 
+    def recall_term_docs(self, terms: builtins.list[str]) -> tuple[dict[str, int], int]:
+        """Messages holding each index term, and about how many messages are indexed."""
+        with self._read("read the recall index's vocabulary") as sql:
+            return sql.recall_term_docs(terms)
+
     def recall_texts(self, session_id: str, first: int, last: int) -> dict[int, str]:
         """The indexed text of messages ``first..last`` of a session, by index."""
         with self._read(f"read the recall index of session {session_id}") as sql:

@@ -297,6 +297,11 @@ _SQL_RECALL: Final = f"""
 _SQL_RECALL_TEXTS: Final = (
     f"SELECT seq, {_raw('text')} FROM recall_docs WHERE session_id = ? AND seq BETWEEN ? AND ?"
 )
+# A per-connection (temp) view of the index's vocabulary: how many messages hold a term.
+_SQL_RECALL_VOCAB: Final = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, recall_fts, row)"
+)
+_SQL_RECALL_TOTAL: Final = "SELECT COALESCE(MAX(docid), 0) FROM recall_docs"
 _SQL_RECALL_INTEGRITY: Final = (
     "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
 )
@@ -517,6 +522,19 @@ class SessionsSQL:
         filters = "".join(f" AND {clause}" for clause in clauses)
         params.append(limit)
         return self.conn.execute(_SQL_RECALL.format(filters=filters), params).fetchall()
+
+    def recall_term_docs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many messages hold each of ``terms`` (index terms: lowercase stems), and an
+        upper bound of the number of indexed messages. Cost: one B-tree lookup per term."""
+        if not terms:
+            return {}, 0
+        self.conn.execute(_SQL_RECALL_VOCAB)
+        marks = ", ".join("?" * len(terms))
+        rows = self.conn.execute(
+            f"SELECT term, doc FROM temp.recall_vocab WHERE term IN ({marks})", list(terms)
+        ).fetchall()
+        total = int(self.conn.execute(_SQL_RECALL_TOTAL).fetchone()[0])
+        return {str(term): int(doc) for term, doc in rows}, total
 
     def recall_texts(self, sid: str, first: int, last: int) -> dict[int, Any]:
         """Indexed text (raw) of the messages ``first..last`` of a session, by seq."""
