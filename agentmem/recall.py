@@ -352,8 +352,8 @@ def recall(
     for sid, seq in order:
         role, body = meta[(sid, seq)]
         title, created, _ = sessions[sid]
-        around = store.recall_texts(sid, seq - 1, seq + 1)
-        before, after = around.get(seq - 1), around.get(seq + 1)
+        texts = store.recall_texts(sid, seq - 1, seq + 1)
+        before, after = texts.get(seq - 1), texts.get(seq + 1)
         hits.append(
             RecallHit(
                 session_id=sid,

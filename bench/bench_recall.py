@@ -18,8 +18,9 @@ It measures, in one run:
   the classic rules (exact phrase +3, +1 per keyword, density +1.5, title
   +0.5), on a subset of the queries (it is slow), p50 / p95 and the ratio;
 * **index size**: pages of the recall tables vs the whole database (``dbstat``);
-* **append cost**: ``SessionWriter.on_append`` of one message with the
-  default durability (fsync), p50 over 300 appends, into a session of 1,000
+* **append cost**: ``SessionWriter.on_append`` of one message, with the
+  default durability (``"full"``, fsync per append) and with ``"normal"``
+  (no fsync: the CPU and page cost shows), p50 over 300 appends, into a session of 1,000
   and of 100,000 messages, with the index and without it (the same store
   with the index's triggers dropped, which is exactly the append of the
   release before the index), interleaved append by append so both run in
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import agentmem
+from agentmem._storage.sqlite import Durability
 from agentmem.recall import STOPWORDS, keywords
 from agentmem.session_store import SessionStore
 
@@ -170,8 +172,10 @@ def bench_recall(sessions: int, scans: int) -> None:
         mem.close()
 
 
-def _append_store(path: Path, size: int, *, indexed: bool) -> tuple[SessionStore, str]:
-    store = SessionStore(path)  # durability "full": fsync per append, the default
+def _append_store(
+    path: Path, size: int, *, indexed: bool, durability: Durability
+) -> tuple[SessionStore, str]:
+    store = SessionStore(path, durability=durability)
     sid = store.create(name="append bench").id
     writer = store.writer(sid)
     for start in range(0, size, 5_000):
@@ -191,14 +195,17 @@ def _append_store(path: Path, size: int, *, indexed: bool) -> tuple[SessionStore
     return store, sid
 
 
-def bench_append(sizes: list[int], turns: int) -> None:
+def bench_append(sizes: list[int], turns: int, durability: Durability) -> None:
+    print(f"append, durability {durability!r}:")
     rng = random.Random(2)
     words, weights = vocabulary(rng)
     results: dict[int, dict[bool, float]] = {}
     for size in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             stores = {
-                flag: _append_store(Path(tmp) / f"{flag}.sqlite", size, indexed=flag)
+                flag: _append_store(
+                    Path(tmp) / f"{flag}.sqlite", size, indexed=flag, durability=durability
+                )
                 for flag in (True, False)
             }
             samples: dict[bool, list[float]] = {True: [], False: []}
@@ -234,11 +241,16 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=[1_000, 100_000])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--skip-append", action="store_true")
+    parser.add_argument(
+        "--durability", choices=["full", "normal"], nargs="*", default=["full", "normal"]
+    )
     args = parser.parse_args()
     print(f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}")
-    bench_recall(args.sessions, args.scans)
+    if args.sessions:
+        bench_recall(args.sessions, args.scans)
     if not args.skip_append:
-        bench_append(args.sizes, args.turns)
+        for durability in args.durability:
+            bench_append(args.sizes, args.turns, durability)
 
 
 if __name__ == "__main__":
