@@ -101,10 +101,22 @@ class PlainBM25:
 def ideas() -> list[tuple[str, Ranking]]:
     """Each ranking idea added to the previous one, ending with the shipped default."""
     none = Ranking(
-        stopwords=False, classic=0.0, neighbours=0.0, session=0.0, speaker=0.0, window=0.0
+        stopwords=False,
+        classic=0.0,
+        neighbours=0.0,
+        session=0.0,
+        speaker=0.0,
+        window=0.0,
+        common=1.0,
     )
     steps = [("FTS5 BM25 (porter stems)", none)]
     steps.append(("+ stopwords", dataclasses.replace(steps[-1][1], stopwords=True)))
+    steps.append(
+        (
+            "+ 80% words out of query",
+            dataclasses.replace(steps[-1][1], common=DEFAULT_RANKING.common),
+        )
+    )
     steps.append(
         ("+ classic rules", dataclasses.replace(steps[-1][1], classic=DEFAULT_RANKING.classic))
     )
