@@ -53,6 +53,9 @@ STOPWORDS: Final = frozenset(
 )
 """Words dropped from a query: they match nearly every message and rank nothing."""
 
+COMMON_MIN_MESSAGES: Final = 200
+"""Below this many messages every keyword is searched (see ``Ranking.common``)."""
+
 _WORD: Final = re.compile(r"\w+")
 _SPACE: Final = re.compile(r"\s+")
 _LABEL: Final = re.compile(r"\s*(\w+):\s")
@@ -169,15 +172,20 @@ def _variants(word: str) -> list[str]:
 
 
 def _informative(store: SessionStore, words: list[str], common: float) -> list[str]:
-    """``words`` without those held by more than ``common`` of the messages (keeps one)."""
+    """``words`` without those held by more than ``common`` of the messages.
+
+    Only where it matters and is safe: in a store of at least :data:`COMMON_MIN_MESSAGES`
+    messages, and only when a word that stays is held by some message (else the query
+    would lose the only words that match).
+    """
     if common >= 1.0 or len(words) < 2:
         return words
     docs, total = store.recall_term_docs(sorted({v for w in words for v in _variants(w)}))
-    if not total:
+    if total < COMMON_MIN_MESSAGES:
         return words
-    share = {w: max(docs.get(v, 0) for v in _variants(w)) / total for w in words}
-    kept = [w for w in words if share[w] <= common]
-    return kept or [min(words, key=lambda w: share[w])]
+    held = {w: max(docs.get(v, 0) for v in _variants(w)) for w in words}
+    kept = [w for w in words if held[w] <= common * total]
+    return kept if any(held[w] for w in kept) else words
 
 
 def _preview(text: str, words: Sequence[str]) -> str:

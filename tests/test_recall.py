@@ -355,6 +355,25 @@ def test_bad_arguments_are_named(tmp_path: Path, kwargs: dict[str, object], fiel
     mem.close()
 
 
+def test_a_word_in_every_message_is_still_found(tmp_path: Path) -> None:
+    """The cut of very common keywords never leaves a query with no matching word."""
+    store = SessionStore(tmp_path / "s.sqlite", durability="normal")
+    sid = store.create().id
+    texts = [f"parquet note {i}" for i in range(300)]
+    store.writer(sid).on_append([{"role": "user", "content": t} for t in texts])
+    # "parquet" is in every message, "absent" in none: parquet must still be searched.
+    assert len(recall(store, "parquet absent", max_results=5)) == 5
+    # With a rare word present, the common one leaves the query (speed) but ranks the same.
+    store.writer(sid).on_append([{"role": "user", "content": "parquet zebra"}])
+    assert recall(store, "parquet zebra", max_results=1)[0].index == 300
+    small = SessionStore(None)
+    one = small.create().id
+    small.writer(one).on_append([{"role": "user", "content": "hello parquet"}])
+    assert [h.index for h in recall(small, "parquet zzz")] == [0]
+    store.close()
+    small.close()
+
+
 def test_query_syntax_is_never_interpreted(tmp_path: Path) -> None:
     mem, _ = _memory(tmp_path)
     for query in ['"parquet', "parquet AND NOT", "NEAR(parquet", "parquet*", "col:parquet", "-"]:
