@@ -193,18 +193,20 @@ def create_recall_index(conn: sqlite3.Connection) -> None:
 def rebuild_recall_index(conn: sqlite3.Connection) -> None:
     """Re-derive the whole recall index from the messages (inside the caller's transaction).
 
-    The triggers that forward ``recall_docs`` changes to FTS5 are dropped meanwhile (a
-    damaged index refuses the deletes they would make), ``recall_docs`` is filled again
-    from ``messages``, FTS5's ``rebuild`` re-indexes it without reading the old index, and
-    the same triggers are created again (so the schema fingerprint is unchanged).
+    Every recall trigger is dropped meanwhile (a damaged index refuses the deletes they
+    would forward), ``recall_docs`` is filled again from ``messages``, FTS5's ``rebuild``
+    re-indexes it without reading the old index, and the triggers are created again from
+    their one definition (so one dropped by hand is back and the schema matches its
+    fingerprint).
     """
-    forwarding = [s for s in _RECALL_SCHEMA if "ON recall_docs BEGIN" in s]
-    for name in ("recall_docs_ai", "recall_docs_ad", "recall_docs_au"):
+    triggers = [s for s in _RECALL_SCHEMA if "CREATE TRIGGER" in s]
+    for statement in triggers:
+        name = statement.split("CREATE TRIGGER", 1)[1].split()[0]
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
     conn.execute("DELETE FROM recall_docs")
     conn.execute(_SQL_INDEX_ALL)
     conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('rebuild')")
-    for statement in forwarding:
+    for statement in triggers:
         conn.execute(statement)
 
 
