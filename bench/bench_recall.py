@@ -195,6 +195,12 @@ def _append_store(
     return store, sid
 
 
+def _wal_size(store: SessionStore) -> int:
+    assert store.path is not None
+    wal = Path(f"{store.path}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
 def bench_append(sizes: list[int], turns: int, durability: Durability) -> None:
     print(f"append, durability {durability!r}:")
     rng = random.Random(2)
@@ -208,7 +214,16 @@ def bench_append(sizes: list[int], turns: int, durability: Durability) -> None:
                 )
                 for flag in (True, False)
             }
+            wal = {}
+            for flag, (store, _) in stores.items():
+                conn = store._conn
+                assert conn is not None
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute("PRAGMA wal_autocheckpoint = 0")  # to count the frames written
+                wal[flag] = _wal_size(store)
+            page = stores[True][0]._conn.execute("PRAGMA page_size").fetchone()[0]  # type: ignore[union-attr]
             samples: dict[bool, list[float]] = {True: [], False: []}
+            cpu = {True: 0.0, False: 0.0}
             for turn in range(turns):
                 message: dict[str, Any] = {
                     "role": "user" if turn % 2 == 0 else "assistant",
@@ -217,17 +232,28 @@ def bench_append(sizes: list[int], turns: int, durability: Durability) -> None:
                 order = (True, False) if turn % 2 == 0 else (False, True)
                 for flag in order:
                     store, sid = stores[flag]
+                    c = time.process_time()
                     t = time.perf_counter()
                     store.writer(sid).on_append([message])
                     samples[flag].append(time.perf_counter() - t)
+                    cpu[flag] += time.process_time() - c
+            frames = {
+                f: (_wal_size(s) - wal[f]) / (page + 24) / turns for f, (s, _) in stores.items()
+            }
             results[size] = {flag: statistics.median(v) * 1e6 for flag, v in samples.items()}
             for store, _ in stores.values():
                 store.close()
             shutil.rmtree(tmp, ignore_errors=True)
         r = results[size]
+        p90 = {f: pct(v, 0.9) * 1e3 for f, v in samples.items()}
+        mean = {f: statistics.fmean(v) * 1e6 for f, v in samples.items()}
         print(
             f"append into a {size:>7,}-message session: indexed {r[True]:8.0f} us   "
-            f"unindexed {r[False]:8.0f} us   ratio {r[True] / r[False]:.3f}"
+            f"unindexed {r[False]:8.0f} us   ratio {r[True] / r[False]:.3f}\n"
+            f"    p90 {p90[True]:.0f} / {p90[False]:.0f} us   mean {mean[True]:.0f} / "
+            f"{mean[False]:.0f} us   CPU {cpu[True] / turns * 1e6:.0f} / "
+            f"{cpu[False] / turns * 1e6:.0f} us   WAL frames per commit "
+            f"{frames[True]:.2f} / {frames[False]:.2f}"
         )
     if len(sizes) > 1:
         lo, hi = results[sizes[0]][True], results[sizes[-1]][True]

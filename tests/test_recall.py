@@ -29,6 +29,7 @@ import agentmem
 from agentmem.errors import InvalidArgumentError
 from agentmem.recall import Ranking, RecallHit, keywords, recall
 from agentmem.session_store import SessionStore
+from agentmem.session_store.sql import RECALL_BATCH
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
@@ -91,6 +92,13 @@ class RecallIndexMachine(RuleBasedStateMachine):
         self.store.writer(sid).on_append([self._message(r, w) for r, w in tail])
         self.model[sid].extend(tail)
 
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), tail=st.lists(st.tuples(roles, texts), min_size=20, max_size=70))
+    def append_many(self, data: st.DataObject, tail: list[tuple[str, list[str]]]) -> None:
+        # Long enough to cross RECALL_BATCH queued changes: the queue is then indexed inside
+        # the appending statement (and, by the rewrite rule, inside a truncating one).
+        self.append(data, tail)
+
     @precondition(lambda self: any(self.model.values()))
     @rule(data=st.data(), role=roles, words=texts)
     def replace(self, data: st.DataObject, role: str, words: list[str]) -> None:
@@ -144,6 +152,43 @@ RecallIndexMachine.TestCase.settings = settings(
     settings.default, max_examples=min(40, settings.default.max_examples), stateful_step_count=20
 )
 TestRecallIndexMachine = RecallIndexMachine.TestCase
+
+
+def _count(store: SessionStore, table: str) -> int:
+    conn = store._conn
+    assert conn is not None
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def test_changes_are_queued_and_indexed_in_batches(tmp_path: Path) -> None:
+    """An append queues its message in its own transaction; every RECALL_BATCH-th change
+    indexes the queue in that same statement; a search indexes what is still queued."""
+    store = SessionStore(tmp_path / "s.sqlite", durability="normal")
+    sid = store.create().id
+    writer = store.writer(sid)
+    for i in range(RECALL_BATCH - 1):
+        writer.on_append([{"role": "user", "content": f"zebra {i}"}])
+    assert _count(store, "recall_pending") == RECALL_BATCH - 1
+    assert _count(store, "recall_docs") == 0
+    writer.on_append([{"role": "user", "content": "zebra last"}])
+    assert _count(store, "recall_pending") == 0
+    assert _count(store, "recall_docs") == RECALL_BATCH
+    writer.on_replace(3, {"role": "assistant", "content": "quartz"})
+    writer.on_append([{"role": "user", "content": "quartz too"}])
+    assert _count(store, "recall_pending") == 2
+    assert _found(store, "quartz") == {(sid, 3), (sid, RECALL_BATCH)}
+    assert _found(store, "zebra") == {(sid, i) for i in range(RECALL_BATCH) if i != 3}
+    assert _count(store, "recall_pending") == 0
+    assert _count(store, "recall_docs") == RECALL_BATCH + 1
+    store.close()
+    # What is queued when the store closes is indexed by the next search.
+    with SessionStore(tmp_path / "s.sqlite") as again:
+        again.writer(sid).on_rewrite(RECALL_BATCH, [{"role": "user", "content": "violin"}])
+        assert _count(again, "recall_pending") == 2  # the delete and the insert
+    with SessionStore(tmp_path / "s.sqlite") as again:
+        assert _found(again, "violin") == {(sid, RECALL_BATCH)}
+        assert _found(again, "quartz") == {(sid, 3)}
+        assert _problems(again) == []
 
 
 # ---------------------------------------------------------------- kill -9
@@ -222,6 +267,7 @@ def _store_with(tmp_path: Path, texts: list[str]) -> tuple[SessionStore, str]:
     store = SessionStore(tmp_path / "s.sqlite", durability="normal")
     sid = store.create(name="s").id
     store.writer(sid).on_append([{"role": "user", "content": t} for t in texts])
+    assert store.check_recall_index(repair=False) == []  # indexes the queued appends
     return store, sid
 
 

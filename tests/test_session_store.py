@@ -240,8 +240,9 @@ def test_append_touches_only_new_rows(store: SessionStore) -> None:
 
     (``updated_at`` moves at most once per TOUCH_INTERVAL_S on appends; the fixed test clock
     does not move, so only the first append touched the session row.) An append changes the
-    new message row and its recall index rows (written by triggers in the same
-    transaction), however long the session.
+    new message row and its row in the recall index's queue (written by a trigger in the
+    same transaction; the queue is indexed every RECALL_BATCH changes), however long the
+    session.
     """
     conn = store._conn
     assert conn is not None
@@ -256,7 +257,7 @@ def test_append_touches_only_new_rows(store: SessionStore) -> None:
     store.writer(long).on_append([user(f"m{i}") for i in range(500)])
     appended = changes(long, lambda w: w.on_append([assistant("new")]))
     assert appended == changes(short, lambda w: w.on_append([assistant("new")]))
-    assert 1 <= appended <= 16  # the row, its recall_docs row, FTS5 segment bookkeeping
+    assert 1 <= appended <= 16  # the row and its recall queue row
     assert conn.execute("SELECT count(*) FROM messages WHERE seq = 500").fetchone()[0] == 1
     replaced = changes(long, lambda w: w.on_replace(10, user("x")))
     assert replaced == changes(short, lambda w: w.on_replace(0, user("x")))

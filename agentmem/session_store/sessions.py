@@ -52,7 +52,12 @@ from agentmem.session_store.records import (
     _check_session_id,
     _info_from_row,
 )
-from agentmem.session_store.sql import MIGRATIONS, SessionsSQL, rebuild_recall_index
+from agentmem.session_store.sql import (
+    MIGRATIONS,
+    SessionsSQL,
+    flush_recall_index,
+    rebuild_recall_index,
+)
 from agentmem.session_store.writer import SessionWriter
 
 __all__ = ["SessionStore"]
@@ -512,6 +517,7 @@ class SessionStore:
             CorruptStoreError: the database itself is damaged.
         """
         try:
+            self._flush_recall_index()
             with self._read("search the recall index") as sql:
                 return sql.recall_rows(match, limit, **filters)
         except CorruptStoreError as exc:
@@ -521,6 +527,10 @@ class SessionStore:
 
     def recall_term_docs(self, terms: builtins.list[str]) -> tuple[dict[str, int], int]:
         """Messages holding each index term, and about how many messages are indexed."""
+        try:
+            self._flush_recall_index()
+        except CorruptStoreError:
+            pass  # the search that follows (recall_rows) finds the damage and rebuilds
         with self._read("read the recall index's vocabulary") as sql:
             return sql.recall_term_docs(terms)
 
@@ -548,6 +558,7 @@ class SessionStore:
             The problems found (empty when the index matched the messages).
         """
         try:
+            self._flush_recall_index()
             with self._read("check the recall index", snapshot=True) as sql:
                 problems = sql.recall_problems()
         except CorruptStoreError as exc:
@@ -555,6 +566,19 @@ class SessionStore:
         if problems and repair:
             self._rebuild_recall_index("; ".join(problems))
         return problems
+
+    def _flush_recall_index(self) -> None:
+        """Index the message changes still queued (fewer than ``RECALL_BATCH``).
+
+        The triggers index the queue every ``RECALL_BATCH`` changes, inside the changing
+        transaction; a search indexes the rest first, so it always sees every message.
+        Costs one read (the queue is empty) unless something is queued.
+        """
+        with self._read("look for unindexed messages") as sql:
+            if sql.conn.execute("SELECT 1 FROM recall_pending LIMIT 1").fetchone() is None:
+                return
+        with self._write("index the queued messages") as sql:
+            flush_recall_index(sql.conn)
 
     def _rebuild_recall_index(self, why: str) -> None:
         with self._write("rebuild the recall index") as sql:

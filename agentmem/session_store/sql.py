@@ -21,7 +21,14 @@ from agentmem._storage.sqlite import Migration
 from agentmem.errors import SessionNotFoundError
 from agentmem.session_store.records import Row
 
-__all__ = ["MIGRATIONS", "SessionsSQL", "create_recall_index", "rebuild_recall_index"]
+__all__ = [
+    "MIGRATIONS",
+    "RECALL_BATCH",
+    "SessionsSQL",
+    "create_recall_index",
+    "flush_recall_index",
+    "rebuild_recall_index",
+]
 
 MIGRATIONS: Final = (
     Migration(
@@ -119,6 +126,19 @@ _TEXT_OF: Final = """(CASE WHEN json_valid({b}) THEN trim(
         WHERE json_type({b}, '$.tool_calls') = 'array'), ''))
     ELSE '' END)"""
 
+# How many queued message changes are indexed together (see recall_pending_flush).
+RECALL_BATCH: Final = 64
+# Index the queued changes: drop the index rows of every queued message, then index the
+# queued messages that still exist (a queued delete leaves no row; a renumbered message is
+# queued under both seqs). Both go through recall_docs, whose triggers forward to FTS5.
+_FLUSH_DELETE: Final = """DELETE FROM recall_docs WHERE docid IN (
+            SELECT d.docid FROM recall_pending AS p
+            JOIN recall_docs AS d ON d.session_id = p.session_id AND d.seq = p.seq)"""
+_FLUSH_INSERT: Final = f"""INSERT INTO recall_docs (session_id, seq, role, text)
+            SELECT m.session_id, m.seq, m.role, {_TEXT_OF.format(b="m.body")}
+            FROM (SELECT DISTINCT session_id, seq FROM recall_pending) AS p
+            JOIN messages AS m ON m.session_id = p.session_id AND m.seq = p.seq"""
+
 _RECALL_SCHEMA: Final = (
     """
     CREATE TABLE recall_docs (
@@ -153,26 +173,44 @@ _RECALL_SCHEMA: Final = (
         INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
     END
     """,
-    f"""
+    # Every message change queues its (session_id, seq) here, in the changing statement.
+    """
+    CREATE TABLE recall_pending (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL
+    )
+    """,
+    """
     CREATE TRIGGER messages_recall_ai AFTER INSERT ON messages BEGIN
-        INSERT INTO recall_docs (session_id, seq, role, text)
-        VALUES (new.session_id, new.seq, new.role, {_TEXT_OF.format(b="new.body")});
+        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
     END
     """,
     """
     CREATE TRIGGER messages_recall_ad AFTER DELETE ON messages BEGIN
-        DELETE FROM recall_docs WHERE session_id = old.session_id AND seq = old.seq;
+        INSERT INTO recall_pending (session_id, seq) VALUES (old.session_id, old.seq);
     END
     """,
     """
     CREATE TRIGGER messages_recall_seq AFTER UPDATE OF seq ON messages BEGIN
-        UPDATE recall_docs SET seq = new.seq WHERE session_id = old.session_id AND seq = old.seq;
+        INSERT INTO recall_pending (session_id, seq) VALUES (old.session_id, old.seq);
+        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
     END
     """,
-    f"""
+    """
     CREATE TRIGGER messages_recall_body AFTER UPDATE OF role, body ON messages BEGIN
-        UPDATE recall_docs SET role = new.role, text = {_TEXT_OF.format(b="new.body")}
-        WHERE session_id = new.session_id AND seq = new.seq;
+        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
+    END
+    """,
+    # Every RECALL_BATCH-th queued change indexes the queue in the same statement (ids
+    # restart at 1 once the queue is emptied, so this fires once per RECALL_BATCH changes):
+    # FTS5 then writes one segment per batch instead of one per commit.
+    f"""
+    CREATE TRIGGER recall_pending_flush AFTER INSERT ON recall_pending
+    WHEN new.id % {RECALL_BATCH} = 0 BEGIN
+        {_FLUSH_DELETE};
+        {_FLUSH_INSERT};
+        DELETE FROM recall_pending;
     END
     """,
 )
@@ -190,6 +228,19 @@ def create_recall_index(conn: sqlite3.Connection) -> None:
     conn.execute(_SQL_INDEX_ALL)
 
 
+def flush_recall_index(conn: sqlite3.Connection) -> bool:
+    """Index the queued message changes (inside the caller's write transaction).
+
+    Returns whether there were any.
+    """
+    if conn.execute(_SQL_RECALL_PENDING).fetchone() is None:
+        return False
+    conn.execute(_FLUSH_DELETE)
+    conn.execute(_FLUSH_INSERT)
+    conn.execute("DELETE FROM recall_pending")
+    return True
+
+
 def rebuild_recall_index(conn: sqlite3.Connection) -> None:
     """Re-derive the whole recall index from the messages (inside the caller's transaction).
 
@@ -204,6 +255,7 @@ def rebuild_recall_index(conn: sqlite3.Connection) -> None:
         name = statement.split("CREATE TRIGGER", 1)[1].split()[0]
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
     conn.execute("DELETE FROM recall_docs")
+    conn.execute("DELETE FROM recall_pending")
     conn.execute(_SQL_INDEX_ALL)
     conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('rebuild')")
     for statement in triggers:
@@ -303,6 +355,7 @@ _SQL_RECALL_TEXTS: Final = (
 _SQL_RECALL_VOCAB: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, recall_fts, row)"
 )
+_SQL_RECALL_PENDING: Final = "SELECT 1 FROM recall_pending LIMIT 1"
 _SQL_RECALL_TOTAL: Final = "SELECT COALESCE(MAX(docid), 0) FROM recall_docs"
 _SQL_RECALL_INTEGRITY: Final = (
     "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
