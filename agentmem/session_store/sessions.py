@@ -526,11 +526,11 @@ class SessionStore:
             return sql.recall_rows(match, limit, **filters)
 
     def recall_term_docs(self, terms: builtins.list[str]) -> tuple[dict[str, int], int]:
-        """Messages holding each index term, and about how many messages are indexed."""
-        try:
-            self._flush_recall_index()
-        except CorruptStoreError:
-            pass  # the search that follows (recall_rows) finds the damage and rebuilds
+        """Messages holding each index term, and about how many messages are indexed.
+
+        Changes still queued (fewer than ``RECALL_BATCH``) are not counted: the counts only
+        pick out words held by most messages; :meth:`recall_rows` indexes the queue first.
+        """
         with self._read("read the recall index's vocabulary") as sql:
             return sql.recall_term_docs(terms)
 
@@ -575,7 +575,7 @@ class SessionStore:
         Costs one read (the queue is empty) unless something is queued.
         """
         with self._read("look for unindexed messages") as sql:
-            if sql.conn.execute("SELECT 1 FROM recall_pending LIMIT 1").fetchone() is None:
+            if not sql.recall_queued():
                 return
         with self._write("index the queued messages") as sql:
             flush_recall_index(sql.conn)

@@ -591,6 +591,10 @@ class SessionsSQL:
         total = int(self.conn.execute(_SQL_RECALL_TOTAL).fetchone()[0])
         return {str(term): int(doc) for term, doc in rows}, total
 
+    def recall_queued(self) -> bool:
+        """Whether message changes wait in the recall index's queue (one row read)."""
+        return self.conn.execute(_SQL_RECALL_PENDING).fetchone() is not None
+
     def recall_texts(self, sid: str, first: int, last: int) -> dict[int, Any]:
         """Indexed text (raw) of the messages ``first..last`` of a session, by seq."""
         return dict(self.conn.execute(_SQL_RECALL_TEXTS, (sid, first, last)).fetchall())
