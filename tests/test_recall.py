@@ -300,13 +300,15 @@ def test_drifted_index_is_rebuilt_and_reported(
 def test_corrupt_fts_index_is_rebuilt_on_search(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store, _ = _store_with(tmp_path, [f"zebra number {i}" for i in range(50)])
+    store, sid = _store_with(tmp_path, [f"zebra number {i}" for i in range(50)])
     conn = store._conn
     assert conn is not None
     conn.execute("UPDATE recall_fts_data SET block = x'0000ffffffff' WHERE id > 10")
+    # Queued, not yet indexed: the search's indexing of the queue meets the damage first.
+    store.writer(sid).on_append([{"role": "user", "content": "zebra queued"}])
     with caplog.at_level(logging.WARNING, logger="agentmem.storage"):
         hits = recall(store, "zebra", max_results=100)
-    assert len(hits) == 50
+    assert len(hits) == 51
     assert store.recall_repairs and "rebuilt" in caplog.text
     assert store.check_recall_index(repair=False) == []
     store.close()

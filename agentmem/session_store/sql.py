@@ -101,11 +101,13 @@ MIGRATIONS: Final = (
         ),
     ),
     # The recall index (agentmem.recall): one recall_docs row per message (its searchable
-    # text) and an FTS5 index over it. Triggers on `messages` maintain both, so every
-    # statement that changes a message (append, replace, truncate, renumber, a cascading
-    # session delete, quarantine) changes the index in the same transaction: the index
-    # cannot drift from the messages, even across kill -9. Existing messages are indexed
-    # here, so a store written by an earlier release is searchable once opened.
+    # text), an FTS5 index over it, and recall_pending, the changes not yet indexed.
+    # Triggers on `messages` queue every change and index the queue every RECALL_BATCH
+    # changes, so every statement that changes a message (append, replace, truncate,
+    # renumber, a cascading session delete, quarantine) changes queue or index in the
+    # same transaction: together they cannot drift from the messages, even across kill -9.
+    # Existing messages are indexed here, so a store written by an earlier release is
+    # searchable once opened.
     Migration("0003_recall_index", lambda conn: create_recall_index(conn)),
 )
 
