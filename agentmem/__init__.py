@@ -50,6 +50,7 @@ from agentmem.protocols import (
     Summarizer,
     TokenCounter,
 )
+from agentmem.recall import RecallHit
 from agentmem.repair import MISSING_TOOL_RESULT, build_payload, repair
 from agentmem.scrub import scrub_secrets
 from agentmem.session_store import (
@@ -110,6 +111,7 @@ __all__ = [
     "Message",
     "MessageHistory",
     "ProgressReporter",
+    "RecallHit",
     "RestoreError",
     "Session",
     "SessionClosedError",

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, get_args
@@ -70,6 +71,7 @@ from agentmem.protocols import (
     Summarizer,
     TokenCounter,
 )
+from agentmem.recall import RecallHit, recall
 from agentmem.scrub import Scrubber, resolve_scrubber
 from agentmem.session import (
     DEFAULT_CONTEXT_WINDOW,
@@ -292,6 +294,31 @@ class Memory:
         except AgentMemError as exc:  # an unreadable ltm.json must not stop a session
             _log.warning("long-term memory not injected: %s", exc)
             return ""
+
+    def recall(
+        self,
+        query: str,
+        max_sessions: int | None = None,
+        max_results: int = 5,
+        *,
+        session_ids: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
+        exclude_session: str | None = None,
+    ) -> list[RecallHit]:
+        """Search every stored session for ``query``; see :func:`agentmem.recall.recall`."""
+        return recall(
+            self.sessions,
+            query,
+            max_sessions,
+            max_results,
+            session_ids=session_ids,
+            roles=roles,
+            since=since,
+            until=until,
+            exclude_session=exclude_session,
+        )
 
     def _forget(self, session: Session) -> None:
         self._open.pop(session.id, None)

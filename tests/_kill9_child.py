@@ -18,6 +18,13 @@ Modes::
         ``s.append``, build ``s.context()``; print each acknowledged history
         length after ``s.append`` returns.
 
+    python tests/_kill9_child.py churn <db> <seed>
+        Open the store (durability "normal"; print "start" before and "ready"
+        after, so kills also land inside the format-3 migration), then loop
+        over random writer changes: create sessions, append, replace,
+        rewrite a tail, delete a session. Prints nothing else; the parent
+        checks the recall index against the messages after the kill.
+
 The parent kills the child with SIGKILL and checks what survived. The
 message stored at each seq is a pure function of the seq
 (:func:`expected_message`), so the parent can verify every body exactly.
@@ -54,6 +61,40 @@ def _append(db: str, session_id: str) -> None:
         sys.stdout.write("".join(f"{seq + i}\n" for i in range(batch)))
         sys.stdout.flush()
         seq += batch
+
+
+def _churn(db: str, seed: str) -> None:
+    import random
+
+    from agentmem.session_store import SessionStore
+
+    rng = random.Random(int(seed))
+    words = ["zebra", "quartz", "violin", "mango", "harbor", "copper", "nebula", "tulip"]
+
+    def message(role: str) -> dict[str, Any]:
+        return {"role": role, "content": " ".join(rng.choices(words, k=rng.randint(1, 6)))}
+
+    print("start", flush=True)
+    store = SessionStore(db, durability="normal")
+    print("ready", flush=True)
+    live = [info.id for info in store.list()]
+    while True:
+        op = rng.random()
+        if not live or op < 0.1:
+            live.append(store.create(name=rng.choice(words)).id)
+            continue
+        sid = rng.choice(live)
+        writer = store.writer(sid)
+        count = store.info(sid).message_count
+        if op < 0.6:
+            writer.on_append([message(rng.choice(["user", "assistant"])) for _ in range(3)])
+        elif op < 0.75 and count:
+            writer.on_replace(rng.randrange(count), message("user"))
+        elif op < 0.9:
+            writer.on_rewrite(rng.randint(0, count), [message("assistant")])
+        elif len(live) > 1:
+            store.delete(sid)
+            live.remove(sid)
 
 
 def _hold_lock(db: str, session_id: str) -> None:
@@ -113,6 +154,8 @@ def main(argv: list[str]) -> None:
         _hold_lock(db, session_id)
     elif mode == "facade":
         _facade(db, session_id)
+    elif mode == "churn":
+        _churn(db, session_id)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

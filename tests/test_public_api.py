@@ -41,6 +41,7 @@ EXPECTED = [
     "Message",
     "MessageHistory",
     "ProgressReporter",
+    "RecallHit",
     "RestoreError",
     "Session",
     "SessionClosedError",

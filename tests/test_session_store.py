@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,6 +46,7 @@ from agentmem.session_store import (
     SessionNotFoundError,
     SessionRecord,
     SessionStore,
+    SessionWriter,
     export_html,
 )
 
@@ -234,23 +236,32 @@ def test_failed_write_leaves_history_and_store_unchanged(store: SessionStore) ->
 
 
 def test_append_touches_only_new_rows(store: SessionStore) -> None:
-    """O(new message): appending to a long session changes exactly the new row.
+    """O(new message): appending to a long session changes as many rows as to a short one.
 
     (``updated_at`` moves at most once per TOUCH_INTERVAL_S on appends; the fixed test clock
-    does not move, so only the first append touched the session row.)
+    does not move, so only the first append touched the session row.) An append changes the
+    new message row and its row in the recall index's queue (written by a trigger in the
+    same transaction; the queue is indexed every RECALL_BATCH changes), however long the
+    session.
     """
-    sid = store.create().id
-    w = store.writer(sid)
-    w.on_append([user(f"m{i}") for i in range(500)])
     conn = store._conn
     assert conn is not None
-    before = conn.total_changes
-    w.on_append([assistant("new")])
-    assert conn.total_changes - before == 1  # one INSERT
-    before = conn.total_changes
-    w.on_replace(10, user("x"))
-    assert conn.total_changes - before == 2
-    assert store.info(sid).message_count == 501
+
+    def changes(sid: str, write: Callable[[SessionWriter], None]) -> int:
+        before = conn.total_changes
+        write(store.writer(sid))
+        return conn.total_changes - before
+
+    short, long = store.create().id, store.create().id
+    store.writer(short).on_append([user("m0")])
+    store.writer(long).on_append([user(f"m{i}") for i in range(500)])
+    appended = changes(long, lambda w: w.on_append([assistant("new")]))
+    assert appended == changes(short, lambda w: w.on_append([assistant("new")]))
+    assert 1 <= appended <= 16  # the row and its recall queue row
+    assert conn.execute("SELECT count(*) FROM messages WHERE seq = 500").fetchone()[0] == 1
+    replaced = changes(long, lambda w: w.on_replace(10, user("x")))
+    assert replaced == changes(short, lambda w: w.on_replace(0, user("x")))
+    assert store.info(long).message_count == 501
 
 
 def test_bad_indices_change_nothing(store: SessionStore) -> None:

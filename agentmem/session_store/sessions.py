@@ -52,7 +52,12 @@ from agentmem.session_store.records import (
     _check_session_id,
     _info_from_row,
 )
-from agentmem.session_store.sql import MIGRATIONS, SessionsSQL
+from agentmem.session_store.sql import (
+    MIGRATIONS,
+    SessionsSQL,
+    flush_recall_index,
+    rebuild_recall_index,
+)
 from agentmem.session_store.writer import SessionWriter
 
 __all__ = ["SessionStore"]
@@ -110,6 +115,8 @@ class SessionStore:
         self.recovery: Recovery | None = None
         """What was done on open about an unreadable database (moved where, why, whether its
         readable commits were recovered), else ``None``."""
+        self.recall_repairs: builtins.list[str] = []
+        """Each rebuild of the recall index from the messages (why), oldest first."""
         self._open_lock: OpenLock | None = None
         self._conn: sqlite3.Connection | None = (
             self._open_memory() if self._path is None else self._open_file(self._path)
@@ -495,6 +502,91 @@ class SessionStore:
         with self._write(f"rename session {sid}") as sql:
             if not sql.rename(sid, name):
                 raise SessionNotFoundError(sid)
+
+    # ------------------------------------------------------------------ recall index
+
+    def recall_rows(self, match: str, limit: int, **filters: Any) -> builtins.list[tuple[Any, ...]]:
+        """Raw BM25 matches from the recall index (see :meth:`SessionsSQL.recall_rows`).
+
+        Ranking is :mod:`agentmem.recall`'s job; use :meth:`agentmem.Memory.recall`. An
+        index found damaged is rebuilt from the messages (reported in
+        :attr:`recall_repairs` and on the ``agentmem.storage`` logger) and searched again.
+
+        Raises:
+            StorageError: the search failed (for instance a malformed FTS5 query).
+            CorruptStoreError: the database itself is damaged.
+        """
+        try:
+            self._flush_recall_index()
+            with self._read("search the recall index") as sql:
+                return sql.recall_rows(match, limit, **filters)
+        except CorruptStoreError as exc:
+            self._rebuild_recall_index(f"a search found it damaged ({exc})")
+        with self._read("search the rebuilt recall index") as sql:
+            return sql.recall_rows(match, limit, **filters)
+
+    def recall_term_docs(self, terms: builtins.list[str]) -> tuple[dict[str, int], int]:
+        """Messages holding each index term, and about how many messages are indexed.
+
+        Changes still queued (fewer than ``RECALL_BATCH``) are not counted: the counts only
+        pick out words held by most messages; :meth:`recall_rows` indexes the queue first.
+        """
+        with self._read("read the recall index's vocabulary") as sql:
+            return sql.recall_term_docs(terms)
+
+    def recall_texts(self, session_id: str, first: int, last: int) -> dict[int, str]:
+        """The indexed text of messages ``first..last`` of a session, by index."""
+        with self._read(f"read the recall index of session {session_id}") as sql:
+            rows = sql.recall_texts(session_id, first, last)
+        return {
+            int(seq): text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+            for seq, text in rows.items()
+        }
+
+    def check_recall_index(self, *, repair: bool = True) -> builtins.list[str]:
+        """Check the recall index against the messages; rebuild it when it is wrong.
+
+        Cost: O(messages) (FTS5 ``integrity-check`` and a join of the index rows with the
+        message rows); the index is maintained in the same transaction as every write, so
+        this only finds damage done from outside (a flipped page, a hand edit).
+
+        Args:
+            repair: Rebuild a damaged or drifted index from the messages (reported in
+                :attr:`recall_repairs` and on the ``agentmem.storage`` logger).
+
+        Returns:
+            The problems found (empty when the index matched the messages).
+        """
+        try:
+            self._flush_recall_index()
+            with self._read("check the recall index", snapshot=True) as sql:
+                problems = sql.recall_problems()
+        except CorruptStoreError as exc:
+            problems = [str(exc)]
+        if problems and repair:
+            self._rebuild_recall_index("; ".join(problems))
+        return problems
+
+    def _flush_recall_index(self) -> None:
+        """Index the message changes still queued (fewer than ``RECALL_BATCH``).
+
+        The triggers index the queue every ``RECALL_BATCH`` changes, inside the changing
+        transaction; a search indexes the rest first, so it always sees every message.
+        Costs one read (the queue is empty) unless something is queued.
+        """
+        with self._read("look for unindexed messages") as sql:
+            if not sql.recall_queued():
+                return
+        with self._write("index the queued messages") as sql:
+            flush_recall_index(sql.conn)
+
+    def _rebuild_recall_index(self, why: str) -> None:
+        with self._write("rebuild the recall index") as sql:
+            rebuild_recall_index(sql.conn)
+        where = self._path if self._path is not None else ":memory:"
+        report = f"recall index of {where} rebuilt from the messages: {why}"
+        logger.warning(report)
+        self.recall_repairs.append(report)
 
     def writer(self, session_id: str) -> SessionWriter:
         """A :class:`SessionWriter` for an existing session.

@@ -21,7 +21,14 @@ from agentmem._storage.sqlite import Migration
 from agentmem.errors import SessionNotFoundError
 from agentmem.session_store.records import Row
 
-__all__ = ["MIGRATIONS", "SessionsSQL"]
+__all__ = [
+    "MIGRATIONS",
+    "RECALL_BATCH",
+    "SessionsSQL",
+    "create_recall_index",
+    "flush_recall_index",
+    "rebuild_recall_index",
+]
 
 MIGRATIONS: Final = (
     Migration(
@@ -93,7 +100,168 @@ MIGRATIONS: Final = (
             "ALTER TABLE threads ADD COLUMN crc INTEGER",
         ),
     ),
+    # The recall index (agentmem.recall): one recall_docs row per message (its searchable
+    # text), an FTS5 index over it, and recall_pending, the changes not yet indexed.
+    # Triggers on `messages` queue every change and index the queue every RECALL_BATCH
+    # changes, so every statement that changes a message (append, replace, truncate,
+    # renumber, a cascading session delete, quarantine) changes queue or index in the
+    # same transaction: together they cannot drift from the messages, even across kill -9.
+    # Existing messages are indexed here, so a store written by an earlier release is
+    # searchable once opened.
+    Migration("0003_recall_index", lambda conn: create_recall_index(conn)),
 )
+
+# The searchable text of a message body, in SQL (so triggers can compute it): a string
+# content, or the text of its parts, then the name and arguments of every tool call.
+# A body that is not valid JSON (a damaged row) is indexed as empty text, never refused.
+_TEXT_OF: Final = """(CASE WHEN json_valid({b}) THEN trim(
+    COALESCE(CASE json_type({b}, '$.content')
+        WHEN 'text' THEN json_extract({b}, '$.content')
+        WHEN 'array' THEN (SELECT group_concat(COALESCE(json_extract(p.value, '$.text'),
+            CASE json_type(p.value, '$.content') WHEN 'text'
+                THEN json_extract(p.value, '$.content') END, ''), ' ')
+            FROM json_each({b}, '$.content') AS p)
+    END, '') || ' ' ||
+    COALESCE((SELECT group_concat(COALESCE(json_extract(t.value, '$.function.name'), '')
+            || ' ' || COALESCE(json_extract(t.value, '$.function.arguments'), ''), ' ')
+        FROM json_each({b}, '$.tool_calls') AS t
+        WHERE json_type({b}, '$.tool_calls') = 'array'), ''))
+    ELSE '' END)"""
+
+# How many queued message changes are indexed together (see recall_pending_flush).
+RECALL_BATCH: Final = 64
+# Index the queued changes: drop the index rows of every queued message, then index the
+# queued messages that still exist (a queued delete leaves no row; a renumbered message is
+# queued under both seqs). Both go through recall_docs, whose triggers forward to FTS5.
+_FLUSH_DELETE: Final = """DELETE FROM recall_docs WHERE docid IN (
+            SELECT d.docid FROM recall_pending AS p
+            JOIN recall_docs AS d ON d.session_id = p.session_id AND d.seq = p.seq)"""
+_FLUSH_INSERT: Final = f"""INSERT INTO recall_docs (session_id, seq, role, text)
+            SELECT m.session_id, m.seq, m.role, {_TEXT_OF.format(b="m.body")}
+            FROM (SELECT DISTINCT session_id, seq FROM recall_pending) AS p
+            JOIN messages AS m ON m.session_id = p.session_id AND m.seq = p.seq"""
+
+_RECALL_SCHEMA: Final = (
+    """
+    CREATE TABLE recall_docs (
+        docid INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL
+    )
+    """,
+    "CREATE UNIQUE INDEX recall_docs_by_message ON recall_docs (session_id, seq)",
+    # Porter stemming over unicode61 (diacritics folded); the text lives in recall_docs.
+    """
+    CREATE VIRTUAL TABLE recall_fts USING fts5 (
+        text, content = 'recall_docs', content_rowid = 'docid',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER recall_docs_ai AFTER INSERT ON recall_docs BEGIN
+        INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
+    END
+    """,
+    """
+    CREATE TRIGGER recall_docs_ad AFTER DELETE ON recall_docs BEGIN
+        INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', old.docid, old.text);
+    END
+    """,
+    """
+    CREATE TRIGGER recall_docs_au AFTER UPDATE OF text ON recall_docs BEGIN
+        INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', old.docid, old.text);
+        INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
+    END
+    """,
+    # Every message change queues its (session_id, seq) here, in the changing statement.
+    """
+    CREATE TABLE recall_pending (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TRIGGER messages_recall_ai AFTER INSERT ON messages BEGIN
+        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
+    END
+    """,
+    """
+    CREATE TRIGGER messages_recall_ad AFTER DELETE ON messages BEGIN
+        INSERT INTO recall_pending (session_id, seq) VALUES (old.session_id, old.seq);
+    END
+    """,
+    """
+    CREATE TRIGGER messages_recall_seq AFTER UPDATE OF seq ON messages BEGIN
+        INSERT INTO recall_pending (session_id, seq) VALUES (old.session_id, old.seq);
+        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
+    END
+    """,
+    """
+    CREATE TRIGGER messages_recall_body AFTER UPDATE OF role, body ON messages BEGIN
+        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
+    END
+    """,
+    # Every RECALL_BATCH-th queued change indexes the queue in the same statement (ids
+    # restart at 1 once the queue is emptied, so this fires once per RECALL_BATCH changes):
+    # FTS5 then writes one segment per batch instead of one per commit.
+    f"""
+    CREATE TRIGGER recall_pending_flush AFTER INSERT ON recall_pending
+    WHEN new.id % {RECALL_BATCH} = 0 BEGIN
+        {_FLUSH_DELETE};
+        {_FLUSH_INSERT};
+        DELETE FROM recall_pending;
+    END
+    """,
+)
+
+_SQL_INDEX_ALL: Final = (
+    "INSERT INTO recall_docs (session_id, seq, role, text) "
+    f"SELECT session_id, seq, CAST(role AS TEXT), {_TEXT_OF.format(b='body')} FROM messages"
+)
+
+
+def create_recall_index(conn: sqlite3.Connection) -> None:
+    """Create the recall index and index every stored message (migration 0003)."""
+    for statement in _RECALL_SCHEMA:
+        conn.execute(statement)
+    conn.execute(_SQL_INDEX_ALL)
+
+
+def flush_recall_index(conn: sqlite3.Connection) -> bool:
+    """Index the queued message changes (inside the caller's write transaction).
+
+    Returns whether there were any.
+    """
+    if conn.execute(_SQL_RECALL_PENDING).fetchone() is None:
+        return False
+    conn.execute(_FLUSH_DELETE)
+    conn.execute(_FLUSH_INSERT)
+    conn.execute("DELETE FROM recall_pending")
+    return True
+
+
+def rebuild_recall_index(conn: sqlite3.Connection) -> None:
+    """Re-derive the whole recall index from the messages (inside the caller's transaction).
+
+    Every recall trigger is dropped meanwhile (a damaged index refuses the deletes they
+    would forward), ``recall_docs`` is filled again from ``messages``, FTS5's ``rebuild``
+    re-indexes it without reading the old index, and the triggers are created again from
+    their one definition (so one dropped by hand is back and the schema matches its
+    fingerprint).
+    """
+    triggers = [s for s in _RECALL_SCHEMA if "CREATE TRIGGER" in s]
+    for statement in triggers:
+        name = statement.split("CREATE TRIGGER", 1)[1].split()[0]
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    conn.execute("DELETE FROM recall_docs")
+    conn.execute("DELETE FROM recall_pending")
+    conn.execute(_SQL_INDEX_ALL)
+    conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('rebuild')")
+    for statement in triggers:
+        conn.execute(statement)
 
 
 def _raw(column: str) -> str:
@@ -170,6 +338,43 @@ _SQL_QUARANTINE: Final = (
     "INSERT INTO quarantine (session_id, thread_id, seq, body, reason, at) "
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
+
+# -- recall (agentmem.recall ranks; these only fetch)
+
+_SQL_RECALL: Final = f"""
+    SELECT d.session_id, d.seq, {_raw("d.role")}, -bm25(recall_fts), {_raw("d.text")},
+           {_raw("s.name")}, s.created_at, s.updated_at
+    FROM recall_fts
+    JOIN recall_docs AS d ON d.docid = recall_fts.rowid
+    JOIN sessions AS s ON s.id = d.session_id
+    WHERE recall_fts MATCH ?{{filters}}
+    ORDER BY rank LIMIT ?
+"""
+_SQL_RECALL_TEXTS: Final = (
+    f"SELECT seq, {_raw('text')} FROM recall_docs WHERE session_id = ? AND seq BETWEEN ? AND ?"
+)
+# A per-connection (temp) view of the index's vocabulary: how many messages hold a term.
+_SQL_RECALL_VOCAB: Final = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, recall_fts, row)"
+)
+_SQL_RECALL_PENDING: Final = "SELECT 1 FROM recall_pending LIMIT 1"
+_SQL_RECALL_TOTAL: Final = "SELECT COALESCE(MAX(docid), 0) FROM recall_docs"
+_SQL_RECALL_INTEGRITY: Final = (
+    "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
+)
+# Messages without their index row, index rows without their message, and index rows whose
+# role or text is not what their message gives (any of the three is drift).
+_SQL_RECALL_DRIFT: Final = f"""
+    SELECT (SELECT count(*) FROM messages AS m WHERE NOT EXISTS (
+                SELECT 1 FROM recall_docs AS d
+                WHERE d.session_id = m.session_id AND d.seq = m.seq)),
+           (SELECT count(*) FROM recall_docs AS d WHERE NOT EXISTS (
+                SELECT 1 FROM messages AS m WHERE m.session_id = d.session_id AND m.seq = d.seq)),
+           (SELECT count(*) FROM messages AS m
+                JOIN recall_docs AS d ON d.session_id = m.session_id AND d.seq = m.seq
+                WHERE d.role IS NOT CAST(m.role AS TEXT)
+                   OR d.text IS NOT {_TEXT_OF.format(b="m.body")})
+"""
 
 
 class SessionsSQL:
@@ -326,3 +531,96 @@ class SessionsSQL:
 
     def delete_billing(self, row_id: int) -> None:
         self.conn.execute(_SQL_DELETE_BILLING, (row_id,))
+
+    # -- recall index
+
+    def recall_rows(
+        self,
+        match: str,
+        limit: int,
+        *,
+        session_ids: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        exclude_session: str | None = None,
+        max_sessions: int | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """The ``limit`` best BM25 matches of the FTS5 query ``match`` that pass the filters.
+
+        Rows: ``(session_id, seq, raw role, bm25 score (higher is better), raw text,
+        raw session name, created_at, updated_at)``. ``since``/``until`` keep sessions
+        active in that time range; ``max_sessions`` searches only the most recently
+        updated sessions.
+        """
+        clauses: list[str] = []
+        params: list[Any] = [match]
+        if session_ids is not None:
+            clauses.append(f"d.session_id IN ({', '.join('?' * len(session_ids))})")
+            params.extend(session_ids)
+        if roles is not None:
+            clauses.append(f"d.role IN ({', '.join('?' * len(roles))})")
+            params.extend(roles)
+        if since is not None:
+            clauses.append("s.updated_at >= ?")
+            params.append(since)
+        if until is not None:
+            clauses.append("s.created_at <= ?")
+            params.append(until)
+        if exclude_session is not None:
+            clauses.append("d.session_id != ?")
+            params.append(exclude_session)
+        if max_sessions is not None:
+            clauses.append(
+                "d.session_id IN (SELECT id FROM sessions "
+                "ORDER BY updated_at DESC, rowid DESC LIMIT ?)"
+            )
+            params.append(max_sessions)
+        filters = "".join(f" AND {clause}" for clause in clauses)
+        params.append(limit)
+        return self.conn.execute(_SQL_RECALL.format(filters=filters), params).fetchall()
+
+    def recall_term_docs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many messages hold each of ``terms`` (index terms: lowercase stems), and an
+        upper bound of the number of indexed messages. Cost: one B-tree lookup per term."""
+        if not terms:
+            return {}, 0
+        self.conn.execute(_SQL_RECALL_VOCAB)
+        marks = ", ".join("?" * len(terms))
+        rows = self.conn.execute(
+            f"SELECT term, doc FROM temp.recall_vocab WHERE term IN ({marks})", list(terms)
+        ).fetchall()
+        total = int(self.conn.execute(_SQL_RECALL_TOTAL).fetchone()[0])
+        return {str(term): int(doc) for term, doc in rows}, total
+
+    def recall_queued(self) -> bool:
+        """Whether message changes wait in the recall index's queue (one row read)."""
+        return self.conn.execute(_SQL_RECALL_PENDING).fetchone() is not None
+
+    def recall_texts(self, sid: str, first: int, last: int) -> dict[int, Any]:
+        """Indexed text (raw) of the messages ``first..last`` of a session, by seq."""
+        return dict(self.conn.execute(_SQL_RECALL_TEXTS, (sid, first, last)).fetchall())
+
+    def recall_problems(self) -> list[str]:
+        """What is wrong with the recall index (empty when it matches the messages).
+
+        Runs FTS5's ``integrity-check`` (index vs its content rows) and compares the index
+        rows with the message rows. Cost: O(messages).
+        """
+        problems: list[str] = []
+        try:
+            self.conn.execute(_SQL_RECALL_INTEGRITY)
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"integrity-check: {exc}")
+        try:
+            missing, extra, stale = self.conn.execute(_SQL_RECALL_DRIFT).fetchone()
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"cannot compare the index with the messages: {exc}")
+        else:
+            if missing:
+                problems.append(f"{missing} messages are missing from the index")
+            if extra:
+                problems.append(f"{extra} index rows have no message")
+            if stale:
+                problems.append(f"{stale} index rows differ from their message")
+        return problems
