@@ -314,7 +314,7 @@ Ref = str | None
 """A path's value: ``"<sha256>:<octal mode>"``, ``None`` (absent), or a ``"!..."`` marker."""
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskRecord:
     parent: int | None
     summary: str = ""

@@ -86,6 +86,7 @@ from agentmem.session_store import (
     Durability,
     SessionStore,
 )
+from agentmem.session_store.loading import gc_paused
 from agentmem.tools import MemoryTools
 
 __all__ = ["Memory", "Session", "Usage"]
@@ -251,17 +252,20 @@ class Memory:
             raise
         if lock is not None and exists:
             try:
-                record = store.load(lock.session_id)
-                if name is not None and name != record.info.name:
-                    store.rename(record.info.id, name)
-                session = Session._resume(
-                    self,
-                    record,
-                    lock,
-                    model=model,
-                    context_window=context_window,
-                    name=name,
-                )
+                # A resume allocates per message and per task; nothing it builds holds a
+                # cycle, so the cyclic collector would only re-scan the growing heap.
+                with gc_paused():
+                    record = store.load(lock.session_id)
+                    if name is not None and name != record.info.name:
+                        store.rename(record.info.id, name)
+                    session = Session._resume(
+                        self,
+                        record,
+                        lock,
+                        model=model,
+                        context_window=context_window,
+                        name=name,
+                    )
             except BaseException:
                 lock.release()
                 raise

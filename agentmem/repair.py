@@ -103,8 +103,8 @@ def task_chain_set(task_chain: Collection[Any] | None) -> frozenset[Any] | None:
     Raises:
         InvalidArgumentError: anything else (a string, an int, unhashable ids).
     """
-    if task_chain is None:
-        return None
+    if task_chain is None or type(task_chain) is frozenset:
+        return task_chain  # a frozenset passes as is: the context caches compare it by identity
     if isinstance(task_chain, str | bytes) or not isinstance(task_chain, Collection):
         raise InvalidArgumentError(
             f"task_chain must be a collection of task ids, got {type(task_chain).__name__}"

@@ -470,7 +470,7 @@ class Session:
     def _chain(self, task_chain: Collection[int] | None) -> Collection[int] | None:
         """The caller's task chain, or the time machine's active chain once tasks exist."""
         if task_chain is None and self.time_machine.has_tasks:
-            return self.time_machine.active_task_chain()
+            return self.time_machine.active_chain_set()
         return task_chain
 
     def _finish_build(

@@ -151,6 +151,7 @@ class TimeMachine:
         self._dirty: set[str] = set()
         self._created_dirs: set[str] = set()
         self._absorbed: list[int] = []
+        self._chain_cache: tuple[tuple[int, int, int, int], frozenset[int], list[int]] | None = None
         # path -> [stat signature, when indexed (ns), content ref]
         self._index: dict[str, list[Any]] = {}
         self._index_fresh = False
@@ -161,11 +162,11 @@ class TimeMachine:
         self._load()
         if len(self._tasks) == 1:
             parent = ROOT
+            # A session from before the time machine: its tasks become one chain. Not saved
+            # here (the next change saves it; until then every open rebuilds the same chain).
             for task_id in sorted({i for i in known_task_ids if type(i) is int and i > 0}):
                 self._tasks[task_id] = TaskRecord(parent=parent)
                 parent = self._active = self._latest = task_id
-            if parent != ROOT:
-                self._save()
         self._finish_interrupted_restore()
         self._finish_interrupted_guard()
 
@@ -548,9 +549,25 @@ class TimeMachine:
         return max([*self._tasks, *self._absorbed]) + 1
 
     def active_task_chain(self) -> list[int]:
-        """Task ids from the first task to the active one (what the LLM may see)."""
+        """Task ids from the first task to the active one (what the LLM may see).
+
+        Asked on every context build, so it is cached: a task's parent only
+        changes when retention removes a task, so the chain is a function of
+        the active task, the tree's size and the absorbed tasks.
+        """
+        return list(self._active_chain()[1])
+
+    def active_chain_set(self) -> frozenset[int]:
+        """:meth:`active_task_chain` as a frozenset, the same object while the chain holds."""
+        return self._active_chain()[0]
+
+    def _active_chain(self) -> tuple[frozenset[int], list[int]]:
         with self._lock:
-            return [*self._absorbed, *self._chain(self._active)[1:]]
+            key = (self._active, len(self._tasks), len(self._absorbed), id(self._tasks))
+            if self._chain_cache is None or self._chain_cache[0] != key:
+                chain = [*self._absorbed, *self._chain(self._active)[1:]]
+                self._chain_cache = (key, frozenset(chain), chain)
+            return self._chain_cache[1], self._chain_cache[2]
 
     def get_child_tasks(self, task_id: int | None) -> list[int]:
         """Ids of the tasks started from ``task_id`` (``None``: the initial state)."""
