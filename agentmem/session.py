@@ -329,7 +329,10 @@ class Session:
     def append(self, message: Mapping[str, Any]) -> Message:
         """Append a message (OpenAI or Anthropic shape); durable when it returns.
 
-        The message is tagged with the current task id unless it has one.
+        The message is tagged with the current task id unless it has one; a
+        ``task_id`` it carries must be a task of this session (see
+        :meth:`start_task`), since messages of tasks off the active chain are
+        not sent.
 
         Returns:
             The stored copy.
@@ -341,8 +344,15 @@ class Session:
         self._check_open()
         if not isinstance(message, Mapping):
             raise InvalidMessageError(f"expected a message mapping, got {type(message).__name__}")
-        if self.current_task_id is not None and "task_id" not in message:
-            message = {**message, "task_id": self.current_task_id}
+        if "task_id" not in message:
+            if self.current_task_id is not None:
+                message = {**message, "task_id": self.current_task_id}
+        elif self.time_machine.has_tasks and message["task_id"] not in self.time_machine:
+            raise InvalidMessageError(
+                f"task_id {message['task_id']!r} is not a task of this session; "
+                "start tasks with start_task()",
+                field="task_id",
+            )
         return self.history.append(message)
 
     @overload

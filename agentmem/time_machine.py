@@ -548,6 +548,13 @@ class TimeMachine:
         """The id :meth:`start_new_task` gives when none is passed."""
         return max([*self._tasks, *self._absorbed]) + 1
 
+    def __contains__(self, task_id: object) -> bool:
+        """Whether ``task_id`` is a task of this session (the initial state is not)."""
+        with self._lock:
+            if type(task_id) is not int or task_id == ROOT:
+                return False
+            return task_id in self._tasks or task_id in self._absorbed
+
     def active_task_chain(self) -> list[int]:
         """Task ids from the first task to the active one (what the LLM may see).
 

@@ -153,7 +153,10 @@ def bench_agentmem(
         s = mem.session(session_id, context_window=WINDOW)
         resume = time.perf_counter() - t_resume
         t_first = timed(lambda: s.context())  # first build trims the long history once
-        extra = transcript(2 * TURNS, offset=n)
+        # New turns belong to the session's current task (task ids are the session's own).
+        extra = [
+            {k: v for k, v in m.items() if k != "task_id"} for m in transcript(2 * TURNS, offset=n)
+        ]
         appends: list[float] = []
         bare: list[float] = []
         sdk: list[float] = []

@@ -179,9 +179,11 @@ def test_tasks_tag_messages(mem: Memory) -> None:
     assert s.finish_task() == first
     s.append({"role": "assistant", "content": "untagged"})
     second = s.start_task({"role": "user", "content": "two", "name": "alice"})
-    s.append({"role": "assistant", "content": "b", "task_id": 99})
+    s.append({"role": "assistant", "content": "b", "task_id": first})  # a task of the session
+    with pytest.raises(InvalidMessageError, match="task_id 99 is not a task"):
+        s.append({"role": "assistant", "content": "c", "task_id": 99})  # would never be sent
     assert second == first + 1
-    assert [m.get("task_id") for m in s.history] == [first, first, None, second, 99]
+    assert [m.get("task_id") for m in s.history] == [first, first, None, second, first]
     with pytest.raises(InvalidMessageError):
         s.start_task({"role": "assistant", "content": "not a user"})
     with pytest.raises(InvalidMessageError):
