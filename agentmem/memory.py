@@ -53,6 +53,7 @@ from agentmem._facade_args import (
     config_path,
     context_settings,
 )
+from agentmem._storage.gc import gc_paused
 from agentmem.context import (
     ContextSettings,
 )
@@ -86,7 +87,6 @@ from agentmem.session_store import (
     Durability,
     SessionStore,
 )
-from agentmem.session_store.loading import gc_paused
 from agentmem.tools import MemoryTools
 
 __all__ = ["Memory", "Session", "Usage"]

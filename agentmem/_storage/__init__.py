@@ -9,6 +9,8 @@
   reported, and what can be read is recovered into a fresh one.
 * :mod:`agentmem._storage.wal`: reading a ``-wal`` by hand to find the
   damage SQLite would silently skip.
+* :mod:`agentmem._storage.gc`: the cyclic collector paused around large
+  loads (a session's rows, a whole resume).
 * :mod:`agentmem._storage.sqlite`: WAL connections with a chosen
   durability, explicit transactions that roll back on any exception, and
   named append-only migrations checked against one format version.

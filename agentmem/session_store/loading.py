@@ -26,11 +26,9 @@ one write transaction (:func:`apply_repairs`) and reports them.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -41,7 +39,7 @@ from agentmem.messages import Message, normalize_message
 from agentmem.session_store.records import row_crc
 from agentmem.session_store.sql import SessionsSQL
 
-__all__ = ["RowsCheck", "apply_repairs", "check_rows", "gc_paused", "validate_body"]
+__all__ = ["RowsCheck", "apply_repairs", "check_rows", "validate_body"]
 
 _MASK: Final = 0xFFFFFFFF
 
@@ -100,7 +98,7 @@ def check_rows(rows: Sequence[tuple[Any, bytes, Any]]) -> RowsCheck:
 
     The trusted path runs in C loops (``map`` over ``zlib.crc32`` and
     ``orjson.loads``); callers reading a large session wrap it in
-    :func:`gc_paused`.
+    :func:`agentmem._storage.gc.gc_paused`.
     """
     if not rows:
         return RowsCheck([])
@@ -112,25 +110,6 @@ def check_rows(rows: Sequence[tuple[Any, bytes, Any]]) -> RowsCheck:
         except orjson.JSONDecodeError:
             pass  # a checksum collision on a damaged body: let the checked path say so
     return _check_slowly(rows)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a large session is read.
-
-    Reading 100k rows builds hundreds of thousands of tuples, bytes and
-    dicts; each batch of allocations would trigger a collection over a
-    growing heap (about half the cost of a load), for nothing: rows and
-    JSON objects hold no reference cycles. Reference counting still frees
-    everything; the collector resumes (if it was on) when the block ends.
-    """
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from agentmem._storage.files import atomic_write_text
+from agentmem._storage.gc import gc_paused
 from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
 from agentmem._storage.sqlite import (
     DURABILITIES,
@@ -37,7 +38,7 @@ from agentmem.errors import (
     StorageError,
 )
 from agentmem.session_store.export import export_html, export_json
-from agentmem.session_store.loading import apply_repairs, check_rows, gc_paused
+from agentmem.session_store.loading import apply_repairs, check_rows
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import (
     FORMAT_NAME,
