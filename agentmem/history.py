@@ -166,7 +166,7 @@ class MessageHistory(Sequence[Message]):
         self._refuse_if_closed()
         if self._observer is not None:
             self._observer.on_rewrite(
-                self._pindex(start), [m for m in tail if not _is_transient(m)]
+                self._pindex(start), ValidatedMessages(m for m in tail if not _is_transient(m))
             )
         removed = self._messages[start:]
         self._revision += 1
@@ -183,7 +183,8 @@ class MessageHistory(Sequence[Message]):
         self._refuse_if_closed()
         persistent = [m for m in new if not _is_transient(m)]
         if self._observer is not None and persistent:
-            self._observer.on_append(persistent)
+            # Validated on the way in: the store need not check them again.
+            self._observer.on_append(ValidatedMessages(persistent))
         self._messages.extend(new)
         self._tokens.extend([-1] * len(new))
         self._n_transient += len(new) - len(persistent)

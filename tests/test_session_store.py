@@ -225,6 +225,33 @@ def test_history_observer_integration(store: SessionStore) -> None:
     assert reloaded.to_list() == history.to_list()
 
 
+def test_a_history_append_is_validated_once(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history validates on the way in; the writer does not validate its messages again,
+    but still checksums them (they load through the trusted path) and still validates what
+    a caller hands it directly."""
+    import agentmem.session_store.records as records
+
+    calls = []
+    real = records.normalize_message
+
+    def counting(message: Any, **kwargs: Any) -> Any:
+        calls.append(message)
+        return real(message, **kwargs)
+
+    monkeypatch.setattr(records, "normalize_message", counting)
+    sid = store.create().id
+    history = MessageHistory(observer=store.writer(sid))
+    history.extend([user("one"), assistant("two")])
+    history.truncate_from(1)
+    assert calls == []
+    record = store.load(sid)
+    assert record.messages == history.to_list() and record.validated
+    store.writer(sid).on_append([user("direct")])
+    assert len(calls) == 1
+
+
 def test_failed_write_leaves_history_and_store_unchanged(store: SessionStore) -> None:
     sid = store.create().id
     history = MessageHistory(observer=store.writer(sid))

@@ -17,6 +17,7 @@ from typing import Any, Final
 import orjson
 
 from agentmem.errors import InvalidArgumentError, InvalidMessageError
+from agentmem.history import ValidatedMessages
 from agentmem.messages import Message, normalize_message
 
 Row = tuple[str, str, int | None]
@@ -176,14 +177,17 @@ def _check_count(value: object, name: str, *, positive: bool = False) -> int:
     return value
 
 
-def _encode_message(message: object, index: int) -> tuple[str, bytes, bool]:
+def _encode_message(
+    message: object, index: int, *, canonical: bool = False
+) -> tuple[str, bytes, bool]:
     """``(role, body, canonical)`` for one message; the body is its orjson serialisation.
 
     The message must pass :func:`~agentmem.messages.normalize_message` (the rule a row is
     held to when it is read back, so nothing written is quarantined on load).
     ``canonical``: it is exactly what ``normalize_message`` makes of it (always so for
     messages coming from a history), so its row carries a checksum and is loaded without
-    validating it again.
+    validating it again. With ``canonical=True`` (messages a history hands over as
+    :class:`~agentmem.history.ValidatedMessages`) that is known and not checked twice.
     """
     if not isinstance(message, Mapping):
         raise InvalidMessageError(
@@ -192,6 +196,9 @@ def _encode_message(message: object, index: int) -> tuple[str, bytes, bool]:
     role = message.get("role")
     if not isinstance(role, str):
         raise InvalidMessageError("role must be a string", index=index, field="role")
+    if canonical:
+        body = orjson.dumps(message)  # a history's own message: validated when appended
+        return role, body, True
     try:
         normalized = normalize_message(message)
     except InvalidMessageError as exc:
@@ -208,7 +215,8 @@ def _encode_messages(messages: object) -> list[tuple[str, bytes, bool]]:
         raise InvalidArgumentError(
             f"messages must be a sequence of dicts, got {type(messages).__name__}"
         )
-    return [_encode_message(m, i) for i, m in enumerate(messages)]
+    canonical = type(messages) is ValidatedMessages  # validated by the history already
+    return [_encode_message(m, i, canonical=canonical) for i, m in enumerate(messages)]
 
 
 def row_crc(seq: int, body: bytes) -> int:
