@@ -18,6 +18,7 @@ The tree::
     ├── ContextOverflowError                     the minimum payload cannot fit the window
     ├── SessionNotFoundError       (KeyError)    no session with that id
     ├── ScriptExhaustedError       (AssertionError) a ScriptedLLM (agentmem.testing) ran out
+    ├── LLMError                                 an LLM call could not be made or its reply used
     └── StorageError               (OSError)     a store could not be read or written
         ├── CorruptStoreError                    unreadable data, moved aside
         ├── StoreLockedError                     another process holds the store
@@ -41,6 +42,7 @@ __all__ = [
     "FormatVersionError",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "LLMError",
     "RestoreError",
     "ScriptExhaustedError",
     "SessionClosedError",
@@ -132,6 +134,15 @@ class ScriptExhaustedError(AgentMemError, AssertionError):
     Also raised by ``ScriptedLLM.assert_complete`` when replies were left
     unused. An :class:`AssertionError` so test runners report it as a
     failed expectation; importable from ``agentmem.testing`` as well.
+    """
+
+
+class LLMError(AgentMemError):
+    """An LLM call could not be made or its reply could not be used.
+
+    Raised when a synchronous entry point is handed an async LLM (use the
+    ``a``-prefixed twin), or when a reply is not an OpenAI-format assistant
+    message. Errors the host's LLM raises itself are not wrapped.
     """
 
 

@@ -32,11 +32,17 @@ The shapes:
 * :class:`Embedder` -- ``embed(texts) -> list[list[float]]``.
 * :class:`Summarizer` -- ``summarize(messages, previous_summary) -> str``.
 * :class:`ProgressReporter` -- ``report(event, data)``.
+* :class:`MemoryClient` -- semantic memory scoped by ``user_id`` (and
+  optionally ``agent_id``/``run_id``): ``add``, ``search``, ``get_all``,
+  ``delete``, ``delete_all``; results are :class:`MemoryRecord` objects.
+  :class:`~agentmem.semantic.LocalMemoryClient` and
+  :class:`~agentmem.semantic.Mem0Client` implement it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -44,6 +50,8 @@ __all__ = [
     "AsyncLLM",
     "CalibratingCounter",
     "Embedder",
+    "MemoryClient",
+    "MemoryRecord",
     "ProgressReporter",
     "Summarizer",
     "TokenCounter",
@@ -170,4 +178,95 @@ class ProgressReporter(Protocol):
 
     def report(self, event: str, data: Mapping[str, Any]) -> None:
         """Handle one event. Must not raise; agentmem ignores what it returns."""
+        ...
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """One semantic memory, as a :class:`MemoryClient` returns it.
+
+    Attributes:
+        id: The memory's stable id.
+        memory: The remembered text (a fact, or the user's statement as is).
+        user_id: The user it belongs to; ``agent_id``/``run_id`` narrow the scope.
+        score: Relevance to the query for :meth:`MemoryClient.search` results
+            (higher is better, in [0, 1] where the client can normalise),
+            ``None`` elsewhere.
+        metadata: Host metadata stored with the memory.
+        created_at / updated_at: ISO-8601 UTC timestamps, or ``None`` when unknown.
+    """
+
+    id: str
+    memory: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    score: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+@runtime_checkable
+class MemoryClient(Protocol):
+    """Semantic memory scoped by user (the mem0 shape), local or remote.
+
+    Every call takes its scope as keywords: ``user_id`` (required for
+    writes), and optionally ``agent_id`` and ``run_id``. ``filters`` is a
+    mapping of metadata keys to required values. Bad arguments raise an
+    :class:`~agentmem.errors.AgentMemError` subclass naming them.
+    """
+
+    def add(
+        self,
+        messages: str | Sequence[Mapping[str, Any]],
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        infer: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Remember what ``messages`` say (only user-role content is used).
+
+        Returns one event per memory touched:
+        ``{"id", "memory", "event": "ADD" | "UPDATE" | "DELETE" | "NOOP"}``.
+        """
+        ...
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 5,
+        filters: Mapping[str, Any] | None = None,
+        threshold: float | None = None,
+    ) -> list[MemoryRecord]:
+        """The ``limit`` memories of the scope most relevant to ``query``, best first,
+        leaving out those scoring below ``threshold``."""
+        ...
+
+    def get_all(
+        self,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+    ) -> list[MemoryRecord]:
+        """Every memory of the scope (newest first, at most ``limit``)."""
+        ...
+
+    def delete(self, memory_id: str) -> None:
+        """Forget one memory (raises a ``KeyError``-derived AgentMemError if unknown)."""
+        ...
+
+    def delete_all(
+        self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
+    ) -> int:
+        """Forget every memory of the scope (``user_id`` required); returns how many."""
         ...
