@@ -297,3 +297,30 @@ class Fold:
             tool_counts=dict(self.counts),
             compressed_messages=self.count,
         )
+
+
+class FrozenCounts(Mapping[str, int]):
+    """Read-only, name-sorted tool counts, so a shared summary cannot be changed in place."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, int]) -> None:
+        self._data = dict(sorted(data.items()))
+
+    def __getitem__(self, key: str) -> int:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+    def __getstate__(self) -> dict[str, int]:
+        return self._data
+
+    def __setstate__(self, state: dict[str, int]) -> None:
+        self._data = state

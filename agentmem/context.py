@@ -1,5 +1,12 @@
 """ContextManager: the payload for each LLM call, within the model's window.
 
+Why this module is long: the pipeline below and its incremental state
+(repair stream, counts, caches) are one job with shared invariants, run by
+a sync and an async driver (a trim may await YaRN's summarizer). The rest
+is split out: settings and result types in :mod:`agentmem._context_types`
+(re-exported here), payload-level truncation in :mod:`agentmem._shrink`,
+progress rendering in :mod:`agentmem._progress`.
+
 Every call needs a payload that (a) the provider accepts, (b) fits the
 model's context window, and (c) changes as little as possible from one call
 to the next, so provider prompt caching keeps paying off. The manager builds
@@ -44,11 +51,6 @@ cache, OpenAI views of stored messages are cached by identity, and the
 payload is a structural copy (strings shared, containers fresh) rather than
 a re-serialisation. The whole history is never recounted.
 
-Layout: the manager and its incremental state (repair stream, counts,
-caches) stay together here; the settings and result types are in
-:mod:`agentmem._context_types` (re-exported here), payload-level truncation
-in :mod:`agentmem._shrink`, the progress rendering in :mod:`agentmem._progress`.
-
 Guarantees: the payload satisfies the provider rules of
 :mod:`agentmem.repair`; it always contains the system prompt and the newest
 real user message; its count by the history's token counter never exceeds
@@ -60,7 +62,7 @@ valid then); between trims, appending a message only appends to the payload.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,7 +88,7 @@ from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
 from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
-from agentmem.yarn import YaRN
+from agentmem.yarn import SummaryRequest, YaRN
 
 __all__ = [
     "TODO_TOOL_NAMES",
@@ -332,6 +334,10 @@ class ContextManager:
     ) -> ContextBuild:
         """Like :meth:`build` (``attempt=0``) or :meth:`build_after_overflow`, with the stats.
 
+        A trim's compression runs YaRN's summarizer synchronously; an async
+        summarizer is skipped with a warning (the extractive summary stands):
+        use :meth:`abuild_result` to await it.
+
         Returns:
             A :class:`ContextBuild`: the payload, the canonical messages sent
             and what the build did (also kept as :attr:`last_build`).
@@ -340,6 +346,58 @@ class ContextManager:
             InvalidArgumentError: ``attempt`` is not 0-3, unknown provider, or no window.
             ContextOverflowError: the system prompt alone does not fit the window.
         """
+        steps = self._steps(
+            window, yarn, attempt, provider, injections, task_chain, force_reasoning_content_pad
+        )
+        try:
+            while True:
+                owner, request = next(steps)
+                owner.summarize(request)
+        except StopIteration as stop:
+            result: ContextBuild = stop.value
+        self.last_build = result
+        return result
+
+    async def abuild_result(
+        self,
+        window: ShortTermMemory | None = None,
+        yarn: YaRN | None = None,
+        *,
+        attempt: int = 0,
+        provider: str = "openai",
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> ContextBuild:
+        """The async twin of :meth:`build_result`: a trim awaits YaRN's summarizer.
+
+        The same pipeline (:meth:`_build`), paused where a trim's compression
+        owes a summary; the payload is the one :meth:`build_result` makes when
+        the summarizer gives the same text. Raises as :meth:`build_result`.
+        """
+        steps = self._steps(
+            window, yarn, attempt, provider, injections, task_chain, force_reasoning_content_pad
+        )
+        try:
+            while True:
+                owner, request = next(steps)
+                await owner.asummarize(request)
+        except StopIteration as stop:
+            result: ContextBuild = stop.value
+        self.last_build = result
+        return result
+
+    def _steps(
+        self,
+        window: ShortTermMemory | None,
+        yarn: YaRN | None,
+        attempt: int,
+        provider: str,
+        injections: Sequence[str],
+        task_chain: Collection[int] | None,
+        force_pad: bool,
+    ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
+        """Check a build's arguments (eagerly), then return the pipeline (:meth:`_build`)."""
         if isinstance(attempt, bool) or attempt not in (0, 1, 2, 3):
             raise InvalidArgumentError(f"attempt must be 0, 1, 2 or 3, got {attempt!r}")
         if window is None:
@@ -354,17 +412,9 @@ class ContextManager:
         if window is not self._built_from:
             self._reset()
             self._built_from = window
-        result = self._build(
-            window,
-            yarn,
-            provider,
-            injections,
-            task_chain,
-            force_reasoning_content_pad,
-            attempt=attempt,
+        return self._build(
+            window, yarn, provider, injections, task_chain, force_pad, attempt=attempt
         )
-        self.last_build = result
-        return result
 
     def _reset(self) -> None:
         self._views = {}
@@ -386,7 +436,13 @@ class ContextManager:
         force_pad: bool,
         *,
         attempt: int,
-    ) -> ContextBuild:
+    ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
+        """The pipeline; yields ``(yarn, request)`` for each summary a trim's compression owes.
+
+        The driver settles it (``yarn.summarize`` or ``await yarn.asummarize``)
+        and resumes; the return value is the build. Nothing else differs
+        between the sync and the async build.
+        """
         if provider not in PROVIDERS:
             raise InvalidArgumentError(
                 f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
@@ -409,15 +465,21 @@ class ContextManager:
 
         if attempt:
             target = int(settings.overflow_targets[attempt - 1] * limit)
-            self._trim(window, yarn, system_tokens, stats, stage=3, attempt=attempt, target=target)
+            yield from self._trim(
+                window, yarn, system_tokens, stats, stage=3, attempt=attempt, target=target
+            )
         elif self._estimate(window, yarn, system_tokens) > settings.proactive_threshold * limit:
             target = int(settings.trim_target * limit)
-            self._trim(window, yarn, system_tokens, stats, stage=1, attempt=0, target=target)
+            yield from self._trim(
+                window, yarn, system_tokens, stats, stage=1, attempt=0, target=target
+            )
 
         messages, total = self._repaired(window, yarn, system, chain)
         if not attempt and total > settings.validation_threshold * limit:
             target = int(settings.trim_target * limit)
-            self._trim(window, yarn, system_tokens, stats, stage=2, attempt=0, target=target)
+            yield from self._trim(
+                window, yarn, system_tokens, stats, stage=2, attempt=0, target=target
+            )
             messages, total = self._repaired(window, yarn, system, chain)
 
         if attempt:
@@ -524,7 +586,8 @@ class ContextManager:
         stage: Stage,
         attempt: int,
         target: int,
-    ) -> None:
+    ) -> Generator[tuple[YaRN, SummaryRequest], None, None]:
+        """Evict to ``target`` into YaRN; yields the summary the compression owes, if any."""
         history = window.history
         if stage != 3 and len(window.unit_starts()) <= 1:
             # Only the newest unit is left: nothing can be evicted, and the payload-level
@@ -549,10 +612,12 @@ class ContextManager:
         if yarn is not None and evicted:
             prompt = history[0] if len(history) else None
             anchor = history.last_real_user_index()
-            yarn.compress(
+            request = yarn.fold(
                 [m for m in evicted if m is not prompt],
                 current_task=_text_of(history[anchor]) if anchor is not None else None,
             )
+            if request is not None:
+                yield yarn, request  # the driver runs (or awaits) the summarizer, then resumes
         self._prefix = None
         alive = {id(m) for m in window.messages()}
         self._views = {k: v for k, v in self._views.items() if k in alive}

@@ -395,6 +395,10 @@ class Session:
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The API-ready payload for the next call, within the context window (stages 1-2).
 
+        A trim runs the memory's summarizer synchronously; an async one is
+        skipped with a warning (the extractive summary stands): use
+        :meth:`acontext` to await it.
+
         Args:
             provider: ``"openai"`` or ``"anthropic"``.
             injections: Extra system-prompt texts for this call (persona, memory context).
@@ -408,16 +412,60 @@ class Session:
             InvalidArgumentError: unknown provider, ``injections`` not a
                 sequence of strings, or a bad ``task_chain``.
         """
-        self._check_open()
-        check_injections(injections)
         return self._finish_build(
             self.context_manager.build_result(
-                self.window,
-                self.yarn,
-                provider=provider,
-                injections=self._with_ltm(injections),
-                task_chain=self._chain(task_chain),
-                force_reasoning_content_pad=force_reasoning_content_pad,
+                **self._build_args(provider, injections, task_chain, force_reasoning_content_pad)
+            )
+        )
+
+    @overload
+    async def acontext(
+        self,
+        provider: Literal["openai"] = ...,
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> list[dict[str, Any]]: ...
+
+    @overload
+    async def acontext(
+        self,
+        provider: Literal["anthropic"],
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> tuple[str | None, list[dict[str, Any]]]: ...
+
+    @overload
+    async def acontext(
+        self,
+        provider: str,
+        *,
+        injections: Sequence[str] = ...,
+        task_chain: Collection[int] | None = ...,
+        force_reasoning_content_pad: bool = ...,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]: ...
+
+    async def acontext(
+        self,
+        provider: str = "openai",
+        *,
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        """The async twin of :meth:`context`: a trim awaits an async summarizer.
+
+        Use it when the memory's summarizer is async (an
+        :class:`~agentmem.summarizer.LLMSummarizer` over an async LLM);
+        :meth:`context` would keep only the extractive summary and log a
+        warning. Same arguments, same payload, same errors.
+        """
+        return self._finish_build(
+            await self.context_manager.abuild_result(
+                **self._build_args(provider, injections, task_chain, force_reasoning_content_pad)
             )
         )
 
@@ -447,14 +495,69 @@ class Session:
                 ``reported_tokens`` is not ``None`` or a token count, or an
                 argument :meth:`context` refuses.
         """
-        self._check_open()
-        check_overflow_attempt(attempt)
-        if reported_tokens is not None and (
-            type(reported_tokens) is not int or not 0 <= reported_tokens <= MAX_TOKENS
-        ):
-            raise InvalidArgumentError(
-                f"reported_tokens must be None or an int from 0 to 2**53-1, got {reported_tokens!r}"
+        return self._finish_build(
+            self.context_manager.build_result(
+                **self._build_args(
+                    provider,
+                    injections,
+                    task_chain,
+                    force_reasoning_content_pad,
+                    attempt=attempt,
+                    reported_tokens=reported_tokens,
+                )
             )
+        )
+
+    async def acontext_after_overflow(
+        self,
+        attempt: int,
+        provider: str = "openai",
+        *,
+        reported_tokens: int | None = None,
+        injections: Sequence[str] = (),
+        task_chain: Collection[int] | None = None,
+        force_reasoning_content_pad: bool = False,
+    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        """The async twin of :meth:`context_after_overflow` (see :meth:`acontext`)."""
+        return self._finish_build(
+            await self.context_manager.abuild_result(
+                **self._build_args(
+                    provider,
+                    injections,
+                    task_chain,
+                    force_reasoning_content_pad,
+                    attempt=attempt,
+                    reported_tokens=reported_tokens,
+                )
+            )
+        )
+
+    def _build_args(
+        self,
+        provider: str,
+        injections: Sequence[str],
+        task_chain: Collection[int] | None,
+        force_reasoning_content_pad: bool,
+        *,
+        attempt: int | None = None,
+        reported_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        """Check a context call's arguments; the keyword arguments of its build.
+
+        ``attempt`` is ``None`` for :meth:`context` and the stage-3 attempt for
+        :meth:`context_after_overflow`, whose reported prompt size (if any)
+        calibrates the token counter here, before the build.
+        """
+        self._check_open()
+        if attempt is not None:
+            check_overflow_attempt(attempt)
+            if reported_tokens is not None and (
+                type(reported_tokens) is not int or not 0 <= reported_tokens <= MAX_TOKENS
+            ):
+                raise InvalidArgumentError(
+                    "reported_tokens must be None or an int from 0 to 2**53-1, "
+                    f"got {reported_tokens!r}"
+                )
         check_injections(injections)
         if (
             reported_tokens is not None
@@ -462,17 +565,15 @@ class Session:
             and self._calibration is not None
         ):
             self._calibration.observe(self._last_payload, reported_tokens)
-        return self._finish_build(
-            self.context_manager.build_result(
-                self.window,
-                self.yarn,
-                attempt=attempt,
-                provider=provider,
-                injections=self._with_ltm(injections),
-                task_chain=self._chain(task_chain),
-                force_reasoning_content_pad=force_reasoning_content_pad,
-            )
-        )
+        return {
+            "window": self.window,
+            "yarn": self.yarn,
+            "attempt": attempt or 0,
+            "provider": provider,
+            "injections": self._with_ltm(injections),
+            "task_chain": self._chain(task_chain),
+            "force_reasoning_content_pad": force_reasoning_content_pad,
+        }
 
     def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
         return (self.ltm_prompt, *injections) if self.ltm_prompt else injections

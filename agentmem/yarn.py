@@ -39,7 +39,9 @@ Invariants:
 * **The extractive summary needs no LLM.** An optional
   :class:`~agentmem.protocols.Summarizer` adds prose (``llm_text``) on top;
   when it fails, one warning is logged and the extractive summary stands.
-  :class:`LLMSummarizer` adapts any :class:`~agentmem.protocols.LLM`.
+  :class:`LLMSummarizer` adapts any :class:`~agentmem.protocols.LLM`, sync
+  or async; the synchronous :meth:`YaRN.compress` skips an async one with
+  a warning naming ``Session.acontext()``, :meth:`YaRN.acompress` awaits it.
 
 Where things live: the extractive heuristics (what counts as a request, a
 task, a commit, a file written, a decision) are in :mod:`agentmem._extract`
@@ -55,7 +57,6 @@ hand a JSON-ready dict to whichever store the session uses.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -71,6 +72,7 @@ from agentmem._extract import (
     MAX_USER_REQUESTS,
     Facts,
     Fold,
+    FrozenCounts,
     commit_key,
     dedupe_tail,
     same,
@@ -82,16 +84,22 @@ from agentmem.errors import InvalidArgumentError, InvalidMessageError
 from agentmem.messages import (
     Message,
     normalize_messages,
-    sanitize_text,
 )
 from agentmem.protocols import Summarizer
-from agentmem.summarizer import SUMMARY_INSTRUCTIONS, LLMSummarizer
+from agentmem.summarizer import (
+    SUMMARY_INSTRUCTIONS,
+    LLMSummarizer,
+    SummaryRequest,
+    asummary_text,
+    summary_text,
+)
 
 __all__ = [
     "DEFAULT_ASK_TOOLS",
     "SUMMARY_INSTRUCTIONS",
     "Decision",
     "LLMSummarizer",
+    "SummaryRequest",
     "ThreadSummary",
     "YaRN",
 ]
@@ -135,33 +143,6 @@ def _describe_validation(exc: ValidationError) -> str:
 
 
 _Count = Annotated[int, Field(strict=True, ge=0)]
-
-
-class _Counts(Mapping[str, int]):
-    """A read-only, name-sorted mapping, so a shared summary cannot be changed in place."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, int]) -> None:
-        self._data = dict(sorted(data.items()))
-
-    def __getitem__(self, key: str) -> int:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __repr__(self) -> str:
-        return repr(self._data)
-
-    def __getstate__(self) -> dict[str, int]:
-        return self._data
-
-    def __setstate__(self, state: dict[str, int]) -> None:
-        self._data = state
 
 
 class Decision(BaseModel):
@@ -219,7 +200,7 @@ class ThreadSummary(BaseModel):
     @field_validator("tool_counts", mode="after")
     @classmethod
     def _freeze_counts(cls, value: Mapping[str, int]) -> Mapping[str, int]:
-        return value if isinstance(value, _Counts) else _Counts(value)
+        return value if isinstance(value, FrozenCounts) else FrozenCounts(value)
 
     # ------------------------------------------------------------------ building
 
@@ -512,6 +493,8 @@ class YaRN:
         self._summary = summary
         self._pending_question: str | None = None
         self._pending_asks: dict[str, str] = {}
+        self._folds = 0  # compressions that owed a summarizer call (SummaryRequest.seq)
+        self._text_seq = 0  # the seq whose summarizer text is in the summary
 
     # ------------------------------------------------------------------ archive
 
@@ -584,7 +567,9 @@ class YaRN:
         the summarizer fails or the call is interrupted. A summarizer that
         raises or returns anything but a non-empty string is logged once as a
         warning on ``agentmem.yarn``; ``llm_text`` then keeps its old value.
-        ``KeyboardInterrupt`` and ``asyncio.CancelledError`` propagate.
+        An async summarizer is skipped and logged the same way (use
+        :meth:`acompress`). ``KeyboardInterrupt`` and ``asyncio.CancelledError``
+        propagate. This is :meth:`fold` then :meth:`summarize`, under the lock.
 
         Args:
             messages: The messages just evicted from the window, oldest first.
@@ -601,12 +586,39 @@ class YaRN:
             InvalidArgumentError: ``messages`` is not a list of mappings, or
                 ``current_task`` is not a string.
         """
+        with self._lock:
+            request = self.fold(messages, current_task=current_task)
+            if request is not None:
+                self.summarize(request)
+            return self._summary if self._summary is not None else ThreadSummary()
+
+    async def acompress(
+        self, messages: Sequence[Mapping[str, Any]], *, current_task: str | None = None
+    ) -> ThreadSummary:
+        """The async twin of :meth:`compress` (:meth:`fold`, then await :meth:`asummarize`)."""
+        request = self.fold(messages, current_task=current_task)
+        if request is not None:
+            await self.asummarize(request)
+        summary = self._summary
+        return summary if summary is not None else ThreadSummary()
+
+    def fold(
+        self, messages: Sequence[Mapping[str, Any]], *, current_task: str | None = None
+    ) -> SummaryRequest | None:
+        """The extractive half of :meth:`compress`: merge, store, return the summarizer call owed.
+
+        :attr:`summary` holds the new facts when this returns. The request
+        (``None`` without a summarizer or for empty ``messages``) is settled
+        by :meth:`summarize` or :meth:`asummarize`; a compression's text is
+        never replaced by an earlier compression's (the lock is not held
+        across an await).
+        """
         batch = _check_batch(messages)
         _check_task(current_task)
         with self._lock:
             previous = self._summary
             if not batch:
-                return previous if previous is not None else ThreadSummary()
+                return None
             fold = Fold(self._ask_tools, self._pending_question, self._pending_asks)
             for msg in batch:
                 fold.feed(msg)
@@ -614,38 +626,29 @@ class YaRN:
             self._summary = merged
             self._pending_question = fold.pending_question
             self._pending_asks = fold.pending_asks
-            if self._summarizer is not None:
-                text = self._summarize(self._summarizer, batch, previous)
-                if text is not None:
-                    merged = merged.model_copy(update={"llm_text": text})
-                    self._summary = merged
-            return merged
+            if self._summarizer is None:
+                return None
+            self._folds += 1
+            return SummaryRequest(
+                tuple(batch), previous.render() if previous else None, self._folds
+            )
 
-    @staticmethod
-    def _summarize(
-        summarizer: Summarizer,
-        batch: list[Mapping[str, Any]],
-        previous: ThreadSummary | None,
-    ) -> str | None:
-        try:
-            result: Any = summarizer.summarize(batch, previous.render() if previous else None)
-        except Exception as exc:
-            logger.warning(
-                "summarizer failed (%s: %s); keeping the extractive thread summary",
-                type(exc).__name__,
-                exc,
-            )
-            return None
-        if inspect.iscoroutine(result):
-            result.close()  # an async summarizer; never leave the coroutine un-awaited
-        if not isinstance(result, str) or not result.strip():
-            logger.warning(
-                "summarizer returned %s instead of a non-empty string; "
-                "keeping the extractive thread summary",
-                "an empty string" if isinstance(result, str) else type_name(result),
-            )
-            return None
-        return sanitize_text(result.strip())
+    def summarize(self, request: SummaryRequest) -> None:
+        """Run the summarizer for ``request`` synchronously and apply its text."""
+        if self._summarizer is not None:
+            self._apply(request, summary_text(self._summarizer, request))
+
+    async def asummarize(self, request: SummaryRequest) -> None:
+        """Await the summarizer for ``request`` and apply its text."""
+        if self._summarizer is not None:
+            self._apply(request, await asummary_text(self._summarizer, request))
+
+    def _apply(self, request: SummaryRequest, text: str | None) -> None:
+        with self._lock:
+            if text is None or self._summary is None or request.seq <= self._text_seq:
+                return
+            self._summary = self._summary.model_copy(update={"llm_text": text})
+            self._text_seq = request.seq
 
     def render_message(
         self, max_chars: int | None = None, *, keep_task: bool = False

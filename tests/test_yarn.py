@@ -624,7 +624,7 @@ def test_llm_summarizer_inside_yarn(caplog: pytest.LogCaptureFixture) -> None:
     assert len(_warnings(caplog)) == 1
 
 
-def test_llm_summarizer_rejects_async_and_bad_arguments() -> None:
+def test_llm_summarizer_accepts_async_llms_and_rejects_bad_arguments() -> None:
     async def async_llm(messages: Any, tools: Any = None) -> dict[str, Any]:
         return {}
 
@@ -632,9 +632,11 @@ def test_llm_summarizer_rejects_async_and_bad_arguments() -> None:
         async def __call__(self, messages: Any, tools: Any = None) -> dict[str, Any]:
             return {}
 
-    for bad in [async_llm, AsyncCallable(), "llm"]:
-        with pytest.raises(InvalidArgumentError):
-            LLMSummarizer(bad)  # type: ignore[arg-type]
+    for llm in [async_llm, AsyncCallable()]:
+        assert LLMSummarizer(llm).is_async  # type: ignore[arg-type]
+    assert not LLMSummarizer(FakeLLM({})).is_async
+    with pytest.raises(InvalidArgumentError):
+        LLMSummarizer("llm")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
         LLMSummarizer(FakeLLM({}), max_tool_chars=0)
     with pytest.raises(AgentMemError):

@@ -104,3 +104,26 @@ def long_term_memory_and_notes(mem: agentmem.Memory) -> str:
     result: dict[str, Any] = mem.tools.dispatch({"operation": "ltm_stats"})
     clean: str = agentmem.scrub_secrets(content or "")
     return f"{entry.id}{len(removed)}{keys}{len(tools)}{result['ok']}{clean}"
+
+
+async def async_session_loop(tmp: str) -> list[str]:
+    from agentmem.adapters import anthropic_llm, openai_llm
+    from agentmem.testing import AsyncScriptedLLM, tool_calls
+
+    llm = AsyncScriptedLLM([tool_calls([("ls", {}), ("pwd", {})]), RuntimeError("down")])
+    summarizer = agentmem.LLMSummarizer(llm)  # an async LLM is fine
+    with (
+        agentmem.Memory(root=tmp, working_dir=tmp, summarizer=summarizer) as mem,
+        mem.session(model="gpt-4o", context_window=32_000) as s,
+    ):
+        s.start_task("list the files")
+        payload: list[dict[str, Any]] = await s.acontext()
+        s.append(await llm(payload))
+        system, turns = await s.acontext("anthropic")
+        retry = await s.acontext_after_overflow(1, reported_tokens=40_000)
+        assert isinstance(retry, list) and turns and (system is None or isinstance(system, str))
+    adapters: list[agentmem.LLM | agentmem.AsyncLLM] = [
+        openai_llm(object(), "gpt-4o", temperature=0),
+        anthropic_llm(object(), "claude-sonnet-4-5", max_tokens=1024),
+    ]
+    return [repr(a) for a in adapters]
