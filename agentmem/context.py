@@ -355,6 +355,8 @@ class ContextManager:
                 owner.summarize(request)
         except StopIteration as stop:
             result: ContextBuild = stop.value
+        finally:
+            steps.close()
         self.last_build = result
         return result
 
@@ -384,6 +386,8 @@ class ContextManager:
                 await owner.asummarize(request)
         except StopIteration as stop:
             result: ContextBuild = stop.value
+        finally:
+            steps.close()
         self.last_build = result
         return result
 
@@ -609,6 +613,7 @@ class ContextManager:
             evicted = window.evict_to(max_messages=1)
         else:
             evicted = window.evict_to(max_tokens=max(budget, 0))
+        request = None
         if yarn is not None and evicted:
             prompt = history[0] if len(history) else None
             anchor = history.last_real_user_index()
@@ -616,8 +621,6 @@ class ContextManager:
                 [m for m in evicted if m is not prompt],
                 current_task=_text_of(history[anchor]) if anchor is not None else None,
             )
-            if request is not None:
-                yield yarn, request  # the driver runs (or awaits) the summarizer, then resumes
         self._prefix = None
         alive = {id(m) for m in window.messages()}
         self._views = {k: v for k, v in self._views.items() if k in alive}
@@ -637,6 +640,10 @@ class ContextManager:
                 )
             except Exception:  # a reporter must never break the agent
                 _log.warning("progress reporter failed on context.trim", exc_info=True)
+        if yarn is not None and request is not None:
+            # Last, so the manager's state is settled even if the summary is interrupted
+            # (or its await cancelled): the driver runs or awaits it, then resumes.
+            yield yarn, request
 
     def _notify(self, event: TrimEvent) -> None:
         if self.checkpoint is None:

@@ -330,3 +330,32 @@ def test_acontext_checks_its_arguments_like_context(tmp_path: Path) -> None:
     s.close()
     with pytest.raises(SessionClosedError):
         asyncio.run(s.acontext())
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), asyncio.CancelledError()])
+def test_an_interrupted_summary_leaves_the_session_consistent(
+    tmp_path: Path, exc: BaseException
+) -> None:
+    llm = AsyncScriptedLLM([exc, *[_prose] * 50])
+    s = _session(tmp_path, "interrupted", llm)
+    interrupted = False
+    for i in range(30):
+        _round(s, i)
+        try:
+            payload = asyncio.run(s.acontext())
+        except type(exc):
+            interrupted = True
+            continue
+        assert openai_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+    assert interrupted and s.yarn.summary is not None
+    # Every message that left the window is in the summary, the interrupted trim's
+    # included (its extractive part was stored before the summarizer ran), and the
+    # summarizer's prose came back with the next trim.
+    summary = s.yarn.summary
+    # (history[0] is never folded: the context treats it as the prompt, and here it is
+    # the task's user message, which stays pinned as the anchor.)
+    assert summary.compressed_messages == s.window.start - 1 > 0
+    evicted_calls = [m for m in list(s.history)[: s.window.start] if m.get("tool_calls")]
+    assert len(summary.files_touched) == len(evicted_calls)
+    assert summary.llm_text is not None and summary.llm_text.startswith("Prose ")
+    assert s.context_manager.last_build is not None
