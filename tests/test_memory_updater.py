@@ -29,8 +29,8 @@ from agentmem.memory_updater import (
     MEMORY_UPDATE_MIN_ITERATIONS,
     PROCEED,
     TOOL_NAMES,
-    MemoryUpdateResult,
     MemoryUpdater,
+    MemoryUpdateResult,
     tool_specs,
 )
 from agentmem.message_tokens import count_messages
@@ -229,11 +229,10 @@ def test_merges_with_existing_content(root: Path) -> None:
 def test_limit_is_enforced_when_the_llm_ignores_it(root: Path) -> None:
     long = "\n".join(f"- detail {i}: " + "words " * 10 for i in range(300))
     llm = ScriptedLLM([tool_call("write_memory", {"topic": "deploy", "content": long}), DONE])
-    with memory(root, llm, memory_update={"max_tokens_per_file": 100}) as mem:
-        with mem.session() as s:
-            work(s, 10)
-            s.finish_task()
-            result = s.last_memory_update
+    with memory(root, llm, memory_update={"max_tokens_per_file": 100}) as mem, mem.session() as s:
+        work(s, 10)
+        s.finish_task()
+        result = s.last_memory_update
     assert result is not None and result.truncated == ("deploy",)
     write = result.writes[0]
     assert write.tokens_before > 100 >= write.tokens_after
