@@ -62,6 +62,7 @@ from agentmem.topics import (
     MIN_TOKENS_PER_FILE,
     TopicStore,
     WriteResult,
+    check_topic,
 )
 
 __all__ = [
@@ -353,6 +354,7 @@ class _Run:
         self.tool_errors: list[str] = []
         self.failure: str | None = None
         self.iterations = 0
+        self.seen: dict[str, str | None] = {}  # topic -> content this update last read or wrote
 
 
 class MemoryUpdater:
@@ -596,15 +598,30 @@ class MemoryUpdater:
                 ]
                 return json.dumps(listing, ensure_ascii=False) if listing else "No topics yet."
             if name == "read_memory":
-                topic = _string_arg(args, "topic", {"topic"})
+                topic = check_topic(_string_arg(args, "topic", {"topic"}))
                 content = self.topics.read(topic)
+                run.seen[topic] = content
                 if content is None:
                     return f"There is no topic {topic!r} yet."
                 return content[:_MAX_TOOL_TEXT]
             if name == "write_memory":
-                topic = _string_arg(args, "topic", {"topic", "content"})
+                topic = check_topic(_string_arg(args, "topic", {"topic", "content"}))
                 content = _string_arg(args, "content", {"topic", "content"})
-                written = self.topics.write(topic, content)
+                if topic in run.seen:
+                    found = self.topics.write_if_unchanged(topic, content, expected=run.seen[topic])
+                    if found is None:
+                        run.seen.pop(topic)
+                        return self._tool_error(
+                            run,
+                            name,
+                            f"memories/{topic}.md was changed by another agent since you read "
+                            "it; nothing was written. Call read_memory again and merge your "
+                            "changes into its new content.",
+                        )
+                    written = found
+                else:
+                    written = self.topics.write(topic, content)
+                run.seen[topic] = written.content
                 run.writes.append(written)
                 done = (
                     f"Wrote memories/{written.topic}.md ({written.tokens_after} tokens, "

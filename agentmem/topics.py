@@ -29,6 +29,10 @@ Guarantees:
   :class:`WriteResult` says so (``truncated``, ``tokens_before``,
   ``tokens_after``), so the model cannot grow a file past the limit even
   when it ignores the instructions.
+* **Read-merge-write without lost updates.** :meth:`TopicStore.write_if_unchanged`
+  writes only if the topic still holds what the caller read (checked under
+  the lock), so two agents merging into one topic at once do not silently
+  drop each other's additions: the second is told to read again.
 
 With ``directory=None`` (an incognito Memory) topics live in this object
 only and nothing is written.
@@ -42,7 +46,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentmem._storage.files import atomic_write_text
@@ -69,6 +73,7 @@ DEFAULT_MAX_TOKENS_PER_FILE = 4000
 """Largest topic file, in tokens, unless the Memory is told otherwise."""
 MIN_TOKENS_PER_FILE = 64
 """The smallest limit accepted: room for some text and the truncation marker."""
+_ANY = object()  # write whatever the topic holds now
 TRUNCATION_MARKER = "\n[... truncated by agentmem: topic files are limited to {limit} tokens ...]\n"
 """Appended to content that was cut to the per-file limit (``{limit}`` is filled in)."""
 
@@ -113,6 +118,8 @@ class WriteResult:
     """Tokens of what was stored."""
     chars: int
     """Characters stored."""
+    content: str = field(default="", repr=False)
+    """What was stored (scrubbed, cut to the limit)."""
 
 
 def cut_to_tokens(text: str, max_tokens: int, counter: TokenCounter, marker: str) -> str:
@@ -262,15 +269,16 @@ class TopicStore:
             if self.directory is None:
                 found = self._memory.get(topic)
                 return found[0] if found else None
-            path = self._path(topic)
-            try:
-                return path.read_bytes().decode("utf-8", errors="replace")
-            except FileNotFoundError:
-                return None
-            except OSError as exc:
-                raise StorageError(
-                    f"cannot read topic {topic!r}: {exc.strerror}", path=path
-                ) from exc
+            return self._read_file(topic, self._path(topic))
+
+    @staticmethod
+    def _read_file(topic: str, path: Path) -> str | None:
+        try:
+            return path.read_bytes().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read topic {topic!r}: {exc.strerror}", path=path) from exc
 
     def write(self, topic: str, content: str) -> WriteResult:
         """Replace ``topic``'s file with ``content`` (scrubbed, cut to the limit); durable.
@@ -280,6 +288,26 @@ class TopicStore:
             InvalidArgumentError: ``content`` is not a string.
             StorageError: the file could not be written (the old one is intact).
         """
+        result = self._write(topic, content, _ANY)
+        assert result is not None
+        return result
+
+    def write_if_unchanged(
+        self, topic: str, content: str, *, expected: str | None
+    ) -> WriteResult | None:
+        """:meth:`write`, but only if the topic still holds ``expected`` (``None``: absent).
+
+        A compare-and-swap under the cross-process lock: a caller that read a
+        topic, merged into it and writes it back does not overwrite what another
+        process wrote in between. Returns ``None`` (nothing written) when the
+        topic changed since; read it again and merge.
+
+        Raises:
+            As :meth:`write`.
+        """
+        return self._write(topic, content, expected)
+
+    def _write(self, topic: str, content: str, expected: object) -> WriteResult | None:
         topic = check_topic(topic, self._where())
         if not isinstance(content, str):
             raise InvalidArgumentError(f"content must be a string, got {type(content).__name__}")
@@ -293,12 +321,17 @@ class TopicStore:
         after = before if stored is content else self.token_counter.count_text(stored)
         with self._lock:
             if self.directory is None:
-                created = topic not in self._memory
+                found = self._memory.get(topic)
+                if expected is not _ANY and (found[0] if found else None) != expected:
+                    return None
+                created = found is None
                 self._memory[topic] = (stored, time.time())
             else:
                 path = self._path(topic)
                 try:
                     with self._locked():
+                        if expected is not _ANY and self._read_file(topic, path) != expected:
+                            return None
                         created = not path.exists()
                         self.directory.mkdir(parents=True, exist_ok=True)
                         atomic_write_text(path, stored)
@@ -313,6 +346,7 @@ class TopicStore:
             tokens_before=before,
             tokens_after=after,
             chars=len(stored),
+            content=stored,
         )
 
     def render_for_prompt(

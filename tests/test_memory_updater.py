@@ -226,6 +226,37 @@ def test_merges_with_existing_content(root: Path) -> None:
     assert "Existing topics: deploy." in llm.calls[0][0][0]["content"]
 
 
+def test_a_concurrent_change_is_not_overwritten(root: Path) -> None:
+    """Another agent writes the topic between our read and our write: we must merge again."""
+    other = TopicStore(root / "memories")
+    merges: list[int] = []
+
+    def merge(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        if not merges:
+            other.write("deploy", "- old fact\n- their fact")  # lands after our first read
+        merges.append(1)
+        old = last_tool_text(messages)
+        return tool_call("write_memory", {"topic": "deploy", "content": old + "\n- our fact"})
+
+    llm = ScriptedLLM(
+        [
+            tool_call("read_memory", {"topic": "deploy"}),
+            merge,  # refused: the file changed since it was read
+            tool_call("read_memory", {"topic": "deploy"}),
+            merge,
+            DONE,
+        ]
+    )
+    with memory(root, llm) as mem, mem.session() as s:
+        mem.topics.write("deploy", "- old fact")
+        work(s, 10)
+        s.finish_task()
+        result = s.last_memory_update
+    assert result is not None and result.error is None and len(result.writes) == 1
+    assert "changed by another agent" in last_tool_text(llm.calls[2][0])
+    assert (root / "memories" / "deploy.md").read_text() == ("- old fact\n- their fact\n- our fact")
+
+
 def test_limit_is_enforced_when_the_llm_ignores_it(root: Path) -> None:
     long = "\n".join(f"- detail {i}: " + "words " * 10 for i in range(300))
     llm = ScriptedLLM([tool_call("write_memory", {"topic": "deploy", "content": long}), DONE])

@@ -246,3 +246,16 @@ def test_concurrent_processes_lose_nothing(tmp_path: Path) -> None:
     # The shared topic holds one complete write (the last writer's), never a mix.
     assert shared in {_expected(w, rounds - 1) for w in range(workers)}
     assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_write_if_unchanged_is_a_compare_and_swap(tmp_path: Path, on_disk: bool) -> None:
+    store = TopicStore(tmp_path / "memories" if on_disk else None, scrubber=scrub_secrets)
+    first = store.write_if_unchanged("t", f"v1 {TOKEN}", expected=None)
+    assert first is not None and first.created
+    assert first.content == "v1 [REDACTED:github_token]" == store.read("t")
+    assert store.write_if_unchanged("t", "lost", expected=None) is None  # it exists now
+    assert store.write_if_unchanged("t", "lost", expected="v0") is None
+    assert store.read("t") == first.content
+    second = store.write_if_unchanged("t", "v2", expected=first.content)
+    assert second is not None and not second.created and store.read("t") == "v2"
