@@ -95,9 +95,13 @@ class Usage:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     memory_update_requests: int = 0
+    """Model calls made by memory updates (included in ``requests``)."""
     memory_update_prompt_tokens: int = 0
+    """Their prompt tokens (included in ``prompt_tokens``)."""
     memory_update_completion_tokens: int = 0
+    """Their completion tokens (included in ``completion_tokens``)."""
     memory_update_cost_usd: float = 0.0
+    """Their cost (included in ``cost_usd``)."""
 
     @classmethod
     def of(cls, billing: Sequence[BillingRecord]) -> Usage:
