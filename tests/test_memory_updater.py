@@ -78,6 +78,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def memory(root: Path, llm: Any, **kwargs: Any) -> Memory:
+    kwargs.setdefault("durability", "normal")  # survives kill -9; no fsync per append (speed)
     return Memory(root=root, working_dir=root.parent, llm=llm, **kwargs)
 
 

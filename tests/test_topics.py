@@ -212,7 +212,7 @@ class TopicMachine(RuleBasedStateMachine):
 
 
 TestTopicMachine = TopicMachine.TestCase
-TestTopicMachine.settings = settings(max_examples=scaled(25), stateful_step_count=12)
+TestTopicMachine.settings = settings(max_examples=scaled(15), stateful_step_count=10)
 
 
 def _expected(worker: int, round_: int) -> str:
