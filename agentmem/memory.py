@@ -64,6 +64,7 @@ from agentmem.errors import (
     StorageError,
 )
 from agentmem.ltm import LongTermMemory
+from agentmem.memory_updater import MemoryUpdateSettings, update_settings
 from agentmem.notes import KeyValueStore
 from agentmem.protocols import (
     LLM,
@@ -88,6 +89,7 @@ from agentmem.session_store import (
     SessionStore,
 )
 from agentmem.tools import MemoryTools
+from agentmem.topics import TOPICS_DIR, TopicStore
 
 __all__ = ["Memory", "Session", "Usage"]
 
@@ -122,12 +124,23 @@ class Memory:
             :meth:`session`.
         reporter: Receives progress events (trims).
         scrub_secrets: Redact secrets (API keys, tokens, passwords...) before
-            anything reaches long-term memory or notes: ``True`` (default, see
-            :mod:`agentmem.scrub`), ``False``, or a callable ``(text) -> text``.
+            anything reaches long-term memory, notes or topic files: ``True``
+            (default, see :mod:`agentmem.scrub`), ``False``, or a callable
+            ``(text) -> text``.
+        memory_update: The memory updater (:mod:`agentmem.memory_updater`), run by
+            ``Session.finish_task()`` at the end of long tasks when ``llm`` is set:
+            ``True`` (default), ``False`` (never run it; topic files are still
+            injected), or a :class:`~agentmem.memory_updater.MemoryUpdateSettings`
+            (or a mapping of its fields: ``enabled``, ``min_iterations``,
+            ``max_iterations``, ``max_tokens_per_file``, ``inject_topics``,
+            ``prompt_tokens``).
 
     Attributes:
         ltm: :class:`~agentmem.ltm.LongTermMemory` in ``<root>/ltm.json``.
         notes: :class:`~agentmem.notes.KeyValueStore` in ``<root>/memory/``.
+        topics: :class:`~agentmem.topics.TopicStore` in ``<root>/memories/``: the
+            memory updater's topic files (in memory only when incognito).
+        memory_update: The resolved :class:`~agentmem.memory_updater.MemoryUpdateSettings`.
         tools: :class:`~agentmem.tools.MemoryTools`: the ``memory_operations``
             tool schemas and dispatcher over this memory.
     """
@@ -146,6 +159,7 @@ class Memory:
         context: ContextSettings | Mapping[str, Any] | None = None,
         reporter: ProgressReporter | None = None,
         scrub_secrets: bool | Scrubber = True,
+        memory_update: bool | MemoryUpdateSettings | Mapping[str, Any] = True,
     ) -> None:
         self.working_dir = config_path("working_dir", working_dir).resolve()
         root_path = config_path("root", root)
@@ -167,6 +181,7 @@ class Memory:
                 f"got {type(scrub_secrets).__name__}"
             )
         scrubber = resolve_scrubber(scrub_secrets)
+        self.memory_update = update_settings(memory_update)
         if isinstance(token_counter, CalibratingCounter):
             try:
                 copy.deepcopy(token_counter)
@@ -186,6 +201,7 @@ class Memory:
             self.sessions = SessionStore(None, durability=durability)
             self.ltm = LongTermMemory(None, scrubber=scrubber)
             self.notes = KeyValueStore(None, scrubber=scrubber)
+            topics_dir = None
         else:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -198,6 +214,14 @@ class Memory:
             self.sessions = SessionStore(self.root / SESSIONS_FILE, durability=durability)
             self.ltm = LongTermMemory(self.root / LTM_FILE, scrubber=scrubber)
             self.notes = KeyValueStore(self.root / NOTES_DIR, scrubber=scrubber, root=self.root)
+            topics_dir = self.root / TOPICS_DIR
+        self.topics = TopicStore(
+            topics_dir,
+            scrubber=scrubber,
+            token_counter=token_counter,
+            max_tokens_per_file=self.memory_update.max_tokens_per_file,
+            root=None if incognito else self.root,
+        )
         self.tools = MemoryTools(self)
         self._open: dict[str, Session] = {}
         self._closed = False
@@ -208,6 +232,8 @@ class Memory:
         name: str | None = None,
         model: str | None = None,
         context_window: int | None = None,
+        *,
+        subagent: bool = False,
     ) -> Session:
         """Open a session: a new one, or the stored one when ``session_id`` exists.
 
@@ -218,6 +244,8 @@ class Memory:
                 A resumed session keeps its stored model unless one is given.
             context_window: The model's context window in tokens (default
                 128,000; a resumed session keeps its stored window unless given).
+            subagent: The session is a sub-agent's: it reads memory but never runs
+                the memory updater (recursion guard). Not stored: say it on every open.
 
         Raises:
             StoreLockedError: the session is already open (here or in another process).
@@ -227,6 +255,7 @@ class Memory:
         """
         if self._closed:
             raise InvalidArgumentError("this Memory is closed")
+        check_flag("subagent", subagent)
         if context_window is not None and (
             isinstance(context_window, bool)
             or not isinstance(context_window, int)
@@ -265,6 +294,7 @@ class Memory:
                         model=model,
                         context_window=context_window,
                         name=name,
+                        subagent=subagent,
                     )
             except BaseException:
                 lock.release()
@@ -280,7 +310,7 @@ class Memory:
                 )
                 if lock is None:
                     lock = store.lock(info.id)
-                session = Session._new(self, info, lock)
+                session = Session._new(self, info, lock, subagent=subagent)
             except BaseException:
                 if lock is not None:
                     lock.release()
@@ -297,6 +327,18 @@ class Memory:
             return self.ltm.render_for_prompt(budget, token_counter=token_counter)
         except AgentMemError as exc:  # an unreadable ltm.json must not stop a session
             _log.warning("long-term memory not injected: %s", exc)
+            return ""
+
+    def _topics_injection(self, token_counter: TokenCounter, context_window: int) -> str:
+        """Topic files for a session's system prompt ("" when incognito or disabled)."""
+        settings = self.memory_update
+        if self.incognito or not settings.inject_topics:
+            return ""
+        budget = min(settings.prompt_tokens, context_window // 10)
+        try:
+            return self.topics.render_for_prompt(budget, token_counter=token_counter)
+        except AgentMemError as exc:  # an unreadable memories/ must not stop a session
+            _log.warning("topic files not injected: %s", exc)
             return ""
 
     def recall(

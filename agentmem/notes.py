@@ -71,16 +71,22 @@ _SUFFIX = ".json"
 _WINDOWS_DEVICES = re.compile(r"(?i)^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$)$")
 
 
-def check_key(key: object, directory: str | os.PathLike[str] = "memory") -> str:
+def check_key(
+    key: object, directory: str | os.PathLike[str] = "memory", *, what: str = "note key"
+) -> str:
     """Return ``key`` when it is a safe note key, else raise :class:`UnsafePathError`.
+
+    The same rule names the memory updater's topic files
+    (:mod:`agentmem.topics`), which pass ``what="topic"``.
 
     Args:
         key: The key to check.
         directory: The notes directory (named in the error).
+        what: What the key names, for the error message.
     """
 
     def refuse(reason: str) -> UnsafePathError:
-        return UnsafePathError(str(key), Path(directory), f"note key {reason}")
+        return UnsafePathError(str(key), Path(directory), f"{what} {reason}")
 
     if not isinstance(key, str):
         raise refuse(f"must be a string, got {type(key).__name__}")

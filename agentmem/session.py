@@ -13,7 +13,7 @@ import copy
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -39,6 +39,13 @@ from agentmem.errors import (
     SessionClosedError,
 )
 from agentmem.history import MessageHistory, ValidatedMessages
+from agentmem.memory_updater import (
+    BILLING_KIND,
+    MemoryUpdater,
+    MemoryUpdateResult,
+    billing_records,
+    skip_reason,
+)
 from agentmem.messages import Message
 from agentmem.protocols import (
     CalibratingCounter,
@@ -76,12 +83,58 @@ SNAPSHOTS_DIR = "snapshots"
 
 @dataclass(frozen=True)
 class Usage:
-    """Token and cost totals of a session (all requests, memory updates included)."""
+    """Token and cost totals of a session (all requests, memory updates included).
+
+    The ``memory_update_*`` fields are the share of the totals spent by memory
+    updates (:mod:`agentmem.memory_updater`); the task's own share is the
+    difference (``cost_usd - memory_update_cost_usd``).
+    """
 
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    memory_update_requests: int = 0
+    """Model calls made by memory updates (included in ``requests``)."""
+    memory_update_prompt_tokens: int = 0
+    """Their prompt tokens (included in ``prompt_tokens``)."""
+    memory_update_completion_tokens: int = 0
+    """Their completion tokens (included in ``completion_tokens``)."""
+    memory_update_cost_usd: float = 0.0
+    """Their cost (included in ``cost_usd``)."""
+
+    @classmethod
+    def of(cls, billing: Sequence[BillingRecord]) -> Usage:
+        """The totals of stored billing records (``"memory_update"`` ones counted apart too)."""
+        updates = [b for b in billing if b.kind == BILLING_KIND]
+        return cls(
+            requests=len(billing),
+            prompt_tokens=sum(b.prompt_tokens for b in billing),
+            completion_tokens=sum(b.completion_tokens for b in billing),
+            cost_usd=sum(b.cost_usd for b in billing),
+            memory_update_requests=len(updates),
+            memory_update_prompt_tokens=sum(b.prompt_tokens for b in updates),
+            memory_update_completion_tokens=sum(b.completion_tokens for b in updates),
+            memory_update_cost_usd=sum(b.cost_usd for b in updates),
+        )
+
+    def plus(self, record: BillingRecord) -> Usage:
+        """These totals with one more billing record."""
+        update = record.kind == BILLING_KIND
+        return replace(
+            self,
+            requests=self.requests + 1,
+            prompt_tokens=self.prompt_tokens + record.prompt_tokens,
+            completion_tokens=self.completion_tokens + record.completion_tokens,
+            cost_usd=self.cost_usd + record.cost_usd,
+            memory_update_requests=self.memory_update_requests + update,
+            memory_update_prompt_tokens=self.memory_update_prompt_tokens
+            + (record.prompt_tokens if update else 0),
+            memory_update_completion_tokens=self.memory_update_completion_tokens
+            + (record.completion_tokens if update else 0),
+            memory_update_cost_usd=self.memory_update_cost_usd
+            + (record.cost_usd if update else 0.0),
+        )
 
 
 def _summary(message: Mapping[str, Any]) -> str:
@@ -122,6 +175,15 @@ class Session:
         ltm_prompt: The long-term memory rendered when the session opened (``""`` with
             ``ltm_enabled=False``, in incognito mode, or when there is none); added to
             every payload's system prompt before the caller's injections.
+        topics_prompt: The memory updater's topic files rendered when the session
+            opened, newest first within a token budget (``""`` when there are none,
+            in incognito mode, or with topic injection disabled); added after
+            ``ltm_prompt``. Fixed for the session, so the prompt prefix stays cacheable.
+        subagent: Opened with ``subagent=True``: never runs the memory updater.
+        last_memory_update: What the last :meth:`finish_task` did about memory:
+            ``None`` before any task finished; a
+            :class:`~agentmem.memory_updater.MemoryUpdateResult` with ``ran=False``
+            and ``skipped`` (why) when it did not run, else what the update did.
         time_machine: File snapshots, undo/redo and the task tree (:mod:`agentmem.time_machine`).
         unreadable_state: Parts of the stored state this release cannot read (written
             by a newer release, or unknown to it): part name -> why. They are kept as
@@ -148,8 +210,11 @@ class Session:
         model: str,
         context_window: int,
         name: str | None,
+        subagent: bool = False,
     ) -> None:
         self._memory = memory
+        self.subagent = subagent
+        self.last_memory_update: MemoryUpdateResult | None = None
         self._lock = lock
         self.id: str = info.id
         self.name = name
@@ -204,22 +269,20 @@ class Session:
         )
         used_ids.add(self.time_machine.next_task_id - 1)
         self.tasks = TaskTracker(state.get("tasks"), used_ids)
-        self._usage = Usage(
-            requests=len(billing),
-            prompt_tokens=sum(b.prompt_tokens for b in billing),
-            completion_tokens=sum(b.completion_tokens for b in billing),
-            cost_usd=sum(b.cost_usd for b in billing),
-        )
+        self._usage = Usage.of(billing)
         self._last_payload: list[Message] | None = None
         self._closed = False
         # Long-term memory enters the system prompt once per open, not per turn, so the
         # prompt prefix stays the same (cacheable) for the whole session.
         self.ltm_prompt: str = memory._ltm_injection(self.token_counter, context_window)
+        self.topics_prompt: str = memory._topics_injection(self.token_counter, context_window)
 
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def _new(cls, memory: Memory, info: SessionInfo, lock: SessionLock) -> Session:
+    def _new(
+        cls, memory: Memory, info: SessionInfo, lock: SessionLock, *, subagent: bool = False
+    ) -> Session:
         session = cls(
             memory,
             info,
@@ -230,6 +293,7 @@ class Session:
             model=info.model or DEFAULT_MODEL,
             context_window=info.context_window or DEFAULT_CONTEXT_WINDOW,
             name=info.name,
+            subagent=subagent,
         )
         session._save_state()
         return session
@@ -244,6 +308,7 @@ class Session:
         model: str | None,
         context_window: int | None,
         name: str | None,
+        subagent: bool = False,
     ) -> Session:
         info = record.info
         state, kept, reasons = read_state(record.state, info.id)
@@ -259,6 +324,7 @@ class Session:
             model=model or info.model or DEFAULT_MODEL,
             context_window=context_window or info.context_window or DEFAULT_CONTEXT_WINDOW,
             name=name if name is not None else info.name,
+            subagent=subagent,
         )
         session._kept_state = kept
         session.unreadable_state = reasons
@@ -576,7 +642,8 @@ class Session:
         }
 
     def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
-        return (self.ltm_prompt, *injections) if self.ltm_prompt else injections
+        memory = tuple(p for p in (self.ltm_prompt, self.topics_prompt) if p)
+        return (*memory, *injections) if memory else injections
 
     def _chain(self, task_chain: Collection[int] | None) -> Collection[int] | None:
         """The caller's task chain, or the time machine's active chain once tasks exist."""
@@ -630,13 +697,7 @@ class Session:
             cost_usd=cost,
         )
         self._writer.add_billing(record)
-        u = self._usage
-        self._usage = Usage(
-            u.requests + 1,
-            u.prompt_tokens + prompt_tokens,
-            u.completion_tokens + completion_tokens,
-            u.cost_usd + cost,
-        )
+        self._usage = self._usage.plus(record)
         if self._calibration is not None and self._last_payload is not None:
             self._calibration.observe(self._last_payload, prompt_tokens)
         self.tasks.count_iteration()
@@ -645,12 +706,70 @@ class Session:
     def finish_task(self) -> int | None:
         """Finish the current task; returns its id (``None`` when no task was running).
 
-        (Memory consolidation at the end of long tasks arrives with the memory updater.)
+        At the end of a long task (see :mod:`agentmem.memory_updater`: the
+        Memory has an ``llm``, the task took at least
+        ``MEMORY_UPDATE_MIN_ITERATIONS`` iterations, memory updates are
+        enabled, not incognito, not a sub-agent) this runs the memory updater
+        with the Memory's (synchronous) llm. Its failures never raise: the
+        outcome is in :attr:`last_memory_update`; its cost is added to
+        :attr:`usage` (``memory_update_*``) and billed as ``"memory_update"``.
+        With an async llm use :meth:`afinish_task`; here the result carries
+        the error saying so. ``KeyboardInterrupt`` propagates (the task is
+        finished and saved first).
         """
+        task_id, updater = self._end_task()
+        if updater is not None:
+            self._take_update(updater.run(self.history, task_chain=self._chain(None)))
+        return task_id
+
+    async def afinish_task(self) -> int | None:
+        """The async twin of :meth:`finish_task`: awaits an async (or calls a sync) llm."""
+        task_id, updater = self._end_task()
+        if updater is not None:
+            self._take_update(await updater.arun(self.history, task_chain=self._chain(None)))
+        return task_id
+
+    def _end_task(self) -> tuple[int | None, MemoryUpdater | None]:
+        """Finish and save the task; the updater to run, if the task qualifies."""
         self._check_open()
+        iterations = self.tasks.iterations()
         task_id = self.tasks.finish()
         self._save_state()
-        return task_id
+        memory = self._memory
+        reason = skip_reason(
+            has_llm=memory.llm is not None,
+            settings=memory.memory_update,
+            incognito=memory.incognito,
+            subagent=self.subagent,
+            task_id=task_id,
+            iterations=iterations,
+        )
+        if reason is not None or memory.llm is None:
+            self.last_memory_update = MemoryUpdateResult(
+                ran=False, skipped=reason, session_id=self.id, task_id=task_id, stopped="skipped"
+            )
+            return task_id, None
+        updater = MemoryUpdater(
+            memory.llm,
+            memory.topics,
+            settings=memory.memory_update,
+            token_counter=self.token_counter,
+            context_window=self.context_window,
+            reporter=memory.reporter,
+            session_id=self.id,
+            task_id=task_id,
+        )
+        return task_id, updater
+
+    def _take_update(self, result: MemoryUpdateResult) -> None:
+        """Bill the update's requests to this session (not to the task) and keep the result."""
+        self.last_memory_update = result
+        for record in billing_records(result, self.model):
+            self._usage = self._usage.plus(record)
+            try:
+                self._writer.add_billing(record)
+            except AgentMemError as exc:  # the update's outcome must not raise into the host
+                _log.warning("session %s: memory update billing not stored (%s)", self.id, exc)
 
     @property
     def usage(self) -> Usage:

@@ -127,3 +127,20 @@ async def async_session_loop(tmp: str) -> list[str]:
         anthropic_llm(object(), "claude-sonnet-4-5", max_tokens=1024),
     ]
     return [repr(a) for a in adapters]
+
+
+async def memory_updates(mem: agentmem.Memory) -> float:
+    from agentmem.memory_updater import MemoryUpdateResult, MemoryUpdateSettings
+
+    settings = MemoryUpdateSettings(max_tokens_per_file=2000, max_iterations=4)
+    assert settings.enabled and mem.memory_update.min_iterations >= 0
+    with mem.session(name="sub", subagent=True) as s:
+        s.start_task("look around")
+        task: int | None = await s.afinish_task()
+        result: MemoryUpdateResult | None = s.last_memory_update
+        topics: tuple[str, ...] = result.topics if result is not None else ()
+        assert task is not None and not topics and s.subagent
+        for info in mem.topics.list():
+            text: str | None = mem.topics.read(info.topic)
+            assert text is None or info.size >= 0
+        return s.usage.memory_update_cost_usd

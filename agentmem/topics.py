@@ -1,0 +1,393 @@
+"""TopicStore: the memory updater's topic files, one markdown file per topic in ``memories/``.
+
+At the end of a long task the memory updater (:mod:`agentmem.memory_updater`)
+consolidates what the task taught the agent into *topic files*:
+``<root>/memories/<topic>.md``, plain markdown the model writes and later
+sessions read (DESIGN section 5). The file *is* the content: no header, so
+a person can read and edit it, and what the model reads back is exactly
+what it wrote (after scrubbing and the size limit).
+
+Guarantees:
+
+* **Names cannot escape.** A topic names a file, so it follows the notes'
+  key rule (:func:`agentmem.notes.check_key`): no path separators, no
+  ``..``, no leading ``.``/``~``, no NUL or control characters, not empty,
+  at most 128 characters, no reserved (device) names; otherwise
+  :class:`~agentmem.errors.UnsafePathError`. A trailing ``.md`` is taken as
+  the file suffix (``"deploy.md"`` is the topic ``deploy``). The resolved
+  path must sit directly in ``memories/``, so a symlink cannot lead out.
+* **Whole-file, atomic writes.** :meth:`TopicStore.write` replaces the file
+  with :func:`~agentmem._storage.files.atomic_write_text` (same-directory
+  temp file, fsync, ``os.replace``) while holding ``<root>/locks/memories.lock``,
+  a cross-process lock. Writers of different topics never lose each other's
+  files; writers of one topic: the last one wins, whole, never a mix.
+* **Secrets are scrubbed** with the Memory's scrubber before anything is
+  written (or kept in memory).
+* **The size limit is the library's.** Content over ``max_tokens_per_file``
+  (counted with the token counter) is cut at a line boundary, keeping the
+  beginning, and ends with :data:`TRUNCATION_MARKER`; the
+  :class:`WriteResult` says so (``truncated``, ``tokens_before``,
+  ``tokens_after``), so the model cannot grow a file past the limit even
+  when it ignores the instructions.
+* **Read-merge-write without lost updates.** :meth:`TopicStore.write_if_unchanged`
+  writes only if the topic still holds what the caller read (checked under
+  the lock), so two agents merging into one topic at once do not silently
+  drop each other's additions: the second is told to read again.
+
+With ``directory=None`` (an incognito Memory) topics live in this object
+only and nothing is written.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentmem._storage.files import atomic_write_text
+from agentmem._storage.locks import held_lock
+from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
+from agentmem.notes import check_key
+from agentmem.protocols import TokenCounter
+from agentmem.tokens import HeuristicCounter
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS_PER_FILE",
+    "MIN_TOKENS_PER_FILE",
+    "TOPICS_DIR",
+    "TRUNCATION_MARKER",
+    "TopicInfo",
+    "TopicStore",
+    "WriteResult",
+    "check_topic",
+]
+
+TOPICS_DIR = "memories"
+SUFFIX = ".md"
+DEFAULT_MAX_TOKENS_PER_FILE = 4000
+"""Largest topic file, in tokens, unless the Memory is told otherwise."""
+MIN_TOKENS_PER_FILE = 64
+"""The smallest limit accepted: room for some text and the truncation marker."""
+_ANY = object()  # write whatever the topic holds now
+TRUNCATION_MARKER = "\n[... truncated by agentmem: topic files are limited to {limit} tokens ...]\n"
+"""Appended to content that was cut to the per-file limit (``{limit}`` is filled in)."""
+
+
+def check_topic(topic: object, directory: str | os.PathLike[str] = TOPICS_DIR) -> str:
+    """The topic name (a trailing ``.md`` removed) when it is safe, else :class:`UnsafePathError`.
+
+    Args:
+        topic: The name to check.
+        directory: The topics directory, named in the error.
+    """
+    if isinstance(topic, str) and topic.lower().endswith(SUFFIX) and len(topic) > len(SUFFIX):
+        topic = topic[: -len(SUFFIX)]
+    return check_key(topic, directory, what="topic")
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """One topic file, as :meth:`TopicStore.list` describes it."""
+
+    topic: str
+    """The topic name (the file is ``<topic>.md``)."""
+    size: int
+    """Size in bytes (UTF-8)."""
+    updated_at: float
+    """Last modification, epoch seconds."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What :meth:`TopicStore.write` stored."""
+
+    topic: str
+    """The topic written."""
+    created: bool
+    """Whether the topic did not exist before."""
+    truncated: bool
+    """Whether the content was cut to the per-file token limit."""
+    tokens_before: int
+    """Tokens of the (scrubbed) content as given."""
+    tokens_after: int
+    """Tokens of what was stored."""
+    chars: int
+    """Characters stored."""
+    content: str = field(default="", repr=False)
+    """What was stored (scrubbed, cut to the limit)."""
+
+
+def cut_to_tokens(text: str, max_tokens: int, counter: TokenCounter, marker: str) -> str:
+    """The longest beginning of ``text`` that, with ``marker``, fits ``max_tokens``.
+
+    The cut falls at a line boundary when at least one whole line fits, else
+    inside the first line. Binary search over prefixes: the counter is only
+    assumed to grow with the text.
+    """
+    if counter.count_text(marker) > max_tokens:
+        return ""
+    ends = [i + 1 for i, char in enumerate(text) if char == "\n"]
+    if not ends or ends[-1] != len(text):
+        ends.append(len(text))
+
+    def fits(end: int) -> bool:
+        return counter.count_text(text[:end].rstrip("\n") + marker) <= max_tokens
+
+    lo, hi = 0, len(ends) - 1
+    best = -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(ends[mid]):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    if best >= 0:
+        return text[: ends[best]].rstrip("\n") + marker
+    lo, hi, chars = 0, ends[0], 0  # not even the first line fits: cut inside it
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            chars, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return text[:chars] + marker
+
+
+class TopicStore:
+    """Topic files: list / read / write, one atomic markdown file per topic.
+
+    Args:
+        directory: The topics directory (``<root>/memories``), or ``None`` to
+            keep topics in memory only (incognito).
+        scrubber: Applied to content before it is stored; ``None`` stores it as given.
+        token_counter: Counts tokens for the per-file limit (a heuristic
+            counter when omitted).
+        max_tokens_per_file: Largest file in tokens; longer content is cut.
+        root: The directory nothing may leave (default: ``directory``'s
+            parent); the lock lives in its ``locks/``.
+
+    Raises:
+        ConfigurationError: ``max_tokens_per_file`` is not an int >= :data:`MIN_TOKENS_PER_FILE`.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None,
+        *,
+        scrubber: Callable[[str], str] | None = None,
+        token_counter: TokenCounter | None = None,
+        max_tokens_per_file: int = DEFAULT_MAX_TOKENS_PER_FILE,
+        root: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if type(max_tokens_per_file) is not int or max_tokens_per_file < MIN_TOKENS_PER_FILE:
+            raise ConfigurationError(
+                f"max_tokens_per_file must be an int >= {MIN_TOKENS_PER_FILE}, "
+                f"got {max_tokens_per_file!r}"
+            )
+        self.directory = Path(directory) if directory is not None else None
+        self._root = (
+            Path(root) if root is not None else (self.directory.parent if self.directory else None)
+        )
+        self._scrub = scrubber
+        self.token_counter: TokenCounter = token_counter or HeuristicCounter()
+        self.max_tokens_per_file = max_tokens_per_file
+        self._memory: dict[str, tuple[str, float]] = {}
+        self._lock = threading.RLock()
+        self._lock_path = self._root / "locks" / "memories.lock" if self._root is not None else None
+
+    # ------------------------------------------------------------------ paths
+
+    def _where(self) -> Path:
+        return self.directory if self.directory is not None else Path(TOPICS_DIR)
+
+    def _path(self, topic: str) -> Path:
+        """The file of ``topic``, checked to sit directly in the topics directory."""
+        assert self.directory is not None
+        path = self.directory / (topic + SUFFIX)
+        try:
+            base = self.directory.resolve()
+            resolved = path.resolve()
+            root = self._root.resolve() if self._root is not None else base
+        except (OSError, RuntimeError) as exc:
+            raise UnsafePathError(topic, self.directory, f"cannot resolve: {exc}") from exc
+        if resolved.parent != base or not base.is_relative_to(root):
+            raise UnsafePathError(topic, self.directory, "resolves outside the topics directory")
+        return path
+
+    # ------------------------------------------------------------------ operations
+
+    def list(self) -> builtins.list[TopicInfo]:
+        """Every topic, sorted by name.
+
+        Raises:
+            StorageError: the directory cannot be listed.
+        """
+        with self._lock:
+            if self.directory is None:
+                return [
+                    TopicInfo(t, len(c.encode("utf-8", "surrogatepass")), at)
+                    for t, (c, at) in sorted(self._memory.items())
+                ]
+            try:
+                entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
+            except FileNotFoundError:
+                return []
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot list topics: {exc.strerror}", path=self.directory
+                ) from exc
+            out = []
+            for entry in entries:
+                if not entry.name.endswith(SUFFIX):
+                    continue
+                try:
+                    topic = check_topic(entry.name)
+                    if not entry.is_file(follow_symlinks=False):
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                except (UnsafePathError, OSError):
+                    continue  # not a topic file (something else put here, or just removed)
+                out.append(TopicInfo(topic, info.st_size, info.st_mtime))
+            return out
+
+    def read(self, topic: str) -> str | None:
+        """The content of ``topic``, or ``None`` when there is no such topic.
+
+        Bytes that are not UTF-8 (a file edited by hand) read as U+FFFD.
+
+        Raises:
+            UnsafePathError: the name is not a safe topic name.
+            StorageError: the file exists but cannot be read.
+        """
+        topic = check_topic(topic, self._where())
+        with self._lock:
+            if self.directory is None:
+                found = self._memory.get(topic)
+                return found[0] if found else None
+            return self._read_file(topic, self._path(topic))
+
+    @staticmethod
+    def _read_file(topic: str, path: Path) -> str | None:
+        try:
+            return path.read_bytes().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot read topic {topic!r}: {exc.strerror}", path=path) from exc
+
+    def write(self, topic: str, content: str) -> WriteResult:
+        """Replace ``topic``'s file with ``content`` (scrubbed, cut to the limit); durable.
+
+        Raises:
+            UnsafePathError: the name is not a safe topic name.
+            InvalidArgumentError: ``content`` is not a string.
+            StorageError: the file could not be written (the old one is intact).
+        """
+        result = self._write(topic, content, _ANY)
+        assert result is not None
+        return result
+
+    def write_if_unchanged(
+        self, topic: str, content: str, *, expected: str | None
+    ) -> WriteResult | None:
+        """:meth:`write`, but only if the topic still holds ``expected`` (``None``: absent).
+
+        A compare-and-swap under the cross-process lock: a caller that read a
+        topic, merged into it and writes it back does not overwrite what another
+        process wrote in between. Returns ``None`` (nothing written) when the
+        topic changed since; read it again and merge.
+
+        Raises:
+            As :meth:`write`.
+        """
+        return self._write(topic, content, expected)
+
+    def _write(self, topic: str, content: str, expected: object) -> WriteResult | None:
+        topic = check_topic(topic, self._where())
+        if not isinstance(content, str):
+            raise InvalidArgumentError(f"content must be a string, got {type(content).__name__}")
+        if self._scrub is not None:
+            content = self._scrub(content)
+        before = self.token_counter.count_text(content)
+        stored = content
+        if before > self.max_tokens_per_file:
+            marker = TRUNCATION_MARKER.format(limit=self.max_tokens_per_file)
+            stored = cut_to_tokens(content, self.max_tokens_per_file, self.token_counter, marker)
+        after = before if stored is content else self.token_counter.count_text(stored)
+        with self._lock:
+            if self.directory is None:
+                found = self._memory.get(topic)
+                if expected is not _ANY and (found[0] if found else None) != expected:
+                    return None
+                created = found is None
+                self._memory[topic] = (stored, time.time())
+            else:
+                path = self._path(topic)
+                try:
+                    with self._locked():
+                        if expected is not _ANY and self._read_file(topic, path) != expected:
+                            return None
+                        created = not path.exists()
+                        self.directory.mkdir(parents=True, exist_ok=True)
+                        atomic_write_text(path, stored)
+                except (OSError, UnicodeError) as exc:
+                    if isinstance(exc, StorageError):
+                        raise
+                    raise StorageError(f"cannot write topic {topic!r}: {exc}", path=path) from exc
+        return WriteResult(
+            topic=topic,
+            created=created,
+            truncated=stored is not content,
+            tokens_before=before,
+            tokens_after=after,
+            chars=len(stored),
+            content=stored,
+        )
+
+    def render_for_prompt(
+        self, max_tokens: int, *, token_counter: TokenCounter | None = None
+    ) -> str:
+        """The topic files as markdown for a system prompt, most recently updated first.
+
+        Whole topics are added, newest first, while the text stays within
+        ``max_tokens``; a topic that does not fit is left out (a smaller,
+        older one may still fit). ``""`` when there is nothing to show.
+        Unreadable files are skipped (reading never stops a session).
+        """
+        if type(max_tokens) is not int or max_tokens < 0:
+            raise InvalidArgumentError(f"max_tokens must be a non-negative int, got {max_tokens!r}")
+        counter = token_counter or self.token_counter
+        heading = (
+            "# Memory topics\n"
+            "Notes this project's earlier tasks left in memories/<topic>.md, newest first."
+        )
+        parts: builtins.list[str] = []
+        used = counter.count_text(heading)
+        for info in sorted(self.list(), key=lambda i: (-i.updated_at, i.topic)):
+            try:
+                content = self.read(info.topic)
+            except (StorageError, UnsafePathError):
+                continue
+            if not content or not content.strip():
+                continue
+            block = f"## {info.topic}\n{content.strip()}"
+            cost = counter.count_text(block) + 1
+            if used + cost > max_tokens:
+                continue
+            parts.append(block)
+            used += cost
+        return "\n\n".join([heading, *parts]) if parts else ""
+
+    def _locked(self) -> AbstractContextManager[None]:
+        if self._lock_path is None:
+            return nullcontext()
+        return held_lock(self._lock_path, what="topic files")
+
+    def __repr__(self) -> str:
+        where = str(self.directory) if self.directory is not None else "in memory"
+        return f"TopicStore({where})"

@@ -1,0 +1,658 @@
+"""The memory updater, end to end through the facade with a scripted LLM.
+
+``finish_task()`` after a long task forks the conversation, lets the model
+use list_memories / read_memory / write_memory, and writes
+``memories/<topic>.md``; short tasks, sub-agents, incognito and disabled
+memories never call the model; failures come back in the result, never
+raised, except KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from profiles import scaled
+from provider_rules import anthropic_violations, openai_violations
+
+from agentmem import Memory, Session
+from agentmem.errors import ConfigurationError
+from agentmem.memory_updater import (
+    MEMORY_UPDATE_MIN_ITERATIONS,
+    PROCEED,
+    TOOL_NAMES,
+    MemoryUpdater,
+    MemoryUpdateResult,
+    tool_specs,
+)
+from agentmem.message_tokens import count_messages
+from agentmem.messages import INTERNAL_FIELDS, to_anthropic
+from agentmem.testing import ScriptedLLM, tool_call
+from agentmem.tokens import HeuristicCounter
+from agentmem.topics import TopicStore
+
+DONE = {"role": "assistant", "content": "Memory updated."}
+USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "cost_usd": 0.25}
+
+
+class AsyncLLM:
+    """An async twin of a ScriptedLLM (agentmem.testing grows its own elsewhere)."""
+
+    def __init__(self, scripted: ScriptedLLM) -> None:
+        self.scripted = scripted
+        self.calls = scripted.calls
+
+    async def __call__(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return self.scripted(messages, tools)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def report(self, event: str, data: Mapping[str, Any]) -> None:
+        self.events.append((event, dict(data)))
+
+
+def raising(exc: BaseException) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        raise exc
+
+    return reply
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / ".agentmem"
+
+
+def memory(root: Path, llm: Any, **kwargs: Any) -> Memory:
+    kwargs.setdefault("durability", "normal")  # survives kill -9; no fsync per append (speed)
+    return Memory(root=root, working_dir=root.parent, llm=llm, **kwargs)
+
+
+def work(s: Session, iterations: int, *, cost: float = 0.01) -> int:
+    """A task of ``iterations`` LLM iterations, each a tool call and its result."""
+    if not len(s.history):
+        s.append({"role": "system", "content": "You are a coding agent."})
+    task = s.start_task("Deploy the app to staging.")
+    for i in range(iterations):
+        call = tool_call("bash", {"cmd": f"make step{i}"}, call_id=f"c{task}_{i}")
+        s.append(call)
+        s.append({"role": "tool", "tool_call_id": f"c{task}_{i}", "content": f"ok {i}"})
+        s.record_usage(100, 10, cost)
+    s.append({"role": "assistant", "content": "Deployed with `make deploy ENV=staging`."})
+    return task
+
+
+def snapshot(s: Session) -> list[dict[str, Any]]:
+    return copy.deepcopy([dict(m) for m in s.history])
+
+
+def last_tool_text(messages: list[dict[str, Any]]) -> str:
+    return str(next(m["content"] for m in reversed(messages) if m["role"] == "tool"))
+
+
+# ---------------------------------------------------------------------------- when it runs
+
+
+def test_long_task_writes_the_topic_file(root: Path) -> None:
+    llm = ScriptedLLM(
+        [tool_call("write_memory", {"topic": "deploy", "content": "Use make deploy."}), DONE]
+    )
+    with memory(root, llm) as mem, mem.session(name="t") as s:
+        task = work(s, 12)
+        assert s.finish_task() == task
+        result = s.last_memory_update
+    assert (root / "memories" / "deploy.md").read_text() == "Use make deploy."
+    assert result is not None and result.ran and result.error is None
+    assert result.topics == ("deploy",) and result.iterations == 2
+    assert result.stopped == "answered" and result.answer == "Memory updated."
+    llm.assert_complete()
+    messages, tools = llm.calls[0]
+    assert tools is not None
+    assert [t["function"]["name"] for t in tools] == list(TOOL_NAMES)
+    assert messages[0]["role"] == "system"
+    assert messages[0]["content"].startswith("You are a coding agent.")
+    assert "# Memory update" in messages[0]["content"]
+    assert "4000 tokens" in messages[0]["content"]  # the per-file limit is stated
+    assert messages[-1] == {"role": "user", "content": PROCEED}
+    # The task's conversation is all there, before the instruction.
+    assert any("make step11" in json.dumps(m) for m in messages)
+    # The second call sees the tool result.
+    assert "Wrote memories/deploy.md" in last_tool_text(llm.calls[1][0])
+
+
+@pytest.mark.parametrize(
+    ("iterations", "runs"),
+    [(3, False), (MEMORY_UPDATE_MIN_ITERATIONS - 1, False), (MEMORY_UPDATE_MIN_ITERATIONS, True)],
+)
+def test_only_long_tasks_call_the_llm(root: Path, iterations: int, runs: bool) -> None:
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        task = work(s, iterations)
+        assert s.finish_task() == task
+        result = s.last_memory_update
+    assert result is not None and result.ran is runs
+    if runs:
+        assert len(llm.calls) == 1
+    else:
+        assert llm.calls == []
+        assert result.skipped is not None and f"{iterations} LLM iterations" in result.skipped
+        assert result.task_id == task
+
+
+def test_no_task_and_no_llm_skip(root: Path) -> None:
+    with memory(root, None) as mem, mem.session() as s:
+        assert s.last_memory_update is None
+        assert s.finish_task() is None
+        assert s.last_memory_update is not None
+        assert s.last_memory_update.skipped == "no task was running"
+        work(s, 12)
+        s.finish_task()
+        assert s.last_memory_update.skipped == "the Memory has no llm"
+    assert not (root / "memories").exists()
+
+
+def test_subagent_never_updates(root: Path) -> None:
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session(subagent=True) as s:
+        assert s.subagent
+        work(s, 15)
+        s.finish_task()
+        assert s.last_memory_update is not None
+        assert "sub-agent" in (s.last_memory_update.skipped or "")
+    assert llm.calls == []
+    with memory(root, llm) as mem, pytest.raises(ConfigurationError, match="subagent"):
+        mem.session(subagent="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"incognito": True}, {"memory_update": False}, {"memory_update": {"enabled": False}}]
+)
+def test_incognito_and_disabled_never_update(root: Path, kwargs: dict[str, Any]) -> None:
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm, **kwargs) as mem, mem.session() as s:
+        work(s, 12)
+        s.finish_task()
+        assert s.last_memory_update is not None and not s.last_memory_update.ran
+    assert llm.calls == []
+    assert not (root / "memories").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ("yes", "memory_update must be"),
+        ({"max_iterations": 0}, "max_iterations"),
+        ({"max_tokens_per_file": 10}, "max_tokens_per_file"),
+        ({"enabled": 1}, "enabled"),
+        ({"colour": "red"}, "unknown settings colour"),
+    ],
+)
+def test_settings_are_checked(root: Path, value: object, match: str) -> None:
+    with pytest.raises(ConfigurationError, match=match):
+        memory(root, None, memory_update=value)
+
+
+# ---------------------------------------------------------------------------- what it does
+
+
+def test_merges_with_existing_content(root: Path) -> None:
+    def merge(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        old = last_tool_text(messages)
+        return tool_call("write_memory", {"topic": "deploy", "content": old + "\n- new fact"})
+
+    llm = ScriptedLLM([tool_call("read_memory", {"topic": "deploy"}), merge, DONE])
+    with memory(root, llm) as mem:
+        mem.topics.write("deploy", "- old fact")
+        with mem.session() as s:
+            work(s, 10)
+            s.finish_task()
+            assert s.last_memory_update is not None
+            assert s.last_memory_update.writes[0].created is False
+    assert (root / "memories" / "deploy.md").read_text() == "- old fact\n- new fact"
+    # The instructions named the existing topic.
+    assert "Existing topics: deploy." in llm.calls[0][0][0]["content"]
+
+
+def test_a_concurrent_change_is_not_overwritten(root: Path) -> None:
+    """Another agent writes the topic between our read and our write: we must merge again."""
+    other = TopicStore(root / "memories")
+    merges: list[int] = []
+
+    def merge(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        if not merges:
+            other.write("deploy", "- old fact\n- their fact")  # lands after our first read
+        merges.append(1)
+        old = last_tool_text(messages)
+        return tool_call("write_memory", {"topic": "deploy", "content": old + "\n- our fact"})
+
+    llm = ScriptedLLM(
+        [
+            tool_call("read_memory", {"topic": "deploy"}),
+            merge,  # refused: the file changed since it was read
+            tool_call("read_memory", {"topic": "deploy"}),
+            merge,
+            DONE,
+        ]
+    )
+    with memory(root, llm) as mem, mem.session() as s:
+        mem.topics.write("deploy", "- old fact")
+        work(s, 10)
+        s.finish_task()
+        result = s.last_memory_update
+    assert result is not None and result.error is None and len(result.writes) == 1
+    assert "changed by another agent" in last_tool_text(llm.calls[2][0])
+    assert (root / "memories" / "deploy.md").read_text() == ("- old fact\n- their fact\n- our fact")
+
+
+def test_limit_is_enforced_when_the_llm_ignores_it(root: Path) -> None:
+    long = "\n".join(f"- detail {i}: " + "words " * 10 for i in range(300))
+    llm = ScriptedLLM([tool_call("write_memory", {"topic": "deploy", "content": long}), DONE])
+    with memory(root, llm, memory_update={"max_tokens_per_file": 100}) as mem, mem.session() as s:
+        work(s, 10)
+        s.finish_task()
+        result = s.last_memory_update
+    assert result is not None and result.truncated == ("deploy",)
+    write = result.writes[0]
+    assert write.tokens_before > 100 >= write.tokens_after
+    stored = (root / "memories" / "deploy.md").read_text()
+    assert HeuristicCounter().count_text(stored) <= 100
+    assert long.startswith(stored.split("\n[... truncated")[0])
+    assert "100 tokens" in llm.calls[0][0][0]["content"]
+    assert "over the 100-token limit" in last_tool_text(llm.calls[1][0])
+
+
+def test_bad_tool_calls_come_back_as_errors(root: Path) -> None:
+    bad_json = tool_call("write_memory", {})
+    bad_json["tool_calls"][0]["function"]["arguments"] = "{not json"
+    llm = ScriptedLLM(
+        [
+            bad_json,
+            tool_call("write_memory", {"topic": "../escape", "content": "x"}),
+            tool_call("write_memory", {"topic": "a"}),
+            tool_call("read_memory", {"topic": 7}),
+            tool_call("rm_rf", {}),
+            tool_call("list_memories", {"extra": 1}),
+            tool_call("write_memory", {"topic": "ok", "content": "fine"}),
+            DONE,
+        ]
+    )
+    with memory(root, llm, memory_update={"max_iterations": 8}) as mem, mem.session() as s:
+        work(s, 10)
+        s.finish_task()
+        result = s.last_memory_update
+    assert result is not None and result.error is None
+    assert len(result.tool_errors) == 6
+    assert result.topics == ("ok",)
+    texts = [last_tool_text(call[0]) for call in llm.calls[1:7]]
+    assert all(t.startswith("Error:") for t in texts)
+    assert "JSON" in texts[0] and "escape" in texts[1] and "'content'" in texts[2]
+    assert "rm_rf" in texts[4]
+    assert sorted(p.name for p in (root / "memories").iterdir()) == ["ok.md"]
+    assert not (root / "escape.md").exists()
+    for messages, _ in llm.calls:
+        assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_the_loop_is_bounded(root: Path) -> None:
+    llm = ScriptedLLM([tool_call("list_memories", {}) for _ in range(10)])
+    with memory(root, llm, memory_update={"max_iterations": 3}) as mem, mem.session() as s:
+        work(s, 10)
+        s.finish_task()
+        result = s.last_memory_update
+    assert len(llm.calls) == 3
+    assert result is not None and result.stopped == "max_iterations" and result.iterations == 3
+    assert last_tool_text(llm.calls[1][0]) == "No topics yet."
+
+
+def test_main_history_is_untouched(root: Path) -> None:
+    llm = ScriptedLLM(
+        [tool_call("write_memory", {"topic": "deploy", "content": "x"}), raising(RuntimeError())]
+    )
+    with memory(root, llm) as mem:
+        with mem.session(session_id="s1") as s:
+            work(s, 12)
+            before = snapshot(s)
+            s.finish_task()
+            assert snapshot(s) == before
+        with mem.session(session_id="s1") as s:
+            assert snapshot(s) == before  # nothing of the fork was stored either
+
+
+def test_payloads_are_provider_valid(root: Path) -> None:
+    llm = ScriptedLLM(
+        [
+            tool_call("list_memories", {}),
+            tool_call("write_memory", {"topic": "deploy", "content": "x"}),
+            DONE,
+        ]
+    )
+    with memory(root, llm) as mem, mem.session() as s:
+        work(s, 10)
+        # The task ends on a dangling tool call and a lone tool result: repair must fix both.
+        s.append(tool_call("bash", {"cmd": "ls"}, call_id="dangling"))
+        s.append({"role": "tool", "tool_call_id": "nobody", "content": "orphan"})
+        s.finish_task()
+        assert s.last_memory_update is not None and s.last_memory_update.error is None
+    assert len(llm.calls) == 3
+    for messages, _ in llm.calls:
+        assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
+        system, turns = to_anthropic(messages)
+        assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_fork_fits_the_window(root: Path) -> None:
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session(context_window=2000) as s:
+        work(s, 60)
+        s.finish_task()
+        counter = s.token_counter
+    messages = llm.calls[0][0]
+    # Three quarters of the window, leaving room for the tools and the update's own turns.
+    assert count_messages(messages, counter) <= 1500
+    assert messages[0]["role"] == "system" and "# Memory update" in messages[0]["content"]
+    assert "make step59" in json.dumps(messages) and 'make step0"' not in json.dumps(messages)
+    assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
+
+
+# ---------------------------------------------------------------------------- failures
+
+
+def test_llm_failure_does_not_escape(root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    llm = ScriptedLLM(
+        [
+            tool_call("write_memory", {"topic": "first", "content": "kept"}),
+            raising(RuntimeError("provider down")),
+        ]
+    )
+    with memory(root, llm) as mem, mem.session(session_id="sess") as s:
+        task = work(s, 12)
+        with caplog.at_level(logging.WARNING, logger="agentmem.memory_updater"):
+            assert s.finish_task() == task
+        result = s.last_memory_update
+        assert result is not None and result.stopped == "error"
+        assert result.error is not None and "provider down" in result.error
+        assert result.topics == ("first",)
+        s.append({"role": "user", "content": "still works"})  # the session goes on
+    assert (root / "memories" / "first.md").read_text() == "kept"
+    logged = [r for r in caplog.records if r.name == "agentmem.memory_updater"]
+    assert logged and "sess" in logged[0].getMessage()
+    assert f"task {task}" in logged[0].getMessage() and "iteration 2" in logged[0].getMessage()
+
+
+def test_unusable_reply_and_storage_failure_are_reported(root: Path) -> None:
+    llm = ScriptedLLM([{"role": "user", "content": "not an assistant"}])
+    with memory(root, llm) as mem, mem.session() as s:
+        work(s, 10)
+        s.finish_task()
+        assert s.last_memory_update is not None
+        assert "role 'user'" in (s.last_memory_update.error or "")
+    llm = ScriptedLLM([tool_call("write_memory", {"topic": "a", "content": "x"}), DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        (root / "memories").write_text("a file where the directory should be")
+        work(s, 10)
+        s.finish_task()
+        result = s.last_memory_update
+    assert result is not None and result.error is not None
+    assert "tool write_memory failed" in result.error and len(llm.calls) == 1
+
+
+def test_keyboard_interrupt_escapes(root: Path) -> None:
+    llm = ScriptedLLM([raising(KeyboardInterrupt())])
+    events = Events()
+    with memory(root, llm, reporter=events) as mem:
+        with mem.session(session_id="s1") as s:
+            task = work(s, 12)
+            with pytest.raises(KeyboardInterrupt):
+                s.finish_task()
+            assert s.current_task_id is None  # the task was finished and saved first
+        with mem.session(session_id="s1") as s:
+            assert s.current_task_id is None and s.task_iterations(task) == 12
+    assert [e for e, _ in events.events] == ["memory_update_started", "memory_update_finished"]
+    assert "KeyboardInterrupt" in events.events[1][1]["error"]
+
+
+# ---------------------------------------------------------------------------- sync and async
+
+
+def script() -> list[Any]:
+    def merge(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        content = last_tool_text(messages) + "\n- b"
+        return tool_call("write_memory", {"topic": "deploy", "content": content}, call_id="m3")
+
+    return [
+        {
+            **tool_call("write_memory", {"topic": "deploy", "content": "- a"}, call_id="m1"),
+            "usage": USAGE,
+        },
+        {**tool_call("read_memory", {"topic": "deploy"}, call_id="m2"), "usage": USAGE},
+        merge,
+        tool_call("write_memory", {"topic": "testing", "content": "x " * 20000}, call_id="m4"),
+        DONE,
+    ]
+
+
+def comparable(result: MemoryUpdateResult | None) -> tuple[Any, ...]:
+    assert result is not None
+    return (
+        result.writes,
+        result.iterations,
+        result.requests,
+        result.error,
+        result.tool_errors,
+        result.stopped,
+        result.answer,
+    )
+
+
+def test_sync_and_async_llms_give_the_same_result(tmp_path: Path) -> None:
+    sync_llm = ScriptedLLM(script())
+    with memory(tmp_path / "a", sync_llm) as mem, mem.session() as s:
+        work(s, 10)
+        s.finish_task()
+        sync_result = s.last_memory_update
+
+    async_llm = AsyncLLM(ScriptedLLM(script()))
+
+    async def main() -> MemoryUpdateResult | None:
+        with memory(tmp_path / "b", async_llm) as mem, mem.session() as s:
+            task = work(s, 10)
+            assert await s.afinish_task() == task
+            return s.last_memory_update
+
+    async_result = asyncio.run(main())
+    assert comparable(sync_result) == comparable(async_result)
+    assert sync_result is not None and sync_result.truncated == ("testing",)
+    for name in ("deploy.md", "testing.md"):
+        assert (tmp_path / "a/memories" / name).read_text() == (
+            tmp_path / "b/memories" / name
+        ).read_text()
+    assert (tmp_path / "a/memories/deploy.md").read_text() == "- a\n- b"
+    assert [m for m, _ in sync_llm.calls] == [m for m, _ in async_llm.calls]
+
+
+def test_sync_finish_with_an_async_llm_reports(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    llm = AsyncLLM(ScriptedLLM([DONE]))
+    with memory(root, llm) as mem, mem.session() as s:
+        task = work(s, 12)
+        with caplog.at_level(logging.WARNING, logger="agentmem.memory_updater"):
+            assert s.finish_task() == task
+        result = s.last_memory_update
+    assert result is not None and result.ran and "afinish_task" in (result.error or "")
+    assert llm.calls == []
+    assert any("afinish_task" in r.getMessage() for r in caplog.records)
+
+
+def test_afinish_task_with_a_sync_llm(root: Path) -> None:
+    llm = ScriptedLLM([tool_call("write_memory", {"topic": "t", "content": "c"}), DONE])
+
+    async def main() -> None:
+        with memory(root, llm) as mem, mem.session() as s:
+            work(s, 10)
+            await s.afinish_task()
+
+    asyncio.run(main())
+    assert (root / "memories" / "t.md").read_text() == "c"
+
+
+# ---------------------------------------------------------------------------- cost, progress
+
+
+def test_cost_is_reported_apart_and_survives_a_resume(root: Path) -> None:
+    llm = ScriptedLLM(
+        [
+            {**tool_call("write_memory", {"topic": "d", "content": "c"}), "usage": USAGE},
+            {**DONE, "usage": USAGE},
+        ]
+    )
+    with memory(root, llm) as mem:
+        with mem.session(session_id="s1") as s:
+            task = work(s, 12, cost=0.01)
+            s.finish_task()
+            result = s.last_memory_update
+            usage = s.usage
+            assert s.task_iterations(task) == 12  # the update's calls are not the task's
+        with mem.session(session_id="s1") as s:
+            assert s.usage == usage
+            assert s.task_iterations(task) == 12
+        stored = mem.sessions.load("s1").billing
+    assert result is not None and result.cost_usd == pytest.approx(0.5)
+    assert (result.prompt_tokens, result.completion_tokens) == (2000, 100)
+    assert usage.memory_update_requests == 2 and usage.requests == 14
+    assert usage.memory_update_cost_usd == pytest.approx(0.5)
+    assert usage.cost_usd == pytest.approx(12 * 0.01 + 0.5)
+    assert usage.memory_update_prompt_tokens == 2000 and usage.prompt_tokens == 1200 + 2000
+    assert usage.completion_tokens - usage.memory_update_completion_tokens == 120
+    assert [b.kind for b in stored].count("memory_update") == 2
+
+
+def test_progress_events(root: Path) -> None:
+    events = Events()
+    llm = ScriptedLLM([tool_call("write_memory", {"topic": "d", "content": "c"}), DONE])
+    with memory(root, llm, reporter=events) as mem, mem.session(session_id="s") as s:
+        task = work(s, 10)
+        s.finish_task()
+        work(s, 2)
+        s.finish_task()  # skipped: no events
+    assert events.events == [
+        ("memory_update_started", {"session_id": "s", "task_id": task}),
+        (
+            "memory_update_finished",
+            {
+                "session_id": "s",
+                "task_id": task,
+                "topics": ["d"],
+                "truncated": [],
+                "iterations": 2,
+                "cost_usd": 0.0,
+                "error": None,
+            },
+        ),
+    ]
+
+
+def test_a_failing_reporter_is_ignored(root: Path) -> None:
+    class Broken:
+        def report(self, event: str, data: Mapping[str, Any]) -> None:
+            raise ValueError("ui crashed")
+
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm, reporter=Broken()) as mem, mem.session() as s:
+        work(s, 10)
+        s.finish_task()
+        assert s.last_memory_update is not None and s.last_memory_update.error is None
+
+
+# ---------------------------------------------------------------------------- later sessions
+
+
+def test_next_session_gets_the_topics_in_its_system_prompt(root: Path) -> None:
+    llm = ScriptedLLM(
+        [tool_call("write_memory", {"topic": "deploy", "content": "Run make deploy."}), DONE]
+    )
+    with memory(root, llm) as mem:
+        with mem.session() as s:
+            work(s, 12)
+            s.finish_task()
+            # Injected once per open: the running session's prefix does not change.
+            assert "Run make deploy." not in json.dumps(s.context())
+        with mem.session() as s2:
+            s2.append({"role": "system", "content": "You are a coding agent."})
+            s2.start_task("hi")
+            payload = s2.context()
+            assert "## deploy\nRun make deploy." in payload[0]["content"]
+            assert payload[0]["role"] == "system"
+            assert s2.topics_prompt in payload[0]["content"]
+            assert s2.context() == payload  # stable within the session
+    for kwargs in ({"memory_update": {"inject_topics": False}}, {"incognito": True}):
+        with memory(root, None, **kwargs) as mem, mem.session() as s3:
+            s3.start_task("hi")
+            assert s3.topics_prompt == ""
+            assert "Run make deploy." not in json.dumps(s3.context())
+
+
+# ---------------------------------------------------------------------------- property
+
+
+@settings(max_examples=scaled(15), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("write"),
+                st.sampled_from(["a", "b", "deploy", "../x", ""]),
+                st.text(max_size=40),
+            ),
+            st.tuples(st.just("read"), st.sampled_from(["a", "b", "nope"]), st.just("")),
+            st.tuples(st.just("list"), st.just(""), st.just("")),
+        ),
+        max_size=7,
+    )
+)
+def test_files_follow_the_model_calls(tmp_path_factory: pytest.TempPathFactory, calls: Any) -> None:
+    """Whatever the model calls, the topic files are the last valid write of each topic."""
+    store = TopicStore(tmp_path_factory.mktemp("t") / "memories")
+    replies: list[Any] = []
+    expected: dict[str, str] = {}
+    for kind, topic, content in calls:
+        if kind == "write":
+            replies.append(tool_call("write_memory", {"topic": topic, "content": content}))
+            if topic in ("a", "b", "deploy"):
+                expected[topic] = content
+        elif kind == "read":
+            replies.append(tool_call("read_memory", {"topic": topic}))
+        else:
+            replies.append(tool_call("list_memories", {}))
+    replies.append(DONE)
+    llm = ScriptedLLM(replies)
+    history = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    original = copy.deepcopy(history)
+    result = MemoryUpdater(llm, store).run(history)  # type: ignore[arg-type]
+    assert result.error is None and result.stopped == "answered"
+    assert history == original
+    assert {i.topic: store.read(i.topic) for i in store.list()} == expected
+    assert len(result.tool_errors) == sum(
+        1 for k, t, _ in calls if k == "write" and t in ("../x", "")
+    )
+    llm.assert_complete()
+
+
+def test_tool_specs_are_fresh_copies() -> None:
+    specs = tool_specs()
+    specs[0]["function"]["name"] = "changed"
+    assert tool_specs()[0]["function"]["name"] == "list_memories"
