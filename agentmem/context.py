@@ -68,8 +68,11 @@ from agentmem._context_types import (
     ContextBuild,
     ContextSettings,
     ContextStats,
+    NoteMap,
     Stage,
     TrimEvent,
+    TurnNote,
+    note_map,
 )
 from agentmem._progress import (
     TODO_TOOL_NAMES,
@@ -162,14 +165,15 @@ class _PrefixKey:
     system: Message | None
     summary: Message | None
     chain: frozenset[Any] | None
+    notes: tuple[int, ...]  # ids of the turn notes placed (the caller keeps the objects)
 
     def same(self, other: _PrefixKey) -> bool:
         return (
             self.history is other.history
             and self.system is other.system
             and self.summary is other.summary
-            and (self.revision, self.epoch, self.start, self.pinned, self.chain)
-            == (other.revision, other.epoch, other.start, other.pinned, other.chain)
+            and (self.revision, self.epoch, self.start, self.pinned, self.chain, self.notes)
+            == (other.revision, other.epoch, other.start, other.pinned, other.chain, other.notes)
         )
 
 
@@ -239,6 +243,7 @@ class ContextManager:
         self._summary_cache: _SummaryCache | None = None
         self._prefix: _Prefix | None = None
         self._reasoning = False
+        self._note_counts: dict[int, tuple[Message, int, int]] = {}
         self._built_from: ShortTermMemory | None = window
 
     @property
@@ -257,6 +262,7 @@ class ContextManager:
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
+        turn_notes: Sequence[TurnNote] = (),
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The payload for the next call (stages 1 and 2).
 
@@ -270,6 +276,11 @@ class ContextManager:
             task_chain: Active time-machine task ids (messages of other tasks
                 are left out), or ``None``.
             force_reasoning_content_pad: See :meth:`MessageHistory.to_api`.
+            turn_notes: ``(message, note)`` pairs: the system message ``note`` is
+                placed right after the history message ``message`` (compared by
+                identity) whenever that message is in the payload, and counted
+                like any other payload message (the semantic memory block of a
+                user turn). Pass the same note objects on every build.
 
         Returns:
             OpenAI: a list of message dicts. Anthropic: ``(system, messages)``.
@@ -286,6 +297,7 @@ class ContextManager:
             injections=injections,
             task_chain=task_chain,
             force_reasoning_content_pad=force_reasoning_content_pad,
+            turn_notes=turn_notes,
         ).payload
 
     def build_after_overflow(
@@ -298,6 +310,7 @@ class ContextManager:
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
+        turn_notes: Sequence[TurnNote] = (),
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The payload after the provider rejected the previous one for length (stage 3).
 
@@ -317,6 +330,7 @@ class ContextManager:
             injections=injections,
             task_chain=task_chain,
             force_reasoning_content_pad=force_reasoning_content_pad,
+            turn_notes=turn_notes,
         ).payload
 
     def build_result(
@@ -329,6 +343,7 @@ class ContextManager:
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
+        turn_notes: Sequence[TurnNote] = (),
     ) -> ContextBuild:
         """Like :meth:`build` (``attempt=0``) or :meth:`build_after_overflow`, with the stats.
 
@@ -362,6 +377,7 @@ class ContextManager:
             task_chain,
             force_reasoning_content_pad,
             attempt=attempt,
+            notes=note_map(turn_notes),
         )
         self.last_build = result
         return result
@@ -386,6 +402,7 @@ class ContextManager:
         force_pad: bool,
         *,
         attempt: int,
+        notes: NoteMap,
     ) -> ContextBuild:
         if provider not in PROVIDERS:
             raise InvalidArgumentError(
@@ -407,18 +424,21 @@ class ContextManager:
                 window=limit,
             )
 
+        # Turn notes (semantic memory blocks) sit beside their turns; trims count them
+        # like the system prompt, as a fixed cost of the payload.
+        fixed_tokens = system_tokens + self._notes_tokens(notes, counter)
         if attempt:
             target = int(settings.overflow_targets[attempt - 1] * limit)
-            self._trim(window, yarn, system_tokens, stats, stage=3, attempt=attempt, target=target)
-        elif self._estimate(window, yarn, system_tokens) > settings.proactive_threshold * limit:
+            self._trim(window, yarn, fixed_tokens, stats, stage=3, attempt=attempt, target=target)
+        elif self._estimate(window, yarn, fixed_tokens) > settings.proactive_threshold * limit:
             target = int(settings.trim_target * limit)
-            self._trim(window, yarn, system_tokens, stats, stage=1, attempt=0, target=target)
+            self._trim(window, yarn, fixed_tokens, stats, stage=1, attempt=0, target=target)
 
-        messages, total = self._repaired(window, yarn, system, chain)
+        messages, total = self._repaired(window, yarn, system, chain, notes)
         if not attempt and total > settings.validation_threshold * limit:
             target = int(settings.trim_target * limit)
-            self._trim(window, yarn, system_tokens, stats, stage=2, attempt=0, target=target)
-            messages, total = self._repaired(window, yarn, system, chain)
+            self._trim(window, yarn, fixed_tokens, stats, stage=2, attempt=0, target=target)
+            messages, total = self._repaired(window, yarn, system, chain, notes)
 
         if attempt:
             recovery = self._recovery_message(window, yarn)
@@ -507,6 +527,24 @@ class ContextManager:
         self._summary_cache = _SummaryCache(summary, message, tokens, epoch)
         return message, tokens
 
+    def _notes_tokens(self, notes: NoteMap, counter: TokenCounter) -> int:
+        """Tokens of the turn notes, each counted once per counter epoch."""
+        if not notes:
+            self._note_counts = {}
+            return 0
+        epoch = getattr(counter, "epoch", 0)
+        counts = self._note_counts
+        fresh: dict[int, tuple[Message, int, int]] = {}
+        total = 0
+        for _, note in notes.values():
+            hit = counts.get(id(note))
+            if hit is None or hit[0] is not note or hit[2] != epoch:
+                hit = (note, count_message(note, counter), epoch)
+            fresh[id(note)] = hit
+            total += hit[1]
+        self._note_counts = fresh
+        return total
+
     def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
         """Cheap payload estimate from cached counts only."""
         history = window.history
@@ -589,6 +627,7 @@ class ContextManager:
         yarn: YaRN | None,
         system: Message | None,
         chain: frozenset[Any] | None,
+        notes: NoteMap,
     ) -> tuple[list[Message], int]:
         """The repaired canonical payload and its token count.
 
@@ -608,6 +647,7 @@ class ContextManager:
             system,
             summary,
             chain,
+            tuple(id(note) for _, note in notes.values()),
         )
         prefix = self._prefix
         if prefix is None or not prefix.key.same(key) or len(history) < prefix.upto:
@@ -619,6 +659,9 @@ class ContextManager:
                 stream.push(summary)
             for i in window.pinned:
                 stream.push(history[i])
+                note = notes.get(id(history[i]))
+                if note is not None and note[0] is history[i]:
+                    stream.push(note[1])
             if first == 0 and history.has_system_prompt():
                 first = 1  # already pushed as `system`
             # Cached counts for the parts pushed unchanged (a pin is a history message).
@@ -643,6 +686,9 @@ class ContextManager:
             if chain is None or msg.get("task_id") is None or msg.get("task_id") in chain:
                 before = len(stream.out)
                 stream.push(msg)
+                note = notes.get(id(msg))
+                if note is not None and note[0] is msg:
+                    stream.push(note[1])
                 for entry in stream.out[before:]:
                     prefix.tokens += (
                         history.message_tokens(i) if entry is msg else count_message(entry, counter)

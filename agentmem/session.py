@@ -44,6 +44,7 @@ from agentmem.protocols import (
     CalibratingCounter,
     TokenCounter,
 )
+from agentmem.semantic.extension import SemanticMemoryExtension, SessionExtensions
 from agentmem.session_store import (
     BillingRecord,
     SessionInfo,
@@ -72,6 +73,8 @@ MAX_TOKENS = 2**53 - 1
 PROGRESS_FILE = Path("memory") / "session_progress.md"
 SESSIONS_FILE = "sessions.sqlite"
 SNAPSHOTS_DIR = "snapshots"
+PERSONA_PROMPT_TOKENS = 1000
+"""Most tokens the extensions' resident personas take in the system prompt."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,12 @@ class Session:
             repaired (the non-empty fields of
             :class:`~agentmem.session_store.SessionRecord`'s reports: ``quarantined``,
             ``repaired``, ``checksum_failed``, ...); empty when it loaded clean.
+        subagent: True for a sub-agent's session (``mem.session(subagent=True)``).
+        extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
+            passed to :meth:`Memory.session` (never inherited: a sub-agent's session
+            has only those passed to its own ``session()`` call).
+        persona_prompt: The extensions' resident persona summaries, computed when
+            the session opened and added to every system prompt after ``ltm_prompt``.
     """
 
     unreadable_state: Mapping[str, str] = MappingProxyType({})
@@ -148,6 +157,8 @@ class Session:
         model: str,
         context_window: int,
         name: str | None,
+        extensions: Sequence[SemanticMemoryExtension] = (),
+        subagent: bool = False,
     ) -> None:
         self._memory = memory
         self._lock = lock
@@ -215,11 +226,29 @@ class Session:
         # Long-term memory enters the system prompt once per open, not per turn, so the
         # prompt prefix stays the same (cacheable) for the whole session.
         self.ltm_prompt: str = memory._ltm_injection(self.token_counter, context_window)
+        self.subagent = subagent
+        self.extensions = tuple(extensions)
+        # Semantic memory: the persona joins the system prompt once, like LTM; each user
+        # turn's <memory-context> block rides in the payload only (see _ext_notes).
+        self._ext = SessionExtensions(
+            self.extensions,
+            token_counter=self.token_counter,
+            persona_budget=min(PERSONA_PROMPT_TOKENS, context_window // 10),
+        )
+        self.persona_prompt: str = self._ext.persona
 
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def _new(cls, memory: Memory, info: SessionInfo, lock: SessionLock) -> Session:
+    def _new(
+        cls,
+        memory: Memory,
+        info: SessionInfo,
+        lock: SessionLock,
+        *,
+        extensions: Sequence[SemanticMemoryExtension] = (),
+        subagent: bool = False,
+    ) -> Session:
         session = cls(
             memory,
             info,
@@ -230,6 +259,8 @@ class Session:
             model=info.model or DEFAULT_MODEL,
             context_window=info.context_window or DEFAULT_CONTEXT_WINDOW,
             name=info.name,
+            extensions=extensions,
+            subagent=subagent,
         )
         session._save_state()
         return session
@@ -244,6 +275,8 @@ class Session:
         model: str | None,
         context_window: int | None,
         name: str | None,
+        extensions: Sequence[SemanticMemoryExtension] = (),
+        subagent: bool = False,
     ) -> Session:
         info = record.info
         state, kept, reasons = read_state(record.state, info.id)
@@ -259,6 +292,8 @@ class Session:
             model=model or info.model or DEFAULT_MODEL,
             context_window=context_window or info.context_window or DEFAULT_CONTEXT_WINDOW,
             name=name if name is not None else info.name,
+            extensions=extensions,
+            subagent=subagent,
         )
         session._kept_state = kept
         session.unreadable_state = reasons
@@ -269,6 +304,10 @@ class Session:
 
     def start_task(self, user_message: str | Mapping[str, Any]) -> int:
         """Start a task: append the user's turn under a new task id and return the id.
+
+        With extensions, each one then sees the user's words (capture, off the
+        turn's path) and may return a ``<memory-context>`` block, which every
+        later payload carries right after this turn (never stored).
 
         Args:
             user_message: The user's text, or a full user message dict.
@@ -293,10 +332,11 @@ class Session:
         task_id = self.tasks.next_id
         message["task_id"] = task_id
         message.setdefault("created_at", time.time())
-        self.history.append(message)
+        stored = self.history.append(message)
         self.tasks.start(task_id)
         self.time_machine.start_new_task(_summary(message), task_id=task_id)
         self._save_state()
+        self._ext.on_user_turn(stored)
         return task_id
 
     def undo(self) -> int | None:
@@ -418,6 +458,7 @@ class Session:
                 injections=self._with_ltm(injections),
                 task_chain=self._chain(task_chain),
                 force_reasoning_content_pad=force_reasoning_content_pad,
+                turn_notes=self._ext.notes(),
             )
         )
 
@@ -471,11 +512,13 @@ class Session:
                 injections=self._with_ltm(injections),
                 task_chain=self._chain(task_chain),
                 force_reasoning_content_pad=force_reasoning_content_pad,
+                turn_notes=self._ext.notes(),
             )
         )
 
     def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
-        return (self.ltm_prompt, *injections) if self.ltm_prompt else injections
+        fixed = tuple(p for p in (self.ltm_prompt, self.persona_prompt) if p)
+        return (*fixed, *injections) if fixed else injections
 
     def _chain(self, task_chain: Collection[int] | None) -> Collection[int] | None:
         """The caller's task chain, or the time machine's active chain once tasks exist."""
@@ -488,6 +531,10 @@ class Session:
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         if result.stats.trims:
             self._save_state()
+            # Blocks of user turns the trim evicted are no longer needed (nor counted).
+            alive = {id(m) for m in self.window.messages()}
+            alive.update(id(self.history[i]) for i in self.window.pinned)
+            self._ext.keep_only(lambda m: id(m) in alive)
         # What was sent (canonical shape), so record_usage can calibrate the counter.
         self._last_payload = list(result.messages)
         return result.payload
@@ -616,10 +663,12 @@ class Session:
             raise SessionClosedError(f"session {self.id} is closed")
 
     def close(self) -> None:
-        """Persist the session state and release the session lock. Idempotent."""
+        """Persist the session state, close the extensions' recorders (each flush
+        bounded by its ``flush_timeout``) and release the session lock. Idempotent."""
         if self._closed:
             return
         try:
+            self._ext.close()
             self._save_state()
         finally:
             self._closed = True
