@@ -5,10 +5,15 @@ model's context window, and (c) changes as little as possible from one call
 to the next, so provider prompt caching keeps paying off. The manager builds
 it from four parts, in this order::
 
-    system prompt (+ injections: long-term memory, persona, memory context)
+    system prompt (+ injections: long-term memory, persona)
     thread summary          (YaRN's <thread_summary>, when anything was trimmed)
     task anchor             (the newest real user message, pinned when a trim passed it)
     working window          (ShortTermMemory: the newest whole units)
+
+Turn notes (``turn_notes=[(message, note)]``, the semantic memory block of a
+user turn) ride in the payload only: each system ``note`` is placed right
+after its history ``message`` wherever that message is sent, and counted in
+every stage like the system prompt.
 
 and keeps it inside the window in three stages:
 
@@ -99,6 +104,7 @@ __all__ = [
     "ContextStats",
     "Progress",
     "TrimEvent",
+    "TurnNote",
     "check_overflow_attempt",
     "latest_todos",
     "progress_of",
@@ -276,11 +282,9 @@ class ContextManager:
             task_chain: Active time-machine task ids (messages of other tasks
                 are left out), or ``None``.
             force_reasoning_content_pad: See :meth:`MessageHistory.to_api`.
-            turn_notes: ``(message, note)`` pairs: the system message ``note`` is
-                placed right after the history message ``message`` (compared by
-                identity) whenever that message is in the payload, and counted
-                like any other payload message (the semantic memory block of a
-                user turn). Pass the same note objects on every build.
+            turn_notes: ``(message, note)`` pairs: system message ``note`` goes right
+                after history ``message`` (by identity) whenever it is sent. Pass the
+                same note objects on every build (see :data:`TurnNote`).
 
         Returns:
             OpenAI: a list of message dicts. Anthropic: ``(system, messages)``.

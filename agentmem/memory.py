@@ -30,7 +30,10 @@ The facade owns no logic a part should own. It wires:
   calibrates its own deep copy of the host's counter, so two sessions, or a
   resume, never overwrite each other's calibration;
 * a :class:`~agentmem.tasks.TaskTracker` for task ids and per-task
-  iteration counts.
+  iteration counts;
+* the session's semantic memory extensions (``extensions=``, never
+  inherited by sub-agents): :class:`~agentmem.semantic.extension.SessionExtensions`
+  holds their persona and the ``<memory-context>`` block of each user turn.
 
 A session is exclusive: a second open of the same id, from this process or
 another, raises :class:`~agentmem.errors.StoreLockedError` until the first is

@@ -124,7 +124,7 @@ class Session:
         tasks: Task ids and per-task iteration counts.
         ltm_prompt: The long-term memory rendered when the session opened (``""`` with
             ``ltm_enabled=False``, in incognito mode, or when there is none); added to
-            every payload's system prompt before the caller's injections.
+            every payload's system prompt before the persona and the caller's injections.
         time_machine: File snapshots, undo/redo and the task tree (:mod:`agentmem.time_machine`).
         unreadable_state: Parts of the stored state this release cannot read (written
             by a newer release, or unknown to it): part name -> why. They are kept as

@@ -114,11 +114,13 @@ def test_client_failures_are_counted_logged_and_the_worker_goes_on(
 ) -> None:
     client = FakeClient()
     client.fail_on = "BAD"
-    with caplog.at_level(logging.ERROR, logger="agentmem.semantic"):
-        with Recorder(client, user_id="martin") as rec:
-            for text in ("ok 1", "BAD 1", "ok 2", "BAD 2", "ok 3"):
-                rec.record(text)
-            assert rec.flush(10)
+    with (
+        caplog.at_level(logging.ERROR, logger="agentmem.semantic"),
+        Recorder(client, user_id="martin") as rec,
+    ):
+        for text in ("ok 1", "BAD 1", "ok 2", "BAD 2", "ok 3"):
+            rec.record(text)
+        assert rec.flush(10)
     assert client.added == ["ok 1", "ok 2", "ok 3"]
     assert (rec.recorded, rec.failed) == (3, 2)
     assert rec.close_report == CloseReport(flushed=True, left=0, dropped=0, failed=2)
