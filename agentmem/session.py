@@ -664,7 +664,8 @@ class Session:
 
     def close(self) -> None:
         """Persist the session state, close the extensions' recorders (each flush
-        bounded by its ``flush_timeout``) and release the session lock. Idempotent."""
+        bounded by its ``flush_timeout``; a recorder another open session still
+        uses stays open) and release the session lock. Idempotent."""
         if self._closed:
             return
         try:

@@ -617,3 +617,31 @@ def test_payloads_stay_provider_valid_with_blocks(
             assert not any("memory-context" in str(m.get("content")) for m in s.history.to_list())
         s.close()
     assert all(not re.search("memory-context", text) for text in client.added)
+
+
+def test_one_extension_serves_many_sessions(mem: Memory) -> None:
+    client = FakeClient()
+    ext = ext_for(client)
+    first = mem.session(extensions=[ext])
+    first.start_task("first conversation")
+    first.close()
+    closed = ext.recorder
+    assert closed.closed
+    second = mem.session(extensions=[ext])  # a fresh recorder: capture goes on
+    assert ext.recorder is not closed
+    second.start_task("second conversation")
+    third = mem.session(extensions=[ext])  # open at the same time: shares the recorder
+    third.start_task("third conversation")
+    second.close()
+    assert not ext.recorder.closed  # third still uses it
+    third.start_task("still captured")
+    third.close()
+    assert ext.recorder.closed and ext.recorder.close_report is not None
+    assert client.added == [
+        "first conversation",
+        "second conversation",
+        "third conversation",
+        "still captured",
+    ]
+    with pytest.raises(ConfigurationError, match="twice"):
+        mem.session(extensions=[ext, ext])

@@ -38,6 +38,7 @@ import json
 import logging
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping, MutableMapping, MutableSequence, Sequence
 from typing import Any, cast
 
@@ -196,15 +197,40 @@ class SemanticMemoryExtension:
         self.resident_persona = resident_persona
         self.flush_timeout = check_timeout("flush_timeout", flush_timeout)
         self.persona_tokens = persona_tokens
-        self.recorder = Recorder(
+        self.maxsize = maxsize
+        self.recorder = self._new_recorder()
+        self._sessions = 0  # open sessions using this extension
+        self._attach_lock = threading.Lock()
+
+    def _new_recorder(self) -> Recorder:
+        return Recorder(
             self.client,
             user_id=self.user_id,
             agent_id=self.agent_id,
             run_id=self.run_id,
             infer=self.infer,
-            maxsize=maxsize,
+            maxsize=self.maxsize,
             flush_timeout=self.flush_timeout,
         )
+
+    def _attach(self) -> None:
+        """A session opened with this extension (one extension may serve many sessions).
+
+        A recorder closed by an earlier session is replaced, so an extension
+        kept per user keeps capturing in every later conversation.
+        """
+        with self._attach_lock:
+            if self.recorder.closed:
+                self.recorder = self._new_recorder()
+            self._sessions += 1
+
+    def _detach(self) -> CloseReport | None:
+        """A session using this extension closed; the last one closes the recorder."""
+        with self._attach_lock:
+            self._sessions = max(self._sessions - 1, 0)
+            if self._sessions:
+                return None
+        return self.recorder.close()
 
     # ------------------------------------------------------------------ per turn
 
@@ -507,6 +533,8 @@ def check_extensions(extensions: Any) -> tuple[SemanticMemoryExtension, ...]:
             raise ConfigurationError(
                 f"extensions[{i}] must be a SemanticMemoryExtension, got {type(ext).__name__}"
             )
+        if any(other is ext for other in extensions[:i]):
+            raise ConfigurationError(f"extensions[{i}] is given twice (it would capture twice)")
     return tuple(extensions)
 
 
@@ -534,6 +562,8 @@ class SessionExtensions:
         persona_budget: int,
     ) -> None:
         self.extensions = tuple(extensions)
+        for ext in self.extensions:
+            ext._attach()
         self._notes: dict[int, tuple[Message, Message]] = {}
         self._tuple: tuple[tuple[Message, Message], ...] = ()
         personas = []
@@ -571,11 +601,15 @@ class SessionExtensions:
         self._tuple = tuple(self._notes.values())
 
     def close(self) -> list[CloseReport]:
-        """Close every extension's recorder (each flush bounded by its ``flush_timeout``)."""
+        """Close the recorders no other open session uses (each flush bounded by its
+        ``flush_timeout``); returns their reports."""
         reports = []
         for ext in self.extensions:
             try:
-                reports.append(ext.recorder.close())
+                report = ext._detach()
             except Exception:  # a close must release the session whatever happens here
                 _log.exception("semantic memory: closing the recorder of %r failed", ext)
+                continue
+            if report is not None:
+                reports.append(report)
         return reports
