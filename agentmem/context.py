@@ -171,15 +171,17 @@ class _PrefixKey:
     system: Message | None
     summary: Message | None
     chain: frozenset[Any] | None
-    notes: tuple[int, ...]  # ids of the turn notes placed (the caller keeps the objects)
+    notes: tuple[Message, ...]  # the turn notes' messages and notes, compared by identity
 
     def same(self, other: _PrefixKey) -> bool:
         return (
             self.history is other.history
             and self.system is other.system
             and self.summary is other.summary
-            and (self.revision, self.epoch, self.start, self.pinned, self.chain, self.notes)
-            == (other.revision, other.epoch, other.start, other.pinned, other.chain, other.notes)
+            and (self.revision, self.epoch, self.start, self.pinned, self.chain)
+            == (other.revision, other.epoch, other.start, other.pinned, other.chain)
+            and len(self.notes) == len(other.notes)
+            and all(a is b for a, b in zip(self.notes, other.notes, strict=True))
         )
 
 
@@ -651,7 +653,7 @@ class ContextManager:
             system,
             summary,
             chain,
-            tuple(id(note) for _, note in notes.values()),
+            tuple(part for pair in notes.values() for part in pair),
         )
         prefix = self._prefix
         if prefix is None or not prefix.key.same(key) or len(history) < prefix.upto:

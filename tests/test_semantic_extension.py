@@ -645,3 +645,55 @@ def test_one_extension_serves_many_sessions(mem: Memory) -> None:
     ]
     with pytest.raises(ConfigurationError, match="twice"):
         mem.session(extensions=[ext, ext])
+
+
+def test_the_block_counts_toward_the_window(mem: Memory) -> None:
+    client = FakeClient()
+    for i in range(10):
+        client.remember(f"deploy note {i}: " + " ".join(f"w{i}x{j}" for j in range(60)))
+    sizes = {}
+    for with_block in (False, True):
+        ext = ext_for(client, prefetch_k=10 if with_block else 0)
+        s = mem.session(model="claude-3-5-haiku", context_window=4_000, extensions=[ext])
+        s.history.replace_system_prompt("You are an agent.")
+        s.start_task("how do we deploy? " + "context " * 40)
+        for i in range(12):
+            tool_round(s, i, "output " * 60)
+        payload = s.context()
+        build = s.context_manager.last_build
+        assert build is not None
+        notes = [count_messages([payload[i]], s.token_counter) for i, _ in blocks_in(payload)]
+        sizes[with_block] = (build.stats.tokens, len(build.stats.trims), sum(notes))
+        assert count_messages(payload, s.token_counter) <= 4_000
+        s.close()
+    (plain_tokens, plain_trims, _), (block_tokens, block_trims, note_tokens) = (
+        sizes[False],
+        sizes[True],
+    )
+    assert plain_trims == 0  # the conversation alone fits under the proactive threshold
+    assert plain_tokens + note_tokens > 0.75 * 4_000  # with the block it would not...
+    assert block_trims >= 1  # ...so the window, knowing the block's tokens, trimmed
+    assert block_tokens <= 0.75 * 4_000
+
+
+def test_context_manager_refuses_malformed_turn_notes(mem: Memory) -> None:
+    s = mem.session()
+    s.start_task("hi")
+    stored = s.history[0]
+    for bad in (
+        [("not a pair",)],
+        [(stored, {"role": "user", "content": "x"})],
+        [(stored, {"role": "system", "content": None})],
+        ["junk"],
+    ):
+        with pytest.raises(InvalidArgumentError, match="turn_notes"):
+            s.context_manager.build(s.window, s.yarn, turn_notes=bad)  # type: ignore[arg-type]
+    note = {"role": "system", "content": "<memory-context>x</memory-context>"}
+    payload = s.context_manager.build(s.window, s.yarn, turn_notes=[(stored, note)])
+    assert payload == [{"role": "user", "content": "hi"}, note]
+    # A note whose message is not in the payload (an equal copy is not the message) is left out.
+    copy = dict(stored)
+    assert s.context_manager.build(s.window, s.yarn, turn_notes=[(copy, note)]) == [
+        {"role": "user", "content": "hi"}
+    ]
+    s.close()
