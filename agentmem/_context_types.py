@@ -18,11 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.messages import Message
+from agentmem.protocols import TokenCounter
+from agentmem.tokens import count_message
 
 __all__ = [
     "ContextBuild",
     "ContextSettings",
     "ContextStats",
+    "NoteCounts",
     "NoteMap",
     "Stage",
     "TrimEvent",
@@ -173,3 +176,24 @@ def note_map(turn_notes: Sequence[TurnNote]) -> NoteMap:
             )
         out[id(pair[0])] = (pair[0], pair[1])
     return out
+
+
+class NoteCounts:
+    """Token counts of turn notes, each note counted once per counter epoch."""
+
+    def __init__(self) -> None:
+        self._counts: dict[int, tuple[Message, int, int]] = {}
+
+    def total(self, notes: NoteMap, counter: TokenCounter) -> int:
+        """Tokens of ``notes`` (forgetting the counts of notes no longer given)."""
+        epoch = getattr(counter, "epoch", 0)
+        fresh: dict[int, tuple[Message, int, int]] = {}
+        total = 0
+        for _, note in notes.values():
+            hit = self._counts.get(id(note))
+            if hit is None or hit[0] is not note or hit[2] != epoch:
+                hit = (note, count_message(note, counter), epoch)
+            fresh[id(note)] = hit
+            total += hit[1]
+        self._counts = fresh
+        return total

@@ -73,6 +73,7 @@ from agentmem._context_types import (
     ContextBuild,
     ContextSettings,
     ContextStats,
+    NoteCounts,
     NoteMap,
     Stage,
     TrimEvent,
@@ -251,7 +252,7 @@ class ContextManager:
         self._summary_cache: _SummaryCache | None = None
         self._prefix: _Prefix | None = None
         self._reasoning = False
-        self._note_counts: dict[int, tuple[Message, int, int]] = {}
+        self._note_counts = NoteCounts()
         self._built_from: ShortTermMemory | None = window
 
     @property
@@ -432,7 +433,7 @@ class ContextManager:
 
         # Turn notes (semantic memory blocks) sit beside their turns; trims count them
         # like the system prompt, as a fixed cost of the payload.
-        fixed_tokens = system_tokens + self._notes_tokens(notes, counter)
+        fixed_tokens = system_tokens + self._note_counts.total(notes, counter)
         if attempt:
             target = int(settings.overflow_targets[attempt - 1] * limit)
             self._trim(window, yarn, fixed_tokens, stats, stage=3, attempt=attempt, target=target)
@@ -532,24 +533,6 @@ class ContextManager:
         tokens = count_message(message, counter) if message is not None else 0
         self._summary_cache = _SummaryCache(summary, message, tokens, epoch)
         return message, tokens
-
-    def _notes_tokens(self, notes: NoteMap, counter: TokenCounter) -> int:
-        """Tokens of the turn notes, each counted once per counter epoch."""
-        if not notes:
-            self._note_counts = {}
-            return 0
-        epoch = getattr(counter, "epoch", 0)
-        counts = self._note_counts
-        fresh: dict[int, tuple[Message, int, int]] = {}
-        total = 0
-        for _, note in notes.values():
-            hit = counts.get(id(note))
-            if hit is None or hit[0] is not note or hit[2] != epoch:
-                hit = (note, count_message(note, counter), epoch)
-            fresh[id(note)] = hit
-            total += hit[1]
-        self._note_counts = fresh
-        return total
 
     def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
         """Cheap payload estimate from cached counts only."""

@@ -616,6 +616,8 @@ def test_payloads_stay_provider_valid_with_blocks(
                 assert payload[index - 1]["role"] == "user"
             assert not any("memory-context" in str(m.get("content")) for m in s.history.to_list())
         s.close()
+    # The model: exactly the user's task texts, in order, and nothing else.
+    assert client.added == [value for kind, value in steps if kind == "task"]
     assert all(not re.search("memory-context", text) for text in client.added)
 
 
