@@ -229,7 +229,7 @@ class Session:
         self.subagent = subagent
         self.extensions = tuple(extensions)
         # Semantic memory: the persona joins the system prompt once, like LTM; each user
-        # turn's <memory-context> block rides in the payload only (see _ext_notes).
+        # turn's <memory-context> block rides in the payload only (SessionExtensions).
         self._ext = SessionExtensions(
             self.extensions,
             token_counter=self.token_counter,
