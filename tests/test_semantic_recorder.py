@@ -210,3 +210,26 @@ def test_every_record_is_accounted_for(items: list[str], maxsize: int) -> None:
     # The model: the accepted items, in order, minus the refused ones.
     expected = [f"{k} {i}" for i, k in enumerate(items) if accepted[i] and k != "BAD"]
     assert client.added == expected
+
+
+def test_aclose_waits_off_the_event_loop() -> None:
+    import asyncio
+
+    client = FakeClient()
+    client.gate = threading.Event()
+
+    async def host() -> CloseReport:
+        async with Recorder(client, user_id="martin") as rec:
+            rec.record("async words")
+            # The loop stays free while the recorder waits for the blocked client.
+            closing = asyncio.ensure_future(rec.aclose(timeout=10))
+            await asyncio.sleep(0.01)
+            assert not closing.done()
+            client.gate.set()
+            report = await closing
+        assert rec.close_report is report
+        return report
+
+    report = asyncio.run(host())
+    assert report == CloseReport(flushed=True, left=0, dropped=0, failed=0)
+    assert client.added == ["async words"]

@@ -24,13 +24,16 @@ Guarantees:
   left unflushed (also kept as :attr:`Recorder.close_report`). It is
   idempotent and never waits longer than its bound, even when the client is
   stuck in a call: the worker is a daemon thread, so a stuck call never keeps
-  the host process alive, and it stops after that call returns.
+  the host process alive, and it stops after that call returns. Async
+  hosts use ``await recorder.aclose()`` (or ``async with``), which waits
+  off the event loop.
 * The worker is started on the first :meth:`record`, so a recorder that
   never records owns no thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -338,6 +341,21 @@ class Recorder:
                 bound,
             )
         return report
+
+    async def aclose(self, timeout: float | None = None) -> CloseReport:
+        """:meth:`close` for async hosts: the bounded wait runs off the event loop."""
+        return await asyncio.to_thread(self.close, timeout)
+
+    async def __aenter__(self) -> Recorder:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     @property
     def closed(self) -> bool:
