@@ -91,6 +91,7 @@ _BLOCK_RE = re.compile(
 )
 _STRAY_TAG_RE = re.compile(rf"</?{MEMORY_CONTEXT_TAG}\b[^>]*>", re.IGNORECASE)
 _UNCLOSED_RE = re.compile(rf"<{MEMORY_CONTEXT_TAG}\b[^>]*>.*\Z", re.DOTALL | re.IGNORECASE)
+_PERSONA_TAG_RE = re.compile(rf"</?{PERSONA_TAG}\b[^>]*>", re.IGNORECASE)
 _EMPTY_REMINDER_RE = re.compile(r"<system-reminder>\s*</system-reminder>", re.IGNORECASE)
 
 _RECALL_DESCRIPTION = (
@@ -116,7 +117,7 @@ def strip_memory_context(text: str) -> str:
 
 def _line_text(text: str) -> str:
     """A remembered text as one safe line: no line breaks, no tags that close the block."""
-    one_line = " ".join(strip_memory_context(text).split())
+    one_line = " ".join(_PERSONA_TAG_RE.sub("", strip_memory_context(text)).split())
     return truncate_text(one_line, MEMORY_LINE_CHARS, ellipsis=True)
 
 
