@@ -2,22 +2,36 @@
 
 :class:`ContextSettings` (the window and the trim thresholds), :class:`TrimEvent`
 (passed to the checkpoint callback before each trim), :class:`ContextStats`
-and :class:`ContextBuild` (what a build did and returned). They are public
+and :class:`ContextBuild` (what a build did and returned), and :data:`TurnNote`
+(a payload-only system note placed right after one history message). They are public
 through :mod:`agentmem.context`, which re-exports them; the pipeline itself
 (:class:`~agentmem.context.ContextManager`) lives there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentmem.errors import ConfigurationError
+from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.messages import Message
+from agentmem.protocols import TokenCounter
+from agentmem.tokens import count_message
 
-__all__ = ["ContextBuild", "ContextSettings", "ContextStats", "Stage", "TrimEvent"]
+__all__ = [
+    "ContextBuild",
+    "ContextSettings",
+    "ContextStats",
+    "NoteCounts",
+    "NoteMap",
+    "Stage",
+    "TrimEvent",
+    "TurnNote",
+    "note_map",
+]
 
 Stage = Literal[1, 2, 3]
 """A trim stage: 1 proactive, 2 validation, 3 reactive (after a provider rejection)."""
@@ -129,3 +143,57 @@ class ContextBuild:
     """The payload in canonical (OpenAI) shape, internal fields included; do not modify."""
     stats: ContextStats
     """What the build did."""
+
+
+TurnNote = tuple[Message, Message]
+"""``(history message, system note)``: the note is placed right after that message
+in every payload that contains the message (compared by identity). The
+semantic memory block of a user turn travels this way: in the payload, never
+in the history."""
+
+NoteMap = dict[int, tuple[Message, Message]]
+"""Turn notes by ``id()`` of the history message they follow."""
+
+
+def note_map(turn_notes: Sequence[TurnNote]) -> NoteMap:
+    """``turn_notes`` keyed by the identity of the message each one follows.
+
+    Raises:
+        InvalidArgumentError: an entry is not a ``(message, system message)`` pair.
+    """
+    out: NoteMap = {}
+    for i, pair in enumerate(turn_notes):
+        if (
+            not isinstance(pair, tuple)
+            or len(pair) != 2
+            or not isinstance(pair[0], Mapping)
+            or not isinstance(pair[1], Mapping)
+            or pair[1].get("role") != "system"
+            or not isinstance(pair[1].get("content"), str)
+        ):
+            raise InvalidArgumentError(
+                f"turn_notes[{i}] must be a (message, system message with text content) pair"
+            )
+        out[id(pair[0])] = (pair[0], pair[1])
+    return out
+
+
+class NoteCounts:
+    """Token counts of turn notes, each note counted once per counter epoch."""
+
+    def __init__(self) -> None:
+        self._counts: dict[int, tuple[Message, int, int]] = {}
+
+    def total(self, notes: NoteMap, counter: TokenCounter) -> int:
+        """Tokens of ``notes`` (forgetting the counts of notes no longer given)."""
+        epoch = getattr(counter, "epoch", 0)
+        fresh: dict[int, tuple[Message, int, int]] = {}
+        total = 0
+        for _, note in notes.values():
+            hit = self._counts.get(id(note))
+            if hit is None or hit[0] is not note or hit[2] != epoch:
+                hit = (note, count_message(note, counter), epoch)
+            fresh[id(note)] = hit
+            total += hit[1]
+        self._counts = fresh
+        return total

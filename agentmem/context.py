@@ -12,10 +12,15 @@ model's context window, and (c) changes as little as possible from one call
 to the next, so provider prompt caching keeps paying off. The manager builds
 it from four parts, in this order::
 
-    system prompt (+ injections: long-term memory, persona, memory context)
+    system prompt (+ injections: long-term memory, persona)
     thread summary          (YaRN's <thread_summary>, when anything was trimmed)
     task anchor             (the newest real user message, pinned when a trim passed it)
     working window          (ShortTermMemory: the newest whole units)
+
+Turn notes (``turn_notes=[(message, note)]``, the semantic memory block of a
+user turn) ride in the payload only: each system ``note`` is placed right
+after its history ``message`` wherever that message is sent, and counted in
+every stage like the system prompt.
 
 and keeps it inside the window in three stages:
 
@@ -70,8 +75,12 @@ from agentmem._context_types import (
     ContextBuild,
     ContextSettings,
     ContextStats,
+    NoteCounts,
+    NoteMap,
     Stage,
     TrimEvent,
+    TurnNote,
+    note_map,
 )
 from agentmem._progress import (
     TODO_TOOL_NAMES,
@@ -98,6 +107,7 @@ __all__ = [
     "ContextStats",
     "Progress",
     "TrimEvent",
+    "TurnNote",
     "check_overflow_attempt",
     "latest_todos",
     "progress_of",
@@ -164,6 +174,7 @@ class _PrefixKey:
     system: Message | None
     summary: Message | None
     chain: frozenset[Any] | None
+    notes: tuple[Message, ...]  # the turn notes' messages and notes, compared by identity
 
     def same(self, other: _PrefixKey) -> bool:
         return (
@@ -172,6 +183,8 @@ class _PrefixKey:
             and self.summary is other.summary
             and (self.revision, self.epoch, self.start, self.pinned, self.chain)
             == (other.revision, other.epoch, other.start, other.pinned, other.chain)
+            and len(self.notes) == len(other.notes)
+            and all(a is b for a, b in zip(self.notes, other.notes, strict=True))
         )
 
 
@@ -241,6 +254,7 @@ class ContextManager:
         self._summary_cache: _SummaryCache | None = None
         self._prefix: _Prefix | None = None
         self._reasoning = False
+        self._note_counts = NoteCounts()
         self._built_from: ShortTermMemory | None = window
 
     @property
@@ -259,6 +273,7 @@ class ContextManager:
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
+        turn_notes: Sequence[TurnNote] = (),
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The payload for the next call (stages 1 and 2).
 
@@ -272,6 +287,9 @@ class ContextManager:
             task_chain: Active time-machine task ids (messages of other tasks
                 are left out), or ``None``.
             force_reasoning_content_pad: See :meth:`MessageHistory.to_api`.
+            turn_notes: ``(message, note)`` pairs: system message ``note`` goes right
+                after history ``message`` (by identity) whenever it is sent. Pass the
+                same note objects on every build (see :data:`TurnNote`).
 
         Returns:
             OpenAI: a list of message dicts. Anthropic: ``(system, messages)``.
@@ -288,6 +306,7 @@ class ContextManager:
             injections=injections,
             task_chain=task_chain,
             force_reasoning_content_pad=force_reasoning_content_pad,
+            turn_notes=turn_notes,
         ).payload
 
     def build_after_overflow(
@@ -300,6 +319,7 @@ class ContextManager:
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
+        turn_notes: Sequence[TurnNote] = (),
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The payload after the provider rejected the previous one for length (stage 3).
 
@@ -319,6 +339,7 @@ class ContextManager:
             injections=injections,
             task_chain=task_chain,
             force_reasoning_content_pad=force_reasoning_content_pad,
+            turn_notes=turn_notes,
         ).payload
 
     def build_result(
@@ -331,6 +352,7 @@ class ContextManager:
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
+        turn_notes: Sequence[TurnNote] = (),
     ) -> ContextBuild:
         """Like :meth:`build` (``attempt=0``) or :meth:`build_after_overflow`, with the stats.
 
@@ -347,7 +369,14 @@ class ContextManager:
             ContextOverflowError: the system prompt alone does not fit the window.
         """
         steps = self._steps(
-            window, yarn, attempt, provider, injections, task_chain, force_reasoning_content_pad
+            window,
+            yarn,
+            attempt,
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            turn_notes,
         )
         try:
             while True:
@@ -370,6 +399,7 @@ class ContextManager:
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
+        turn_notes: Sequence[TurnNote] = (),
     ) -> ContextBuild:
         """The async twin of :meth:`build_result`: a trim awaits YaRN's summarizer.
 
@@ -378,7 +408,14 @@ class ContextManager:
         the summarizer gives the same text. Raises as :meth:`build_result`.
         """
         steps = self._steps(
-            window, yarn, attempt, provider, injections, task_chain, force_reasoning_content_pad
+            window,
+            yarn,
+            attempt,
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            turn_notes,
         )
         try:
             while True:
@@ -400,6 +437,7 @@ class ContextManager:
         injections: Sequence[str],
         task_chain: Collection[int] | None,
         force_pad: bool,
+        turn_notes: Sequence[TurnNote],
     ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
         """Check a build's arguments (eagerly), then return the pipeline (:meth:`_build`)."""
         if isinstance(attempt, bool) or attempt not in (0, 1, 2, 3):
@@ -417,7 +455,14 @@ class ContextManager:
             self._reset()
             self._built_from = window
         return self._build(
-            window, yarn, provider, injections, task_chain, force_pad, attempt=attempt
+            window,
+            yarn,
+            provider,
+            injections,
+            task_chain,
+            force_pad,
+            attempt=attempt,
+            notes=note_map(turn_notes),
         )
 
     def _reset(self) -> None:
@@ -440,6 +485,7 @@ class ContextManager:
         force_pad: bool,
         *,
         attempt: int,
+        notes: NoteMap,
     ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
         """The pipeline; yields ``(yarn, request)`` for each summary a trim's compression owes.
 
@@ -467,24 +513,27 @@ class ContextManager:
                 window=limit,
             )
 
+        # Turn notes (semantic memory blocks) sit beside their turns; trims count them
+        # like the system prompt, as a fixed cost of the payload.
+        fixed_tokens = system_tokens + self._note_counts.total(notes, counter)
         if attempt:
             target = int(settings.overflow_targets[attempt - 1] * limit)
             yield from self._trim(
-                window, yarn, system_tokens, stats, stage=3, attempt=attempt, target=target
+                window, yarn, fixed_tokens, stats, stage=3, attempt=attempt, target=target
             )
-        elif self._estimate(window, yarn, system_tokens) > settings.proactive_threshold * limit:
+        elif self._estimate(window, yarn, fixed_tokens) > settings.proactive_threshold * limit:
             target = int(settings.trim_target * limit)
             yield from self._trim(
-                window, yarn, system_tokens, stats, stage=1, attempt=0, target=target
+                window, yarn, fixed_tokens, stats, stage=1, attempt=0, target=target
             )
 
-        messages, total = self._repaired(window, yarn, system, chain)
+        messages, total = self._repaired(window, yarn, system, chain, notes)
         if not attempt and total > settings.validation_threshold * limit:
             target = int(settings.trim_target * limit)
             yield from self._trim(
-                window, yarn, system_tokens, stats, stage=2, attempt=0, target=target
+                window, yarn, fixed_tokens, stats, stage=2, attempt=0, target=target
             )
-            messages, total = self._repaired(window, yarn, system, chain)
+            messages, total = self._repaired(window, yarn, system, chain, notes)
 
         if attempt:
             recovery = self._recovery_message(window, yarn)
@@ -661,6 +710,7 @@ class ContextManager:
         yarn: YaRN | None,
         system: Message | None,
         chain: frozenset[Any] | None,
+        notes: NoteMap,
     ) -> tuple[list[Message], int]:
         """The repaired canonical payload and its token count.
 
@@ -680,6 +730,7 @@ class ContextManager:
             system,
             summary,
             chain,
+            tuple(part for pair in notes.values() for part in pair),
         )
         prefix = self._prefix
         if prefix is None or not prefix.key.same(key) or len(history) < prefix.upto:
@@ -691,6 +742,9 @@ class ContextManager:
                 stream.push(summary)
             for i in window.pinned:
                 stream.push(history[i])
+                note = notes.get(id(history[i]))
+                if note is not None and note[0] is history[i]:
+                    stream.push(note[1])
             if first == 0 and history.has_system_prompt():
                 first = 1  # already pushed as `system`
             # Cached counts for the parts pushed unchanged (a pin is a history message).
@@ -715,6 +769,9 @@ class ContextManager:
             if chain is None or msg.get("task_id") is None or msg.get("task_id") in chain:
                 before = len(stream.out)
                 stream.push(msg)
+                note = notes.get(id(msg))
+                if note is not None and note[0] is msg:
+                    stream.push(note[1])
                 for entry in stream.out[before:]:
                     prefix.tokens += (
                         history.message_tokens(i) if entry is msg else count_message(entry, counter)

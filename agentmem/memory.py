@@ -30,7 +30,10 @@ The facade owns no logic a part should own. It wires:
   calibrates its own deep copy of the host's counter, so two sessions, or a
   resume, never overwrite each other's calibration;
 * a :class:`~agentmem.tasks.TaskTracker` for task ids and per-task
-  iteration counts.
+  iteration counts;
+* the session's semantic memory extensions (``extensions=``, never
+  inherited by sub-agents): :class:`~agentmem.semantic.extension.SessionExtensions`
+  holds their persona and the ``<memory-context>`` block of each user turn.
 
 A session is exclusive: a second open of the same id, from this process or
 another, raises :class:`~agentmem.errors.StoreLockedError` until the first is
@@ -75,6 +78,7 @@ from agentmem.protocols import (
 )
 from agentmem.recall import RecallHit, recall
 from agentmem.scrub import Scrubber, resolve_scrubber
+from agentmem.semantic.extension import SemanticMemoryExtension, check_extensions
 from agentmem.session import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MODEL,
@@ -233,6 +237,7 @@ class Memory:
         model: str | None = None,
         context_window: int | None = None,
         *,
+        extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
     ) -> Session:
         """Open a session: a new one, or the stored one when ``session_id`` exists.
@@ -244,13 +249,20 @@ class Memory:
                 A resumed session keeps its stored model unless one is given.
             context_window: The model's context window in tokens (default
                 128,000; a resumed session keeps its stored window unless given).
-            subagent: The session is a sub-agent's: it reads memory but never runs
-                the memory updater (recursion guard). Not stored: say it on every open.
+            extensions: :class:`~agentmem.semantic.SemanticMemoryExtension` objects
+                for this session: each user turn is captured and gets its
+                ``<memory-context>`` block, and resident personas join the system
+                prompt. Nothing is inherited: a sub-agent's session has only the
+                extensions passed to its own ``session()`` call.
+            subagent: The session is a sub-agent's (kept as ``Session.subagent``): it
+                reads memory but never runs the memory updater (recursion guard) and
+                inherits no extension. Not stored: say it on every open.
 
         Raises:
             StoreLockedError: the session is already open (here or in another process).
-            ConfigurationError: a ``context_window`` outside 256..2**31-1, or
-                a ``model`` that is not a non-empty string.
+            ConfigurationError: a ``context_window`` outside 256..2**31-1, a
+                ``model`` that is not a non-empty string, ``extensions`` that are
+                not extensions, or a ``subagent`` that is not a bool.
             InvalidArgumentError: bad id or name.
         """
         if self._closed:
@@ -269,6 +281,8 @@ class Memory:
             raise ConfigurationError(f"model must be a non-empty string, got {model!r}")
         if name is not None and not isinstance(name, str):
             raise InvalidArgumentError(f"name must be a string or None, got {name!r}")
+        extensions = check_extensions(extensions)
+        check_flag("subagent", subagent)
         store = self.sessions
         # Lock before looking: two processes opening one new id must not both decide to
         # create it (the loser would get "already exists" instead of StoreLockedError).
@@ -294,6 +308,7 @@ class Memory:
                         model=model,
                         context_window=context_window,
                         name=name,
+                        extensions=extensions,
                         subagent=subagent,
                     )
             except BaseException:
@@ -310,7 +325,7 @@ class Memory:
                 )
                 if lock is None:
                     lock = store.lock(info.id)
-                session = Session._new(self, info, lock, subagent=subagent)
+                session = Session._new(self, info, lock, extensions=extensions, subagent=subagent)
             except BaseException:
                 if lock is not None:
                     lock.release()

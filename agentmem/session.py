@@ -5,15 +5,21 @@ It holds the durable :class:`~agentmem.history.MessageHistory` (observed by
 the session store's writer), the working window, the YaRN archive, the
 context manager, the session's own token counter and its task tracker, and
 saves their positions as the session state (:mod:`agentmem._session_state`).
+
+Why this module is long: it is the one class behind every per-session call
+of the facade, and the calls that may meet an LLM come in sync and async
+twins (``context``/``acontext``, ``context_after_overflow``/
+``acontext_after_overflow``, ``finish_task``/``afinish_task``), the context
+builders with three typed overloads each. The logic lives in the parts
+(context, memory_updater, semantic.extension, time_machine, _usage); what
+stays here is argument checking, wiring and persistence of the state.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -24,6 +30,7 @@ from agentmem._facade_args import (
 )
 from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
 from agentmem._storage.files import atomic_write_text
+from agentmem._usage import Usage, message_summary, session_counter
 from agentmem.context import (
     ContextBuild,
     ContextManager,
@@ -40,7 +47,6 @@ from agentmem.errors import (
 )
 from agentmem.history import MessageHistory, ValidatedMessages
 from agentmem.memory_updater import (
-    BILLING_KIND,
     MemoryUpdater,
     MemoryUpdateResult,
     billing_records,
@@ -51,6 +57,7 @@ from agentmem.protocols import (
     CalibratingCounter,
     TokenCounter,
 )
+from agentmem.semantic.extension import SemanticMemoryExtension, SessionExtensions
 from agentmem.session_store import (
     BillingRecord,
     SessionInfo,
@@ -60,7 +67,6 @@ from agentmem.session_store import (
 from agentmem.stm import ShortTermMemory
 from agentmem.tasks import TaskTracker
 from agentmem.time_machine import TimeMachine
-from agentmem.tokens import counter_for_model
 from agentmem.yarn import YaRN
 
 if TYPE_CHECKING:
@@ -79,80 +85,8 @@ MAX_TOKENS = 2**53 - 1
 PROGRESS_FILE = Path("memory") / "session_progress.md"
 SESSIONS_FILE = "sessions.sqlite"
 SNAPSHOTS_DIR = "snapshots"
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Token and cost totals of a session (all requests, memory updates included).
-
-    The ``memory_update_*`` fields are the share of the totals spent by memory
-    updates (:mod:`agentmem.memory_updater`); the task's own share is the
-    difference (``cost_usd - memory_update_cost_usd``).
-    """
-
-    requests: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    memory_update_requests: int = 0
-    """Model calls made by memory updates (included in ``requests``)."""
-    memory_update_prompt_tokens: int = 0
-    """Their prompt tokens (included in ``prompt_tokens``)."""
-    memory_update_completion_tokens: int = 0
-    """Their completion tokens (included in ``completion_tokens``)."""
-    memory_update_cost_usd: float = 0.0
-    """Their cost (included in ``cost_usd``)."""
-
-    @classmethod
-    def of(cls, billing: Sequence[BillingRecord]) -> Usage:
-        """The totals of stored billing records (``"memory_update"`` ones counted apart too)."""
-        updates = [b for b in billing if b.kind == BILLING_KIND]
-        return cls(
-            requests=len(billing),
-            prompt_tokens=sum(b.prompt_tokens for b in billing),
-            completion_tokens=sum(b.completion_tokens for b in billing),
-            cost_usd=sum(b.cost_usd for b in billing),
-            memory_update_requests=len(updates),
-            memory_update_prompt_tokens=sum(b.prompt_tokens for b in updates),
-            memory_update_completion_tokens=sum(b.completion_tokens for b in updates),
-            memory_update_cost_usd=sum(b.cost_usd for b in updates),
-        )
-
-    def plus(self, record: BillingRecord) -> Usage:
-        """These totals with one more billing record."""
-        update = record.kind == BILLING_KIND
-        return replace(
-            self,
-            requests=self.requests + 1,
-            prompt_tokens=self.prompt_tokens + record.prompt_tokens,
-            completion_tokens=self.completion_tokens + record.completion_tokens,
-            cost_usd=self.cost_usd + record.cost_usd,
-            memory_update_requests=self.memory_update_requests + update,
-            memory_update_prompt_tokens=self.memory_update_prompt_tokens
-            + (record.prompt_tokens if update else 0),
-            memory_update_completion_tokens=self.memory_update_completion_tokens
-            + (record.completion_tokens if update else 0),
-            memory_update_cost_usd=self.memory_update_cost_usd
-            + (record.cost_usd if update else 0.0),
-        )
-
-
-def _summary(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content[:200]
-    if isinstance(content, list):
-        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))[:200]
-    return ""
-
-
-def _session_counter(host: TokenCounter | None, model: str) -> TokenCounter:
-    """The counter one session uses: its own copy of a calibrating one, else shared."""
-    if host is None:
-        return counter_for_model(model)
-    if isinstance(host, CalibratingCounter):
-        return copy.deepcopy(host)
-    return host
+PERSONA_PROMPT_TOKENS = 1000
+"""Most tokens the extensions' resident personas take in the system prompt."""
 
 
 class Session:
@@ -184,6 +118,9 @@ class Session:
             ``None`` before any task finished; a
             :class:`~agentmem.memory_updater.MemoryUpdateResult` with ``ran=False``
             and ``skipped`` (why) when it did not run, else what the update did.
+        persona_prompt: The semantic extensions' resident persona summaries, rendered
+            when the session opened (``""`` without them); added after ``topics_prompt``.
+        extensions: The session's semantic memory extensions (none are inherited).
         time_machine: File snapshots, undo/redo and the task tree (:mod:`agentmem.time_machine`).
         unreadable_state: Parts of the stored state this release cannot read (written
             by a newer release, or unknown to it): part name -> why. They are kept as
@@ -192,6 +129,12 @@ class Session:
             repaired (the non-empty fields of
             :class:`~agentmem.session_store.SessionRecord`'s reports: ``quarantined``,
             ``repaired``, ``checksum_failed``, ...); empty when it loaded clean.
+        subagent: True for a sub-agent's session (``mem.session(subagent=True)``).
+        extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
+            passed to :meth:`Memory.session` (never inherited: a sub-agent's session
+            has only those passed to its own ``session()`` call).
+        persona_prompt: The extensions' resident persona summaries, computed when
+            the session opened and added to every system prompt after ``ltm_prompt``.
     """
 
     unreadable_state: Mapping[str, str] = MappingProxyType({})
@@ -210,6 +153,7 @@ class Session:
         model: str,
         context_window: int,
         name: str | None,
+        extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
     ) -> None:
         self._memory = memory
@@ -223,7 +167,7 @@ class Session:
         self.created_at: float = info.created_at
         self.working_directory = info.working_directory
         self._writer = memory.sessions.writer(self.id)
-        self.token_counter: TokenCounter = _session_counter(memory.token_counter, model)
+        self.token_counter: TokenCounter = session_counter(memory.token_counter, model)
         self._calibration: CalibratingCounter | None = (
             self.token_counter if isinstance(self.token_counter, CalibratingCounter) else None
         )
@@ -276,12 +220,27 @@ class Session:
         # prompt prefix stays the same (cacheable) for the whole session.
         self.ltm_prompt: str = memory._ltm_injection(self.token_counter, context_window)
         self.topics_prompt: str = memory._topics_injection(self.token_counter, context_window)
+        self.extensions = tuple(extensions)
+        # Semantic memory: the persona joins the system prompt once, like LTM; each user
+        # turn's <memory-context> block rides in the payload only (SessionExtensions).
+        self._ext = SessionExtensions(
+            self.extensions,
+            token_counter=self.token_counter,
+            persona_budget=min(PERSONA_PROMPT_TOKENS, context_window // 10),
+        )
+        self.persona_prompt: str = self._ext.persona
 
     # ------------------------------------------------------------------ construction
 
     @classmethod
     def _new(
-        cls, memory: Memory, info: SessionInfo, lock: SessionLock, *, subagent: bool = False
+        cls,
+        memory: Memory,
+        info: SessionInfo,
+        lock: SessionLock,
+        *,
+        extensions: Sequence[SemanticMemoryExtension] = (),
+        subagent: bool = False,
     ) -> Session:
         session = cls(
             memory,
@@ -293,6 +252,7 @@ class Session:
             model=info.model or DEFAULT_MODEL,
             context_window=info.context_window or DEFAULT_CONTEXT_WINDOW,
             name=info.name,
+            extensions=extensions,
             subagent=subagent,
         )
         session._save_state()
@@ -308,6 +268,7 @@ class Session:
         model: str | None,
         context_window: int | None,
         name: str | None,
+        extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
     ) -> Session:
         info = record.info
@@ -324,6 +285,7 @@ class Session:
             model=model or info.model or DEFAULT_MODEL,
             context_window=context_window or info.context_window or DEFAULT_CONTEXT_WINDOW,
             name=name if name is not None else info.name,
+            extensions=extensions,
             subagent=subagent,
         )
         session._kept_state = kept
@@ -335,6 +297,10 @@ class Session:
 
     def start_task(self, user_message: str | Mapping[str, Any]) -> int:
         """Start a task: append the user's turn under a new task id and return the id.
+
+        With extensions, each one then sees the user's words (capture, off the
+        turn's path) and may return a ``<memory-context>`` block, which every
+        later payload carries right after this turn (never stored).
 
         Args:
             user_message: The user's text, or a full user message dict.
@@ -359,10 +325,11 @@ class Session:
         task_id = self.tasks.next_id
         message["task_id"] = task_id
         message.setdefault("created_at", time.time())
-        self.history.append(message)
+        stored = self.history.append(message)
         self.tasks.start(task_id)
-        self.time_machine.start_new_task(_summary(message), task_id=task_id)
+        self.time_machine.start_new_task(message_summary(message), task_id=task_id)
         self._save_state()
+        self._ext.on_user_turn(stored)
         return task_id
 
     def undo(self) -> int | None:
@@ -639,11 +606,12 @@ class Session:
             "injections": self._with_ltm(injections),
             "task_chain": self._chain(task_chain),
             "force_reasoning_content_pad": force_reasoning_content_pad,
+            "turn_notes": self._ext.notes(),
         }
 
     def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
-        memory = tuple(p for p in (self.ltm_prompt, self.topics_prompt) if p)
-        return (*memory, *injections) if memory else injections
+        fixed = tuple(p for p in (self.ltm_prompt, self.topics_prompt, self.persona_prompt) if p)
+        return (*fixed, *injections) if fixed else injections
 
     def _chain(self, task_chain: Collection[int] | None) -> Collection[int] | None:
         """The caller's task chain, or the time machine's active chain once tasks exist."""
@@ -656,6 +624,10 @@ class Session:
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         if result.stats.trims:
             self._save_state()
+            # Blocks of user turns the trim evicted are no longer needed (nor counted).
+            alive = {id(m) for m in self.window.messages()}
+            alive.update(id(self.history[i]) for i in self.window.pinned)
+            self._ext.keep_only(lambda m: id(m) in alive)
         # What was sent (canonical shape), so record_usage can calibrate the counter.
         self._last_payload = list(result.messages)
         return result.payload
@@ -836,10 +808,13 @@ class Session:
             raise SessionClosedError(f"session {self.id} is closed")
 
     def close(self) -> None:
-        """Persist the session state and release the session lock. Idempotent."""
+        """Persist the session state, close the extensions' recorders (each flush
+        bounded by its ``flush_timeout``; a recorder another open session still
+        uses stays open) and release the session lock. Idempotent."""
         if self._closed:
             return
         try:
+            self._ext.close()
             self._save_state()
         finally:
             self._closed = True

@@ -6,6 +6,7 @@ from typing import Any
 
 import agentmem
 from agentmem import InvalidMessageError, Message, MessageHistory
+from agentmem.protocols import MemoryClient
 
 
 def build_history() -> MessageHistory:
@@ -144,3 +145,31 @@ async def memory_updates(mem: agentmem.Memory) -> float:
             text: str | None = mem.topics.read(info.topic)
             assert text is None or info.size >= 0
         return s.usage.memory_update_cost_usd
+
+
+def semantic_memory(mem: agentmem.Memory, client: MemoryClient) -> int:
+    from agentmem.semantic import CloseReport, Recorder, SemanticMemoryExtension
+
+    ext = SemanticMemoryExtension(
+        client=client,
+        user_id="martin",
+        prefetch_k=5,
+        threshold=None,
+        infer=True,
+        resident_persona=True,
+        flush_timeout=5.0,
+    )
+    registry: dict[str, Any] = {}
+    ext.configure(registry)
+    schema: dict[str, Any] = ext.tool_schema(provider="anthropic")
+    answer: str = ext.handle_tool_call("recall", '{"query": "tabs"}')
+    block: str | None = ext.on_user_message("I prefer tabs over spaces.")
+    with mem.session(name="chat", extensions=[ext]) as s:
+        s.start_task("I prefer tabs over spaces.")
+        sub = mem.session(name="helper", subagent=True)
+        assert sub.subagent and not sub.extensions
+        sub.close()
+    report: CloseReport = ext.recorder.close()
+    with Recorder(client, user_id="martin", maxsize=16) as recorder:
+        queued: bool = recorder.record([{"role": "user", "content": "hi"}])
+    return report.left + len(schema) + len(answer) + len(block or "") + int(queued)

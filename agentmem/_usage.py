@@ -1,0 +1,93 @@
+"""A session's token and cost totals, and the small helpers the Session facade shares.
+
+Kept apart from :mod:`agentmem.session` so the facade module stays small;
+:class:`Usage` is re-exported there and at the top level.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agentmem.memory_updater import BILLING_KIND
+from agentmem.protocols import CalibratingCounter, TokenCounter
+from agentmem.session_store import BillingRecord
+from agentmem.tokens import counter_for_model
+
+__all__ = ["Usage", "message_summary", "session_counter"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token and cost totals of a session (all requests, memory updates included).
+
+    The ``memory_update_*`` fields are the share of the totals spent by memory
+    updates (:mod:`agentmem.memory_updater`); the task's own share is the
+    difference (``cost_usd - memory_update_cost_usd``).
+    """
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    memory_update_requests: int = 0
+    """Model calls made by memory updates (included in ``requests``)."""
+    memory_update_prompt_tokens: int = 0
+    """Their prompt tokens (included in ``prompt_tokens``)."""
+    memory_update_completion_tokens: int = 0
+    """Their completion tokens (included in ``completion_tokens``)."""
+    memory_update_cost_usd: float = 0.0
+    """Their cost (included in ``cost_usd``)."""
+
+    @classmethod
+    def of(cls, billing: Sequence[BillingRecord]) -> Usage:
+        """The totals of stored billing records (``"memory_update"`` ones counted apart too)."""
+        updates = [b for b in billing if b.kind == BILLING_KIND]
+        return cls(
+            requests=len(billing),
+            prompt_tokens=sum(b.prompt_tokens for b in billing),
+            completion_tokens=sum(b.completion_tokens for b in billing),
+            cost_usd=sum(b.cost_usd for b in billing),
+            memory_update_requests=len(updates),
+            memory_update_prompt_tokens=sum(b.prompt_tokens for b in updates),
+            memory_update_completion_tokens=sum(b.completion_tokens for b in updates),
+            memory_update_cost_usd=sum(b.cost_usd for b in updates),
+        )
+
+    def plus(self, record: BillingRecord) -> Usage:
+        """These totals with one more billing record."""
+        update = record.kind == BILLING_KIND
+        return replace(
+            self,
+            requests=self.requests + 1,
+            prompt_tokens=self.prompt_tokens + record.prompt_tokens,
+            completion_tokens=self.completion_tokens + record.completion_tokens,
+            cost_usd=self.cost_usd + record.cost_usd,
+            memory_update_requests=self.memory_update_requests + update,
+            memory_update_prompt_tokens=self.memory_update_prompt_tokens
+            + (record.prompt_tokens if update else 0),
+            memory_update_completion_tokens=self.memory_update_completion_tokens
+            + (record.completion_tokens if update else 0),
+            memory_update_cost_usd=self.memory_update_cost_usd
+            + (record.cost_usd if update else 0.0),
+        )
+
+
+def message_summary(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content[:200]
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))[:200]
+    return ""
+
+
+def session_counter(host: TokenCounter | None, model: str) -> TokenCounter:
+    """The counter one session uses: its own copy of a calibrating one, else shared."""
+    if host is None:
+        return counter_for_model(model)
+    if isinstance(host, CalibratingCounter):
+        return copy.deepcopy(host)
+    return host
