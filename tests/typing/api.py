@@ -104,3 +104,22 @@ def long_term_memory_and_notes(mem: agentmem.Memory) -> str:
     result: dict[str, Any] = mem.tools.dispatch({"operation": "ltm_stats"})
     clean: str = agentmem.scrub_secrets(content or "")
     return f"{entry.id}{len(removed)}{keys}{len(tools)}{result['ok']}{clean}"
+
+
+def semantic_memory(mem: agentmem.Memory) -> list[str]:
+    from agentmem.errors import MemoryNotFoundError, RemoteMemoryError
+    from agentmem.protocols import MemoryClient, MemoryRecord
+    from agentmem.semantic import HistoryEntry, LocalMemoryClient, Mem0Client
+
+    local = LocalMemoryClient(mem)
+    clients: list[MemoryClient] = [local, Mem0Client("http://localhost:8888", timeout=2.0)]
+    events: list[dict[str, Any]] = local.add("I prefer tabs.", user_id="martin")
+    hits: list[MemoryRecord] = local.search("tabs", user_id="martin", threshold=0.3)
+    changes: list[HistoryEntry] = local.history(str(events[0]["id"]))
+    try:
+        clients[1].delete("unknown")
+    except MemoryNotFoundError as err:
+        return [err.memory_id]
+    except RemoteMemoryError as err:
+        return [f"{err.kind}:{err.status}"]
+    return [h.memory for h in hits] + [c.event for c in changes]
