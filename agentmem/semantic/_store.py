@@ -59,9 +59,12 @@ __all__ = [
     "insert_row",
     "keyword_matches",
     "record",
+    "rows_by_docid",
     "scope_rows",
     "update_row",
 ]
+
+_CHUNK = 500  # bound parameters per IN (...) query, well under SQLite's limit
 
 _COLUMNS = (
     "docid, id, user_id, agent_id, run_id, text, hash, metadata, vector, created_at, updated_at"
@@ -268,6 +271,23 @@ def scope_rows(conn: sqlite3.Connection, scope: Scope, *, exact: bool = False) -
     )
     for raw in cursor:
         yield _row(raw)
+
+
+def rows_by_docid(conn: sqlite3.Connection, docids: Sequence[int]) -> list[Row]:
+    """The memories with these docids, newest update first."""
+    out: list[Row] = []
+    ids = sorted(set(docids))
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        out.extend(
+            _row(raw)
+            for raw in conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk
+            )
+        )
+    out.sort(key=lambda row: (row.updated_at, row.docid), reverse=True)
+    return out
 
 
 def get_row(conn: sqlite3.Connection, memory_id: str) -> Row | None:

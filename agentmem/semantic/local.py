@@ -307,7 +307,7 @@ class LocalMemoryClient:
             if qvec:
                 rows: Sequence[db.Row] = list(db.scope_rows(conn, scope, exact=exact))
             else:
-                rows = [r for r in db.scope_rows(conn, scope, exact=exact) if r.docid in matches]
+                rows = db.rows_by_docid(conn, list(matches))
         for row in rows:
             if not matches_filters(row.metadata, filters):
                 continue
