@@ -249,6 +249,18 @@ def test_search_filters_are_metadata_equality() -> None:
     assert record.metadata == {"topic": "food", "n": 1}
 
 
+def test_filters_apply_before_the_limit_past_the_first_candidates() -> None:
+    client = LocalMemoryClient(None)
+    for i in range(120):
+        client.add(f"blue sky number{i}", user_id="u", metadata={"keep": False})
+    client.add("blue", user_id="u", metadata={"keep": True})  # one of the two words: 0.5
+    client.add("blue sea kept", user_id="u", metadata={"keep": True})
+    hits = client.search("blue sky", user_id="u", filters={"keep": True}, limit=5)
+    assert [h.memory for h in hits] == ["blue", "blue sea kept"]
+    assert all(h.score == 0.5 for h in hits)
+    assert len(client.search("blue sky", user_id="u", limit=200)) == 122
+
+
 class SynonymEmbedder:
     """Bag of concepts: each word maps to a concept axis; synonyms share one."""
 

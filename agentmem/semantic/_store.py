@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 import sqlite3
 import struct
 import threading
@@ -61,6 +62,7 @@ __all__ = [
     "record",
     "rows_by_docid",
     "scope_rows",
+    "scope_vectors",
     "update_row",
 ]
 
@@ -130,8 +132,9 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Cosine similarity, or ``None`` when the lengths differ or a vector is zero."""
     if len(a) != len(b) or not a:
         return None
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    # map/hypot run in C: several times faster than a generator over zip.
+    dot = float(sum(map(operator.mul, a, b)))
+    norm = math.hypot(*a) * math.hypot(*b)
     if not norm or not math.isfinite(dot / norm):
         return None
     return max(-1.0, min(1.0, dot / norm))
@@ -273,6 +276,17 @@ def scope_rows(conn: sqlite3.Connection, scope: Scope, *, exact: bool = False) -
         yield _row(raw)
 
 
+def scope_vectors(
+    conn: sqlite3.Connection, scope: Scope, *, exact: bool = False
+) -> Iterator[tuple[int, bytes]]:
+    """``(docid, vector blob)`` of the memories of ``scope`` that have a vector."""
+    where, params = _where(scope, exact=exact)
+    for docid, blob in conn.execute(
+        f"SELECT docid, vector FROM memories WHERE {where} AND vector IS NOT NULL", params
+    ):
+        yield int(docid), bytes(blob)
+
+
 def rows_by_docid(conn: sqlite3.Connection, docids: Sequence[int]) -> list[Row]:
     """The memories with these docids, newest update first."""
     out: list[Row] = []
@@ -403,19 +417,25 @@ def keyword_matches(
     if not words:
         return {}
     where, params = _where(scope, exact=exact, alias="m")
-    base = (
-        "FROM memories_fts JOIN memories AS m ON m.docid = memories_fts.rowid "
-        f"WHERE memories_fts MATCH ? AND {where}"
-    )
+    # CROSS JOIN keeps the FTS5 lookup as the outer loop: SQLite would otherwise walk the
+    # scope's rows through the user_id index and re-run the MATCH for each of them.
     any_word = " OR ".join(f'"{word}"' for word in words)
     found = {
         int(docid): (float(score), 0)
         for docid, score in conn.execute(
-            f"SELECT m.docid, bm25(memories_fts) {base}", [any_word, *params]
+            "SELECT m.docid, bm25(memories_fts) FROM memories_fts "
+            "CROSS JOIN memories AS m ON m.docid = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {where}",
+            [any_word, *params],
         )
     }
+    if len(words) == 1:
+        return {docid: (score, 1) for docid, (score, _) in found.items()}
     for word in words:
-        for (docid,) in conn.execute(f"SELECT m.docid {base}", [f'"{word}"', *params]):
-            score, hits = found.get(int(docid), (0.0, 0))
-            found[int(docid)] = (score, hits + 1)
+        for (docid,) in conn.execute(
+            "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", [f'"{word}"']
+        ):
+            hit = found.get(int(docid))
+            if hit is not None:
+                found[int(docid)] = (hit[0], hit[1] + 1)
     return found

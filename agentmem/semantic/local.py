@@ -40,7 +40,8 @@ secret-scrubbed before anything else sees them.
   one (before an embedder was configured) is scored lexically alone.
 
 Memories scoring 0 are never returned, nor those below ``threshold``. Ties
-go to the better BM25 rank, then the most recently updated.
+go to the better BM25 rank, then the most recently added. Full rows are read
+only for the best candidates, in score order, until ``limit`` pass the filters.
 
 **Scopes.** Writes touch exactly the scope given (``add(user_id="u")``
 never changes a memory stored for ``agent_id="a"``); reads and
@@ -296,34 +297,48 @@ class LocalMemoryClient:
         exact: bool,
         filters: Mapping[str, Any],
         query_vector: bytes | None,
-    ) -> list[tuple[float, float, db.Row]]:
-        """``(score, bm25, row)`` for every memory of the scope scoring above 0, best first."""
+        limit: int,
+        floor: float | None = None,
+    ) -> list[tuple[float, db.Row]]:
+        """The ``limit`` best ``(score, row)`` of the scope scoring above 0 (and ``floor``).
+
+        Scores are computed from the index and the vectors alone; full rows are
+        read only for the best candidates, in score order, until ``limit`` of
+        them pass ``filters``.
+        """
         words = keywords(query) or keywords(query, stopwords=False)
         qvec = db.decode_vector(query_vector) if query_vector is not None else None
         weight = self.vector_weight if qvec else 0.0
-        out: list[tuple[float, float, db.Row]] = []
         with self._db.read("search semantic memory") as conn:
             matches = db.keyword_matches(conn, scope, words, exact=exact)
+            similarity: dict[int, float] = {}
             if qvec:
-                rows: Sequence[db.Row] = list(db.scope_rows(conn, scope, exact=exact))
-            else:
-                rows = db.rows_by_docid(conn, list(matches))
-        for row in rows:
-            if not matches_filters(row.metadata, filters):
-                continue
-            bm25, hits = matches.get(row.docid, (0.0, 0))
-            lexical = hits / len(words) if words else 0.0
-            similarity = None
-            if qvec and row.vector is not None:
-                similarity = db.cosine(qvec, db.decode_vector(row.vector))
-            if similarity is None:
-                score = lexical
-            else:
-                score = (1.0 - weight) * lexical + weight * max(0.0, similarity)
-            if score > 0.0:
-                out.append((min(1.0, score), bm25, row))
-        # rows arrive newest first; a stable sort keeps that order among equal keys.
-        out.sort(key=lambda item: (-item[0], item[1]))
+                for docid, blob in db.scope_vectors(conn, scope, exact=exact):
+                    value = db.cosine(qvec, db.decode_vector(blob))
+                    if value is not None:
+                        similarity[docid] = max(0.0, value)
+            ranked: list[tuple[float, float, int]] = []
+            for docid in matches.keys() | similarity.keys():
+                bm25, hits = matches.get(docid, (0.0, 0))
+                lexical = hits / len(words) if words else 0.0
+                cos = similarity.get(docid)
+                score = lexical if cos is None else (1.0 - weight) * lexical + weight * cos
+                score = min(1.0, round(score, 6))
+                if score > 0.0 and (floor is None or score >= floor):
+                    ranked.append((score, bm25, docid))
+            # Best score, then the better BM25 rank, then the most recently added.
+            ranked.sort(key=lambda item: (-item[0], item[1], -item[2]))
+            out: list[tuple[float, db.Row]] = []
+            batch = max(2 * limit, 50)
+            for start in range(0, len(ranked), batch):
+                chunk = ranked[start : start + batch]
+                rows = {row.docid: row for row in db.rows_by_docid(conn, [d for _, _, d in chunk])}
+                for score, _, docid in chunk:
+                    row = rows.get(docid)
+                    if row is not None and matches_filters(row.metadata, filters):
+                        out.append((score, row))
+                        if len(out) >= limit:
+                            return out
         return out
 
     # ------------------------------------------------------------------ reading
@@ -364,13 +379,15 @@ class LocalMemoryClient:
         wanted = check_filters(filters)
         vectors = self._embed([query]) if query.strip() else {}
         scored = self._scored(
-            query, scope, exact=False, filters=wanted, query_vector=vectors.get(query)
+            query,
+            scope,
+            exact=False,
+            filters=wanted,
+            query_vector=vectors.get(query),
+            limit=count,
+            floor=floor,
         )
-        return [
-            self._record(row, round(score, 6))
-            for score, _, row in scored
-            if floor is None or score >= floor
-        ][:count]
+        return [self._record(row, score) for score, row in scored]
 
     def get_all(
         self,
@@ -554,9 +571,14 @@ class LocalMemoryClient:
         seen: dict[str, db.Row] = {}
         for fact in facts:
             scored = self._scored(
-                fact, scope, exact=True, filters={}, query_vector=vectors.get(fact)
+                fact,
+                scope,
+                exact=True,
+                filters={},
+                query_vector=vectors.get(fact),
+                limit=CANDIDATES_PER_FACT,
             )
-            for _, _, row in scored[:CANDIDATES_PER_FACT]:
+            for _, row in scored:
                 seen.setdefault(row.id, row)
         return {str(index): row for index, row in enumerate(seen.values())}
 
