@@ -6,9 +6,11 @@ import asyncio
 import json
 import logging
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -38,6 +40,7 @@ from agentmem.semantic import SEMANTIC_FILE, LocalMemoryClient
 from agentmem.testing import ScriptedLLM
 
 CHILD = Path(__file__).parent / "_semantic_writer_child.py"
+KILL_CHILD = Path(__file__).parent / "_semantic_kill9_child.py"
 KEY = "sk-proj-4f9Qx2LmZ8rT1vB7nK3pW6yH0cJ5dA"
 
 
@@ -805,3 +808,54 @@ def test_golden_v1_database_reads_back(tmp_path: Path) -> None:
         assert dog.memory == "Has a dog named Rex"
         assert dog.score == pytest.approx(0.5)
         client.add("a new fact after the upgrade check", user_id="ada")
+
+
+def test_threads_sharing_one_client_lose_nothing() -> None:
+    # A background recorder adds while the agent's thread searches the same client.
+    client = LocalMemoryClient(None)
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(40):
+                client.add(f"thread{n} item{i} t{n}x{i}", user_id="u")
+                client.search(f"item{i}", user_id="u")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(client.get_all(user_id="u", limit=1000)) == 160
+
+
+def test_kill9_leaves_every_returned_add_and_a_consistent_index(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(KILL_CHILD), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    returned = []
+    for line in proc.stdout:
+        returned.append(line.split())
+        if len(returned) >= 60:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)  # also closes the pipes
+    with LocalMemoryClient(tmp_path) as client:
+        assert client.recovery is None
+        stored = {r.id: r.memory for r in client.get_all(user_id="u", limit=100_000)}
+        for memory_id, word in returned:
+            assert memory_id in stored
+            assert [h.id for h in client.search(word, user_id="u")] == [memory_id]
+    conn = sqlite3.connect(tmp_path / SEMANTIC_FILE)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
+    [(adds,)] = conn.execute("SELECT count(*) FROM history WHERE event = 'ADD'").fetchall()
+    assert adds == len(stored)
+    conn.close()
