@@ -17,8 +17,10 @@ The tree::
     ├── ConfigurationError         (ValueError)  a bad Memory/session/ContextSettings setting
     ├── ContextOverflowError                     the minimum payload cannot fit the window
     ├── SessionNotFoundError       (KeyError)    no session with that id
+    ├── MemoryNotFoundError        (KeyError)    no semantic memory with that id
     ├── ScriptExhaustedError       (AssertionError) a ScriptedLLM (agentmem.testing) ran out
     ├── LLMError                                 an LLM call could not be made or its reply used
+    ├── RemoteMemoryError                        a memory server (mem0) refused, failed or timed out
     └── StorageError               (OSError)     a store could not be read or written
         ├── CorruptStoreError                    unreadable data, moved aside
         ├── StoreLockedError                     another process holds the store
@@ -43,6 +45,8 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidMessageError",
     "LLMError",
+    "MemoryNotFoundError",
+    "RemoteMemoryError",
     "RestoreError",
     "ScriptExhaustedError",
     "SessionClosedError",
@@ -128,6 +132,21 @@ class SessionNotFoundError(AgentMemError, KeyError):
         return f"no session with id {self.session_id!r}"
 
 
+class MemoryNotFoundError(AgentMemError, KeyError):
+    """No semantic memory with the given id exists (:mod:`agentmem.semantic`).
+
+    Attributes:
+        memory_id: The id that was asked for.
+    """
+
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(memory_id)
+
+    def __str__(self) -> str:
+        return f"no memory with id {self.memory_id!r}"
+
+
 class ScriptExhaustedError(AgentMemError, AssertionError):
     """A :class:`~agentmem.testing.ScriptedLLM` was called more often than it has replies.
 
@@ -144,6 +163,38 @@ class LLMError(AgentMemError):
     ``a``-prefixed twin), or when a reply is not an OpenAI-format assistant
     message. Errors the host's LLM raises itself are not wrapped.
     """
+
+
+class RemoteMemoryError(AgentMemError):
+    """A memory server (a mem0 server behind :class:`~agentmem.semantic.Mem0Client`) failed.
+
+    Raised instead of any ``urllib``/``socket`` error. ``kind`` says what
+    happened: ``"http"`` (the server answered with an error status; a 4xx is
+    never retried, a 5xx only after the retries ran out), ``"timeout"`` (no
+    answer within the client's timeout), ``"unreachable"`` (no connection)
+    or ``"bad_response"`` (an answer that is not the JSON expected).
+
+    Attributes:
+        status: The HTTP status, or ``None`` when there was no HTTP answer.
+        kind: ``"http"``, ``"timeout"``, ``"unreachable"`` or ``"bad_response"``.
+        detail: The server's own message (its ``detail`` field) when it sent one.
+        url: The URL that was called.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        status: int | None = None,
+        detail: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.status = status
+        self.detail = detail
+        self.url = url
+        super().__init__(message)
 
 
 class UnsafePathError(AgentMemError, ValueError):

@@ -173,3 +173,22 @@ def semantic_memory(mem: agentmem.Memory, client: MemoryClient) -> int:
     with Recorder(client, user_id="martin", maxsize=16) as recorder:
         queued: bool = recorder.record([{"role": "user", "content": "hi"}])
     return report.left + len(schema) + len(answer) + len(block or "") + int(queued)
+
+
+def semantic_clients(mem: agentmem.Memory) -> list[str]:
+    from agentmem.errors import MemoryNotFoundError, RemoteMemoryError
+    from agentmem.protocols import MemoryRecord
+    from agentmem.semantic import HistoryEntry, LocalMemoryClient, Mem0Client
+
+    local = LocalMemoryClient(mem)
+    clients: list[MemoryClient] = [local, Mem0Client("http://localhost:8888", timeout=2.0)]
+    events: list[dict[str, Any]] = local.add("I prefer tabs.", user_id="martin")
+    hits: list[MemoryRecord] = local.search("tabs", user_id="martin", threshold=0.3)
+    changes: list[HistoryEntry] = local.history(str(events[0]["id"]))
+    try:
+        clients[1].delete("unknown")
+    except MemoryNotFoundError as err:
+        return [err.memory_id]
+    except RemoteMemoryError as err:
+        return [f"{err.kind}:{err.status}"]
+    return [h.memory for h in hits] + [c.event for c in changes]

@@ -1,0 +1,92 @@
+"""The ``semantic.sqlite`` schema: memories, their full-text index, vectors and history.
+
+Format ``agentmem.semantic``, version :data:`FORMAT_VERSION`, built by named,
+append-only migrations (:class:`~agentmem._storage.sqlite.Migration`), the
+same way as the sessions database. Tables:
+
+* ``memories``: one row per remembered fact. ``docid`` is the integer key
+  the index uses; ``id`` the public id (a ``uuid4`` hex). The scope is
+  ``user_id`` plus ``agent_id``/``run_id`` stored as ``''`` when absent
+  (so the unique index below treats "no agent" as one value; SQL ``NULL``
+  would make every row distinct). ``hash`` is the SHA-256 of the
+  case-folded, whitespace-normalised text: the unique index on
+  ``(user_id, agent_id, run_id, hash)`` makes "the same fact is never
+  stored twice in a scope" a property of the database, which holds across
+  processes whatever the code above it does. ``metadata`` is a JSON
+  object; ``vector`` an optional float32 blob from the host's embedder.
+* ``memories_fts``: an FTS5 index over ``text`` (porter stemming over
+  unicode61, diacritics folded), an external-content table kept by three
+  triggers, so every insert, update and delete of a memory changes the
+  index in the same statement, hence the same transaction: the index
+  cannot drift from the rows, even across ``kill -9``.
+* ``history``: one row per change (``ADD``, ``UPDATE``, ``DELETE``) with
+  the old and new text and the time, written in the transaction that makes
+  the change. It is never cascaded: a deleted memory keeps its history.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from agentmem._storage.sqlite import Migration
+
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MIGRATIONS"]
+
+FORMAT_NAME: Final = "agentmem.semantic"
+FORMAT_VERSION: Final = 1
+
+_INITIAL: Final = (
+    """
+    CREATE TABLE memories (
+        docid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        user_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL DEFAULT '',
+        run_id TEXT NOT NULL DEFAULT '',
+        text TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        vector BLOB,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )
+    """,
+    "CREATE UNIQUE INDEX memories_fact ON memories (user_id, agent_id, run_id, hash)",
+    "CREATE INDEX memories_by_update ON memories (user_id, updated_at)",
+    """
+    CREATE VIRTUAL TABLE memories_fts USING fts5 (
+        text, content = 'memories', content_rowid = 'docid',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, text) VALUES (new.docid, new.text);
+    END
+    """,
+    """
+    CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.docid, old.text);
+    END
+    """,
+    """
+    CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.docid, old.text);
+        INSERT INTO memories_fts (rowid, text) VALUES (new.docid, new.text);
+    END
+    """,
+    """
+    CREATE TABLE history (
+        seq INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL,
+        event TEXT NOT NULL CHECK (event IN ('ADD', 'UPDATE', 'DELETE')),
+        old_text TEXT,
+        new_text TEXT,
+        at TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX history_by_memory ON history (memory_id, seq)",
+)
+
+MIGRATIONS: Final = (Migration("0001_initial", _INITIAL),)
+"""Every migration, oldest first. Never edit a released one; append."""

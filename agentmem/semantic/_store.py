@@ -1,0 +1,441 @@
+"""The semantic memory database: opening, transactions, and the SQL the client runs.
+
+:class:`SemanticDB` opens ``semantic.sqlite`` the way every agentmem
+database is opened (:mod:`agentmem._storage`): WAL, a 10 s busy timeout so
+writers from several processes queue instead of failing, ``BEGIN
+IMMEDIATE`` transactions that roll back on any exception, named
+migrations checked against :data:`~agentmem.semantic._schema.FORMAT_VERSION`,
+and recovery on open (a file that is not a readable SQLite database is
+moved aside to ``semantic.sqlite.corrupt-<timestamp>``, logged on the
+``agentmem.storage`` logger and recorded on :attr:`SemanticDB.recovery`;
+what can be read is recovered into the fresh database). ``path=None`` is a
+private in-memory database (incognito: nothing touches the disk).
+
+Every :mod:`sqlite3` error leaving this module is mapped to
+:class:`~agentmem.errors.StorageError` (:class:`~agentmem.errors.CorruptStoreError`
+for damage found after open). The functions below the class take the
+connection inside a transaction and never commit on their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import operator
+import sqlite3
+import struct
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
+from agentmem._storage.sqlite import (
+    Durability,
+    connect,
+    enable_wal,
+    is_corruption,
+    migrate,
+    pending_migrations,
+    transaction,
+    verify_schema,
+)
+from agentmem.errors import CorruptStoreError, StorageError
+from agentmem.semantic._common import Scope, normalise_text
+from agentmem.semantic._schema import FORMAT_NAME, FORMAT_VERSION, MIGRATIONS
+
+__all__ = [
+    "Row",
+    "SemanticDB",
+    "cosine",
+    "decode_vector",
+    "delete_row",
+    "encode_vector",
+    "fact_hash",
+    "find_fact",
+    "get_row",
+    "history_rows",
+    "insert_row",
+    "keyword_matches",
+    "record",
+    "rows_by_docid",
+    "scope_rows",
+    "scope_vectors",
+    "update_row",
+]
+
+_CHUNK = 500  # bound parameters per IN (...) query, well under SQLite's limit
+
+_COLUMNS = (
+    "docid, id, user_id, agent_id, run_id, text, hash, metadata, vector, created_at, updated_at"
+)
+
+
+class Row(NamedTuple):
+    """One stored memory as read from ``memories``."""
+
+    docid: int
+    id: str
+    user_id: str
+    agent_id: str | None
+    run_id: str | None
+    text: str
+    hash: str
+    metadata: dict[str, Any]
+    vector: bytes | None
+    created_at: str
+    updated_at: str
+
+
+def _row(raw: Sequence[Any]) -> Row:
+    try:
+        metadata = json.loads(raw[7])
+    except ValueError as exc:
+        raise sqlite3.DatabaseError(f"malformed metadata in memory {raw[1]!r}: {exc}") from exc
+    if not isinstance(metadata, dict):
+        raise sqlite3.DatabaseError(f"malformed metadata in memory {raw[1]!r}: not an object")
+    return Row(
+        int(raw[0]),
+        str(raw[1]),
+        str(raw[2]),
+        str(raw[3]) or None,
+        str(raw[4]) or None,
+        str(raw[5]),
+        str(raw[6]),
+        metadata,
+        None if raw[8] is None else bytes(raw[8]),
+        str(raw[9]),
+        str(raw[10]),
+    )
+
+
+def fact_hash(text: str) -> str:
+    """The dedupe key of a statement: SHA-256 of its normalised, case-folded text."""
+    return hashlib.sha256(normalise_text(text).casefold().encode("utf-8")).hexdigest()
+
+
+def encode_vector(vector: Sequence[float]) -> bytes:
+    """A vector as little-endian float32 bytes (the ``vector`` column)."""
+    return struct.pack(f"<{len(vector)}f", *vector)
+
+
+def decode_vector(blob: bytes) -> tuple[float, ...]:
+    """The inverse of :func:`encode_vector` (empty for a blob of the wrong size)."""
+    if len(blob) % 4:
+        return ()
+    return struct.unpack(f"<{len(blob) // 4}f", blob)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Cosine similarity, or ``None`` when the lengths differ or a vector is zero."""
+    if len(a) != len(b) or not a:
+        return None
+    # map/hypot run in C: several times faster than a generator over zip.
+    dot = float(sum(map(operator.mul, a, b)))
+    norm = math.hypot(*a) * math.hypot(*b)
+    if not norm or not math.isfinite(dot / norm):
+        return None
+    return max(-1.0, min(1.0, dot / norm))
+
+
+class SemanticDB:
+    """The connection to ``semantic.sqlite`` (or an in-memory database), used under one lock.
+
+    Args:
+        path: The database file (its directory must exist), or ``None``.
+        durability: ``"full"`` (fsync every commit) or ``"normal"``.
+    """
+
+    def __init__(self, path: Path | None, *, durability: Durability = "full") -> None:
+        self.path = path
+        self.durability: Durability = durability
+        self.recovery: Recovery | None = None
+        self._lock = threading.RLock()
+        self._open_lock: OpenLock | None = None
+        if path is None:
+            conn = connect(None, durability=durability)
+            try:
+                self._migrate(conn, None)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn: sqlite3.Connection | None = conn
+        else:
+            if path.is_dir():
+                raise StorageError(f"{path} is a directory, not a semantic memory database")
+            conn, self.recovery, self._open_lock = open_or_recover(
+                path, self._try_open, what="semantic memory"
+            )
+            self._conn = conn
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection, path: Path | None) -> list[str]:
+        return migrate(
+            conn,
+            format_name=FORMAT_NAME,
+            format_version=FORMAT_VERSION,
+            migrations=MIGRATIONS,
+            path=path,
+        )
+
+    def _try_open(self, path: Path) -> sqlite3.Connection:
+        conn = connect(path, durability=self.durability, wal=False)
+        try:
+            # Refuse someone else's (or a newer) database before switching it to WAL.
+            pending_migrations(
+                conn,
+                format_name=FORMAT_NAME,
+                format_version=FORMAT_VERSION,
+                migrations=MIGRATIONS,
+                path=path,
+            )
+            enable_wal(conn, path)
+            verify_schema(conn, migrated=bool(self._migrate(conn, path)))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _error(self, action: str, exc: sqlite3.Error) -> StorageError:
+        where = self.path if self.path is not None else ":memory:"
+        if is_corruption(exc):
+            return CorruptStoreError(
+                f"cannot {action}: {where} is damaged ({exc}); it was left in place",
+                path=self.path,
+            )
+        return StorageError(f"cannot {action} in {where}: {exc}", path=self.path)
+
+    @contextmanager
+    def write(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``) under the lock; rolls back on error."""
+        with self._lock:
+            conn = self._require()
+            try:
+                with transaction(conn):
+                    yield conn
+            except sqlite3.Error as exc:
+                raise self._error(action, exc) from exc
+
+    @contextmanager
+    def read(self, action: str) -> Iterator[sqlite3.Connection]:
+        """A consistent read snapshot under the lock."""
+        with self._lock:
+            conn = self._require()
+            try:
+                with transaction(conn, immediate=False):
+                    yield conn
+            except sqlite3.Error as exc:
+                raise self._error(action, exc) from exc
+
+    def _require(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError("the semantic memory client is closed", path=self.path)
+        return self._conn
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran."""
+        return self._conn is None
+
+    def close(self) -> None:
+        """Close the connection and release the open lock (idempotent)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+            if self._open_lock is not None:
+                self._open_lock.release()
+                self._open_lock = None
+
+
+# --------------------------------------------------------------------------- SQL
+
+
+def _where(scope: Scope, *, exact: bool, alias: str = "") -> tuple[str, list[str]]:
+    """The scope as a WHERE clause: ``exact`` matches the triple, else filters by the ids given."""
+    p = f"{alias}." if alias else ""
+    clauses = [f"{p}user_id = ?"]
+    params = [scope.user_id]
+    for column, value in (("agent_id", scope.agent_id), ("run_id", scope.run_id)):
+        if value is not None or exact:
+            clauses.append(f"{p}{column} = ?")
+            params.append(value or "")
+    return " AND ".join(clauses), params
+
+
+def scope_rows(conn: sqlite3.Connection, scope: Scope, *, exact: bool = False) -> Iterator[Row]:
+    """The memories of ``scope``, newest update first."""
+    where, params = _where(scope, exact=exact)
+    cursor = conn.execute(
+        f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY updated_at DESC, docid DESC",
+        params,
+    )
+    for raw in cursor:
+        yield _row(raw)
+
+
+def scope_vectors(
+    conn: sqlite3.Connection, scope: Scope, *, exact: bool = False
+) -> Iterator[tuple[int, bytes]]:
+    """``(docid, vector blob)`` of the memories of ``scope`` that have a vector."""
+    where, params = _where(scope, exact=exact)
+    for docid, blob in conn.execute(
+        f"SELECT docid, vector FROM memories WHERE {where} AND vector IS NOT NULL", params
+    ):
+        yield int(docid), bytes(blob)
+
+
+def rows_by_docid(conn: sqlite3.Connection, docids: Sequence[int]) -> list[Row]:
+    """The memories with these docids, newest update first."""
+    out: list[Row] = []
+    ids = sorted(set(docids))
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        out.extend(
+            _row(raw)
+            for raw in conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk
+            )
+        )
+    out.sort(key=lambda row: (row.updated_at, row.docid), reverse=True)
+    return out
+
+
+def get_row(conn: sqlite3.Connection, memory_id: str) -> Row | None:
+    """The memory with this id, or ``None``."""
+    raw = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    return None if raw is None else _row(raw)
+
+
+def find_fact(conn: sqlite3.Connection, scope: Scope, digest: str) -> Row | None:
+    """The memory of exactly ``scope`` whose :func:`fact_hash` is ``digest``, if any."""
+    where, params = _where(scope, exact=True)
+    raw = conn.execute(
+        f"SELECT {_COLUMNS} FROM memories WHERE {where} AND hash = ?", [*params, digest]
+    ).fetchone()
+    return None if raw is None else _row(raw)
+
+
+def insert_row(
+    conn: sqlite3.Connection,
+    *,
+    memory_id: str,
+    scope: Scope,
+    text: str,
+    metadata: Mapping[str, Any],
+    vector: bytes | None,
+    now: str,
+) -> None:
+    """Insert a memory (the FTS triggers index it in the same statement)."""
+    conn.execute(
+        "INSERT INTO memories (id, user_id, agent_id, run_id, text, hash, metadata, vector, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            memory_id,
+            scope.user_id,
+            scope.agent_id or "",
+            scope.run_id or "",
+            text,
+            fact_hash(text),
+            json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True),
+            vector,
+            now,
+            now,
+        ),
+    )
+
+
+def update_row(
+    conn: sqlite3.Connection,
+    memory_id: str,
+    *,
+    text: str,
+    metadata: Mapping[str, Any],
+    vector: bytes | None,
+    now: str,
+) -> None:
+    """Replace a memory's text, metadata and vector."""
+    conn.execute(
+        "UPDATE memories SET text = ?, hash = ?, metadata = ?, vector = ?, updated_at = ? "
+        "WHERE id = ?",
+        (
+            text,
+            fact_hash(text),
+            json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True),
+            vector,
+            now,
+            memory_id,
+        ),
+    )
+
+
+def delete_row(conn: sqlite3.Connection, memory_id: str) -> None:
+    """Delete a memory (its history stays)."""
+    conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+
+
+def record(
+    conn: sqlite3.Connection,
+    memory_id: str,
+    event: str,
+    old: str | None,
+    new: str | None,
+    now: str,
+) -> None:
+    """Append one change to ``history``."""
+    conn.execute(
+        "INSERT INTO history (memory_id, event, old_text, new_text, at) VALUES (?, ?, ?, ?, ?)",
+        (memory_id, event, old, new, now),
+    )
+
+
+def history_rows(
+    conn: sqlite3.Connection, memory_id: str
+) -> list[tuple[str, str | None, str | None, str]]:
+    """``(event, old_text, new_text, at)`` of every change of a memory, oldest first."""
+    return [
+        (str(e), None if o is None else str(o), None if n is None else str(n), str(a))
+        for e, o, n, a in conn.execute(
+            "SELECT event, old_text, new_text, at FROM history WHERE memory_id = ? ORDER BY seq",
+            (memory_id,),
+        )
+    ]
+
+
+def keyword_matches(
+    conn: sqlite3.Connection, scope: Scope, words: Sequence[str], *, exact: bool
+) -> dict[int, tuple[float, int]]:
+    """For the memories of ``scope`` holding any of ``words`` (by porter stem):
+    ``docid -> (BM25, how many of the words it holds)``; BM25 as FTS5 gives it
+    (more negative is better).
+
+    ``words`` must be ``\\w+`` tokens (they are quoted as FTS5 strings).
+    """
+    if not words:
+        return {}
+    where, params = _where(scope, exact=exact, alias="m")
+    # CROSS JOIN keeps the FTS5 lookup as the outer loop: SQLite would otherwise walk the
+    # scope's rows through the user_id index and re-run the MATCH for each of them.
+    any_word = " OR ".join(f'"{word}"' for word in words)
+    found = {
+        int(docid): (float(score), 0)
+        for docid, score in conn.execute(
+            "SELECT m.docid, bm25(memories_fts) FROM memories_fts "
+            "CROSS JOIN memories AS m ON m.docid = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {where}",
+            [any_word, *params],
+        )
+    }
+    if len(words) == 1:
+        return {docid: (score, 1) for docid, (score, _) in found.items()}
+    for word in words:
+        for (docid,) in conn.execute(
+            "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", [f'"{word}"']
+        ):
+            hit = found.get(int(docid))
+            if hit is not None:
+                found[int(docid)] = (hit[0], hit[1] + 1)
+    return found
