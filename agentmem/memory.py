@@ -147,6 +147,9 @@ class Memory:
         memory_update: The resolved :class:`~agentmem.memory_updater.MemoryUpdateSettings`.
         tools: :class:`~agentmem.tools.MemoryTools`: the ``memory_operations``
             tool schemas and dispatcher over this memory.
+        scrubber: The secret scrubber every durable cross-session write uses
+            (``None`` with ``scrub_secrets=False``); a
+            :class:`~agentmem.semantic.LocalMemoryClient` built from this memory uses it too.
     """
 
     def __init__(
@@ -185,6 +188,7 @@ class Memory:
                 f"got {type(scrub_secrets).__name__}"
             )
         scrubber = resolve_scrubber(scrub_secrets)
+        self.scrubber: Scrubber | None = scrubber
         self.memory_update = update_settings(memory_update)
         if isinstance(token_counter, CalibratingCounter):
             try:

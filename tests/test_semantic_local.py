@@ -859,3 +859,24 @@ def test_kill9_leaves_every_returned_add_and_a_consistent_index(tmp_path: Path) 
     [(adds,)] = conn.execute("SELECT count(*) FROM history WHERE event = 'ADD'").fetchall()
     assert adds == len(stored)
     conn.close()
+
+
+def test_a_client_built_from_a_memory_follows_its_scrub_setting(tmp_path: Path) -> None:
+    from agentmem import Memory
+    from agentmem.semantic import LocalMemoryClient
+
+    secret = "my key is sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+    with (
+        Memory(root=tmp_path / "on") as on,
+        Memory(root=tmp_path / "off", scrub_secrets=False) as off,
+    ):
+        scrubbed = LocalMemoryClient(on)
+        kept = LocalMemoryClient(off)
+        try:
+            scrubbed.add(secret, user_id="u", infer=False)
+            kept.add(secret, user_id="u", infer=False)
+            assert "sk-proj-" not in scrubbed.get_all(user_id="u")[0].memory
+            assert kept.get_all(user_id="u")[0].memory == secret
+        finally:
+            scrubbed.close()
+            kept.close()
