@@ -25,30 +25,22 @@ is measured by ``bench/bench_embed_locomo.py`` (``docs/embedders.md``).
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import importlib
 import importlib.util
 import logging
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final
 
 from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.protocols import Embedder
 
-if TYPE_CHECKING:
-    from agentmem.recall import RecallHit
-
 __all__ = [
     "EMBEDDERS",
-    "HybridRecall",
     "MiniLMEmbedder",
     "WordLlamaEmbedder",
     "cosine",
-    "fuse",
     "load_embedder",
 ]
 
@@ -269,209 +261,3 @@ def load_embedder(name: str) -> Embedder:
     if factory is None:
         raise InvalidArgumentError(f"name must be one of {', '.join(EMBEDDERS)}; got {name!r}")
     return factory()
-
-
-class _TextSource(Protocol):
-    def recall_texts(self, session_id: str, first: int, last: int) -> dict[int, str]: ...
-
-
-class _Recaller(Protocol):
-    """What :class:`HybridRecall` needs of a :class:`~agentmem.memory.Memory`."""
-
-    @property
-    def sessions(self) -> _TextSource: ...
-
-    def recall(
-        self, query: str, max_sessions: int | None = None, max_results: int = 5
-    ) -> list[RecallHit]: ...
-
-
-def _minmax(values: Sequence[float]) -> list[float]:
-    low, high = min(values, default=0.0), max(values, default=0.0)
-    return [(v - low) / (high - low) if high > low else 0.0 for v in values]
-
-
-def fuse(lexical: Sequence[float], semantic: Sequence[float], weight: float) -> list[float]:
-    """``(1 - weight) * lexical + weight * semantic``, each min-max normalised first.
-
-    The blend :class:`HybridRecall` ranks by; ``weight`` 0 keeps the lexical order.
-    """
-    if len(lexical) != len(semantic):
-        raise InvalidArgumentError(
-            f"lexical and semantic differ in length: {len(lexical)} and {len(semantic)}"
-        )
-    return [
-        (1 - weight) * a + weight * b
-        for a, b in zip(_minmax(lexical), _minmax(semantic), strict=True)
-    ]
-
-
-class HybridRecall:
-    """``Memory.recall`` re-ranked with an embedder: opt-in, local, falls back to lexical.
-
-    It asks ``memory.recall`` for its best ``candidates`` hits, embeds each hit and
-    its neighbouring messages (up to ``reach`` away in the same session), and ranks
-    by :func:`fuse` of recall's score and the semantic score: the cosine of the query
-    with the hit plus ``neighbours`` times its neighbours' cosines divided by their
-    distance. That is configuration (e) of ``bench/bench_embed_locomo.py``; the
-    defaults are the weights it chose under leave-one-conversation-out CV with
-    :class:`MiniLMEmbedder` (``docs/embedders.md``).
-
-    Vectors are cached in memory per ``(session_id, index)`` together with a hash
-    of the message's indexed text, so a message that changed (rewritten, repaired,
-    a session rolled back) is embedded again; at most ``cache_size`` vectors are
-    kept (least recently used dropped first).
-
-    If the embedder raises or returns something unusable, the lexical order is
-    returned and a warning is logged on ``agentmem.embedders``;
-    :attr:`failures` counts those. ``KeyboardInterrupt`` propagates.
-
-    Args:
-        memory: The :class:`~agentmem.memory.Memory` to search.
-        embedder: Any :class:`~agentmem.protocols.Embedder`.
-        weight: Share of the semantic score, 0..1 (0 = the lexical order).
-        candidates: How many of recall's hits are re-ranked (at least ``max_results``).
-        neighbours: Share of each neighbour's cosine a hit gains (0 = the hit alone).
-        reach: How far the neighbours go (0..5).
-        cache_size: Vectors kept.
-
-    Raises:
-        ConfigurationError: ``embedder`` has no ``embed`` method, ``memory`` no ``recall``.
-        InvalidArgumentError: a bad number (named in the message).
-    """
-
-    def __init__(
-        self,
-        memory: _Recaller,
-        embedder: Embedder,
-        *,
-        weight: float = 0.5,
-        candidates: int = 20,
-        neighbours: float = 0.3,
-        reach: int = 2,
-        cache_size: int = 100_000,
-    ) -> None:
-        if not isinstance(embedder, Embedder):
-            raise ConfigurationError(f"embedder must have an embed(texts) method, got {embedder!r}")
-        if not callable(getattr(memory, "recall", None)) or not hasattr(memory, "sessions"):
-            raise ConfigurationError(f"memory must be an agentmem Memory, got {memory!r}")
-        self.memory = memory
-        self.embedder = embedder
-        self.weight = _fraction(weight, "weight")
-        self.neighbours = _fraction(neighbours, "neighbours")
-        self.candidates = _count(candidates, "candidates", 1, 10_000)
-        self.reach = _count(reach, "reach", 0, 5)
-        self.cache_size = _count(cache_size, "cache_size", 1, 10_000_000)
-        self.failures = 0
-        self._cache: OrderedDict[tuple[str, int], tuple[str, list[float]]] = OrderedDict()
-
-    def recall(self, query: str, max_results: int = 5, **filters: Any) -> list[RecallHit]:
-        """Like ``memory.recall(query, max_results=..., **filters)``, re-ranked.
-
-        Each returned hit's ``score`` is its fused score (0..1); on a fallback the
-        hits are recall's own, unchanged.
-        """
-        limit = _count(max_results, "max_results", 1, 10_000)
-        hits = self.memory.recall(query, max_results=max(limit, self.candidates), **filters)
-        if not hits or not self.weight:
-            return hits[:limit]
-        try:
-            semantic = self._semantic(query, hits)
-        except Exception as exc:
-            self.failures += 1
-            logger.warning(
-                "hybrid recall: the embedder %s failed (%s: %s) for a query of %d characters; "
-                "returning the lexical order",
-                type(self.embedder).__name__,
-                type(exc).__name__,
-                exc,
-                len(query),
-            )
-            return hits[:limit]
-        fused = fuse([h.score for h in hits], semantic, self.weight)
-        order = sorted(range(len(hits)), key=lambda i: (-fused[i], i))[:limit]
-        return [dataclasses.replace(hits[i], score=round(fused[i], 6)) for i in order]
-
-    @property
-    def cached(self) -> int:
-        """How many vectors the cache holds."""
-        return len(self._cache)
-
-    def clear(self) -> None:
-        """Drop every cached vector."""
-        self._cache.clear()
-
-    def _semantic(self, query: str, hits: Sequence[RecallHit]) -> list[float]:
-        texts: dict[tuple[str, int], str] = {}
-        for sid in {h.session_id for h in hits}:
-            seqs = [h.index for h in hits if h.session_id == sid]
-            found = self.memory.sessions.recall_texts(
-                sid, min(seqs) - self.reach, max(seqs) + self.reach
-            )
-            texts.update(((sid, seq), text) for seq, text in found.items())
-        wanted = {
-            (h.session_id, h.index + d)
-            for h in hits
-            for d in range(-self.reach, self.reach + 1)
-            if (h.session_id, h.index + d) in texts
-        }
-        vectors = self._vectors({key: texts[key] for key in wanted})
-        (q,) = self._checked(self.embedder.embed([query]), 1)
-        sims = {key: cosine(q, v) for key, v in vectors.items()}
-        out = []
-        for h in hits:
-            score = sims.get((h.session_id, h.index), 0.0)
-            for d in range(1, self.reach + 1):
-                around = sims.get((h.session_id, h.index - d), 0.0)
-                around += sims.get((h.session_id, h.index + d), 0.0)
-                score += self.neighbours * around / d
-            out.append(score)
-        return out
-
-    def _vectors(self, texts: dict[tuple[str, int], str]) -> dict[tuple[str, int], list[float]]:
-        """The vector of each text, from the cache when its text is unchanged."""
-        out: dict[tuple[str, int], list[float]] = {}
-        missing: list[tuple[tuple[str, int], str]] = []
-        for key, text in texts.items():
-            digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
-            cached = self._cache.get(key)
-            if cached is not None and cached[0] == digest:
-                self._cache.move_to_end(key)
-                out[key] = cached[1]
-            else:
-                missing.append((key, digest))
-        if missing:
-            fresh = self._checked(self.embedder.embed([texts[k] for k, _ in missing]), len(missing))
-            for (key, digest), vector in zip(missing, fresh, strict=True):
-                out[key] = vector
-                self._cache[key] = (digest, vector)
-                self._cache.move_to_end(key)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return out
-
-    @staticmethod
-    def _checked(vectors: object, count: int) -> list[list[float]]:
-        if not isinstance(vectors, list) or len(vectors) != count:
-            raise ValueError(f"expected {count} vectors, got {type(vectors).__name__}")
-        out = [[float(x) for x in v] for v in vectors]
-        if len({len(v) for v in out}) > 1:
-            raise ValueError("vectors of different lengths")
-        return out
-
-
-def _fraction(value: object, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0.0 <= value <= 1.0
-    ):
-        raise InvalidArgumentError(f"{name} must be a number from 0 to 1, got {value!r}")
-    return float(value)
-
-
-def _count(value: object, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidArgumentError(f"{name} must be an integer from {low} to {high}, got {value!r}")
-    return value

@@ -104,11 +104,3 @@ def long_term_memory_and_notes(mem: agentmem.Memory) -> str:
     result: dict[str, Any] = mem.tools.dispatch({"operation": "ltm_stats"})
     clean: str = agentmem.scrub_secrets(content or "")
     return f"{entry.id}{len(removed)}{keys}{len(tools)}{result['ok']}{clean}"
-
-
-def hybrid_recall(mem: agentmem.Memory) -> list[str]:
-    from agentmem.embedders import HybridRecall, load_embedder
-
-    hybrid = HybridRecall(mem, load_embedder("minilm"), weight=0.5, candidates=20)
-    hits = hybrid.recall("where did we deploy", max_results=5, roles=["user"])
-    return [hit.preview for hit in hits]
