@@ -535,6 +535,24 @@ class SessionStore:
         with self._read("read the recall index's vocabulary") as sql:
             return sql.recall_term_docs(terms)
 
+    def recall_stats(self, terms: builtins.list[str]) -> tuple[dict[str, int], int, int, int]:
+        """BM25's corpus statistics (see :meth:`SessionsSQL.recall_stats`), after indexing
+        what is still queued: messages holding each index term, messages indexed, tokens
+        in them, sessions. An index found damaged is rebuilt, as by :meth:`recall_rows`."""
+        try:
+            self._flush_recall_index()
+            with self._read("read the recall index's statistics") as sql:
+                return sql.recall_stats(terms)
+        except CorruptStoreError as exc:
+            self._rebuild_recall_index(f"reading its statistics found it damaged ({exc})")
+        with self._read("read the rebuilt recall index's statistics") as sql:
+            return sql.recall_stats(terms)
+
+    def recall_session_sizes(self, session_ids: builtins.list[str]) -> dict[str, int]:
+        """How many messages each of ``session_ids`` holds, from the recall index."""
+        with self._read("read the recall index's session sizes") as sql:
+            return sql.recall_session_sizes(session_ids)
+
     def recall_texts(self, session_id: str, first: int, last: int) -> dict[int, str]:
         """The indexed text of messages ``first..last`` of a session, by index."""
         with self._read(f"read the recall index of session {session_id}") as sql:
