@@ -109,11 +109,11 @@ _STEP3: Final[tuple[_Rule, ...]] = tuple(
         ("ful", ""), ("ness", ""),
     )
 )  # fmt: skip
+_STEP4_SUFFIXES: Final = (  # noqa: SIM905
+    "al ance ence er ic able ible ant ement ment ent ion ou ism ate iti ous ive ize"
+).split()
 _STEP4: Final[tuple[_Rule, ...]] = tuple(
-    (suffix, _m_gt1_st if suffix == "ion" else _m_gt1, "")
-    for suffix in (
-        "al ance ence er ic able ible ant ement ment ent ion ou ism ate iti ous ive ize".split()
-    )
+    (suffix, _m_gt1_st if suffix == "ion" else _m_gt1, "") for suffix in _STEP4_SUFFIXES
 )
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from agentmem import _porter
+from agentmem._porter import Matcher, terms
 from agentmem.errors import InvalidArgumentError
 from agentmem.session_store import SessionStore
 
@@ -379,7 +379,7 @@ def recall(
     words = keywords(query, stopwords=ranking.stopwords) or keywords(query, stopwords=False)
     if not words or filters["session_ids"] == [] or filters["roles"] == []:
         return []
-    stems = {word: _porter.terms(word) for word in words}
+    stems = {word: terms(word) for word in words}
     query_terms = list(dict.fromkeys(t for ts in stems.values() for t in ts))
     corpus = _Corpus(*store.recall_stats(query_terms))
     pool = max(100, ranking.candidates * limit)
@@ -395,7 +395,7 @@ def recall(
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
     crude = list(dict.fromkeys(_stem(w) for w in words))
-    matcher = _porter.Matcher(query_terms, crude)
+    matcher = Matcher(query_terms, crude)
     titles: dict[str, bool] = {}
     counts: dict[tuple[str, int], dict[str, int]] = {}
     found: dict[tuple[str, int], set[str]] = {}

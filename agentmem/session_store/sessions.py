@@ -526,15 +526,6 @@ class SessionStore:
         with self._read("search the rebuilt recall index") as sql:
             return sql.recall_rows(match, limit, **filters)
 
-    def recall_term_docs(self, terms: builtins.list[str]) -> tuple[dict[str, int], int]:
-        """Messages holding each index term, and about how many messages are indexed.
-
-        Changes still queued (fewer than ``RECALL_BATCH``) are not counted: the counts only
-        pick out words held by most messages; :meth:`recall_rows` indexes the queue first.
-        """
-        with self._read("read the recall index's vocabulary") as sql:
-            return sql.recall_term_docs(terms)
-
     def recall_stats(self, terms: builtins.list[str]) -> tuple[dict[str, int], int, int, int]:
         """BM25's corpus statistics (see :meth:`SessionsSQL.recall_stats`), after indexing
         what is still queued: messages holding each index term, messages indexed, tokens

@@ -370,7 +370,6 @@ _SQL_RECALL_SESSION_SIZES: Final = """
     SELECT j.value, (SELECT max(seq) + 1 FROM recall_docs WHERE session_id = j.value)
     FROM json_each(?) AS j
 """
-_SQL_RECALL_TOTAL: Final = "SELECT COALESCE(MAX(docid), 0) FROM recall_docs"
 _SQL_RECALL_INTEGRITY: Final = (
     "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
 )
@@ -593,8 +592,8 @@ class SessionsSQL:
         """The ``limit`` best BM25 matches of the FTS5 query ``match`` that pass the filters.
 
         Rows: ``(session_id, seq, raw role, bm25 score (higher is better), raw text,
-        raw session name, created_at, updated_at, length in tokens)``. ``since``/``until`` keep sessions
-        active in that time range; ``max_sessions`` searches only the most recently
+        raw session name, created_at, updated_at, length in tokens)``. ``since``/``until``
+        keep sessions active in that time range; ``max_sessions`` searches only the most recently
         updated sessions.
         """
         clauses: list[str] = []
@@ -625,19 +624,6 @@ class SessionsSQL:
         rows = self.conn.execute(_SQL_RECALL.format(filters=filters), params).fetchall()
         # The last column is FTS5's size record (a varint): the message's length in tokens.
         return [(*row[:-1], _token_count(row[-1])) for row in rows]
-
-    def recall_term_docs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """How many messages hold each of ``terms`` (index terms: lowercase stems), and an
-        upper bound of the number of indexed messages. Cost: one B-tree lookup per term."""
-        if not terms:
-            return {}, 0
-        self.conn.execute(_SQL_RECALL_VOCAB)
-        marks = ", ".join("?" * len(terms))
-        rows = self.conn.execute(
-            f"SELECT term, doc FROM temp.recall_vocab WHERE term IN ({marks})", list(terms)
-        ).fetchall()
-        total = int(self.conn.execute(_SQL_RECALL_TOTAL).fetchone()[0])
-        return {str(term): int(doc) for term, doc in rows}, total
 
     def recall_stats(self, terms: Sequence[str]) -> tuple[dict[str, int], int, int, int]:
         """Corpus statistics for BM25: messages holding each of ``terms``, the number of
