@@ -4,6 +4,8 @@ A benchmark, not a test: it prints figures measured in one run and asserts nothi
 
     python bench/bench_recall_locomo.py      # ../shared/bench-data/locomo/locomo-dev.json
     python bench/bench_recall_locomo.py --data path/to/locomo.json
+    python bench/bench_recall_locomo.py --cv         # CV of each ranking parameter
+    python bench/bench_recall_locomo.py --cv-joint   # nested CV of all of them (slow)
 
 Each conversation gets its own memory root; each of its sessions is stored
 as a session (named with its number and date, e.g. ``"session 3, 1:56 pm on
@@ -19,6 +21,10 @@ In the same run, on the same turns:
   lowercase words, no stemming, no stopwords -- the usual baseline;
 * one line per ranking idea, each added to the previous one (the ablation
   reported in ``docs/recall.md``), ending with the shipped default.
+
+``--cv``: leave-one-conversation-out cross-validation of each parameter of the
+ranking (its value picked on the other conversations, measured on the held-out
+one); ``--cv-joint``: the same with every parameter picked together.
 
 The data is read from where it lies; it is never copied into the repository.
 """
@@ -232,6 +238,58 @@ def cross_validate(conversations: list[Conversation]) -> None:
     print(f"{'(shipped)':<13} {'':>7} {'':<26} {s5:6.3f} {s10:6.3f}")
 
 
+def cross_validate_jointly(conversations: list[Conversation]) -> None:
+    """Nested leave-one-conversation-out CV of the whole ranking: for each held-out
+    conversation, every parameter of :data:`GRIDS` is chosen together on the other 4
+    (one sweep of coordinate ascent from the previous release's ranking, the new ideas
+    off), then measured on the held-out one. Slow: about 40 rankings per fold."""
+    memo: dict[tuple[Ranking, int], tuple[float, float, int]] = {}
+
+    def result(ranking: Ranking, i: int) -> tuple[float, float, int]:
+        if (ranking, i) not in memo:
+            memo[(ranking, i)] = conversations[i].score(ranking)
+        return memo[(ranking, i)]
+
+    def objective(ranking: Ranking, folds: list[int]) -> float:
+        r = [result(ranking, i) for i in folds]
+        return sum(a + b for a, b, _ in r) / (2 * sum(n for _, _, n in r))
+
+    start = dataclasses.replace(
+        DEFAULT_RANKING,
+        **PREVIOUS,
+        k1=1.2,
+        b=0.75,
+        session_text=0.0,
+        opening=0.0,
+        question=0.0,
+        length=0.0,
+        every_match=0,
+    )
+    everything = list(range(len(conversations)))
+    r5 = r10 = 0.0
+    n = 0
+    print(f"nested leave-one-conversation-out CV over {len(conversations)} conversations")
+    for held in everything:
+        train = [i for i in everything if i != held]
+        ranking = start
+        for name, grid in GRIDS.items():
+            current = getattr(ranking, name)
+            values = sorted({*grid, current})
+            best = max(
+                values,
+                key=lambda v: (
+                    objective(dataclasses.replace(ranking, **{name: v}), train),
+                    v == current,
+                ),
+            )
+            ranking = dataclasses.replace(ranking, **{name: best})
+        a, b, q = result(ranking, held)
+        r5, r10, n = r5 + a, r10 + b, n + q
+        picked = " ".join(f"{k}={getattr(ranking, k):g}" for k in GRIDS)
+        print(f"  fold {held}: R@5 {a / q:.3f} R@10 {b / q:.3f} ({q} questions) {picked}")
+    print(f"nested CV: R@5 {r5 / n:.3f} R@10 {r10 / n:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -240,12 +298,19 @@ def main() -> None:
         action="store_true",
         help="leave-one-conversation-out cross-validation of each ranking parameter",
     )
+    parser.add_argument(
+        "--cv-joint",
+        action="store_true",
+        help="nested cross-validation of all the parameters chosen together (slow)",
+    )
     args = parser.parse_args()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as tmp:
         conversations = [Conversation(Path(tmp) / f"conv{n}", s) for n, s in enumerate(samples)]
         try:
-            if args.cv:
+            if args.cv_joint:
+                cross_validate_jointly(conversations)
+            elif args.cv:
                 cross_validate(conversations)
             else:
                 ablation(args.data.name, conversations)
