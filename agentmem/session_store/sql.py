@@ -367,7 +367,8 @@ _SQL_RECALL_SESSIONS: Final = "SELECT count(*) FROM sessions"
 # How many messages each of the sessions (a JSON array of ids) holds: its last seq + 1, one
 # index lookup per session.
 _SQL_RECALL_SESSION_SIZES: Final = """
-    SELECT j.value, (SELECT max(seq) + 1 FROM recall_docs WHERE session_id = j.value)
+    SELECT j.value, (SELECT seq + 1 FROM recall_docs WHERE session_id = j.value
+                     ORDER BY seq DESC LIMIT 1)
     FROM json_each(?) AS j
 """
 _SQL_RECALL_INTEGRITY: Final = (
