@@ -9,15 +9,20 @@ message that is not stored, or misses one that is.
 Ranking, all lexical and local (no model, no network):
 
 1. **Candidates**: the query's keywords (stopwords dropped) are OR-ed into
-   an FTS5 query; the ``Ranking.candidates`` best messages by BM25
-   (porter-stemmed, the index's tokenizer) pass the filters inside SQLite.
-2. **Classic rules** on each candidate: exact phrase +3, +1 per keyword
-   present, keyword density +1.5, a keyword in the session's name +0.5.
-3. **Neighbouring turns**: a message whose neighbours in the same session
-   also match gains a share of their score (an answer often sits next to
-   the turn that names the topic).
-4. **Session score**: a message in a session with other strong matches
-   gains a share of that session's best scores.
+   an FTS5 query; the best ``Ranking.candidates`` matches by FTS5's BM25 pass
+   the filters inside SQLite (every match, in a store of at most
+   ``Ranking.every_match`` messages).
+2. **BM25, re-scored**: each candidate's BM25 with ``Ranking.k1``/``b``, from
+   its porter terms (:mod:`agentmem._porter`, the index's own tokenizer), its
+   length and the index's document frequencies.
+3. **Classic rules** (exact phrase +3, +1 per keyword present, keyword
+   density +1.5, a keyword in the session's name +0.5) and the **speaker**
+   (its ``"Name:"`` label named in the query).
+4. **Context**: the keywords found across the message and its neighbours, a
+   share of the neighbours' scores, of the session's best scores, and the BM25
+   of the session taken as one document.
+5. **Priors** from where and what the message is: a session's first message,
+   a message that asks (ends with ``?``) rather than tells, its length.
 
 Ties go to the newest session, then the earlier message. Each idea's
 measured effect is in ``docs/recall.md`` (``bench/bench_recall_locomo.py``).
@@ -27,12 +32,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from agentmem._porter import Matcher, terms
 from agentmem.errors import InvalidArgumentError
 from agentmem.session_store import SessionStore
 
@@ -52,6 +58,9 @@ STOPWORDS: Final = frozenset(
     yourselves ever also get got much many s t d ll m re ve kind""".split()  # noqa: SIM905
 )
 """Words dropped from a query: they match nearly every message and rank nothing."""
+
+SESSION_BM25: Final = (1.2, 0.75)
+"""BM25's k1 and b for a session taken as one document (FTS5's own values)."""
 
 COMMON_MIN_MESSAGES: Final = 200
 """Below this many messages every keyword is searched (see ``Ranking.common``)."""
@@ -95,32 +104,50 @@ class Ranking:
 
     Attributes:
         stopwords: Drop :data:`STOPWORDS` from the query.
+        k1: BM25's term-frequency saturation (FTS5's built-in ``bm25()`` fixes 1.2).
+        b: BM25's length normalisation, 0 (none) to 1 (FTS5 fixes 0.75).
         classic: Weight of the classic rules (phrase, keywords, density, title).
         neighbours: Share of each neighbouring message's score a message gains
             (divided by the distance, up to ``reach`` messages away).
         reach: How far the neighbours counted by ``neighbours`` go.
         session: Share of its session's score (mean of the session's best
             three matches) a message gains.
+        session_text: Weight of the BM25 score of the query against the message's whole
+            session taken as one document (document frequencies counted in sessions).
         speaker: Bonus for a message whose speaker (a leading ``"Name:"`` label, the
             transcript convention) is named in the query.
         window: Weight of the number of keywords found in the message and its two
             neighbours together (a question's words spread over adjacent turns).
+        length: Weight of ``ln(1 + the message's length in words)``: a one-line "thanks!"
+            rarely holds what is asked for.
+        opening: Bonus for a session's first message (where news is told).
+        question: Penalty for a message that ends with a question mark: it asks, its
+            reply tells (it still lends its score to its neighbours).
         common: A keyword held by more than this share of all messages is left out
             of the index query (it ranks almost nothing and matches almost
             everything, the cost of a query); the other signals still use it.
         candidates: How many BM25 matches are re-ranked, per result asked for
             (at least 100).
+        every_match: In a store of at most this many messages every match is re-ranked
+            (the session scores then see every message that holds a keyword).
     """
 
     stopwords: bool = True
-    classic: float = 0.5
-    neighbours: float = 0.3
+    k1: float = 2.0
+    b: float = 0.25
+    classic: float = 0.25
+    neighbours: float = 0.4
     session: float = 0.6
-    speaker: float = 2.0
-    window: float = 1.0
+    session_text: float = 2.0
+    speaker: float = 4.0
+    window: float = 3.0
+    length: float = 0.5
+    opening: float = 2.0
+    question: float = 2.0
     reach: int = 2
     common: float = 0.8
     candidates: int = 30
+    every_match: int = 1000
 
 
 DEFAULT_RANKING: Final = Ranking()
@@ -136,8 +163,8 @@ def keywords(query: str, *, stopwords: bool = True) -> list[str]:
 
 
 def _stem(word: str) -> str:
-    # A crude suffix strip so the classic keyword rule agrees with the porter index on
-    # the common cases (plural, -ing, -ed); BM25 itself matches on porter stems.
+    # A crude suffix strip: the classic rules and the window count a word that starts with
+    # a keyword's crude stem as that keyword (looser than the porter stems BM25 matches on).
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
@@ -163,28 +190,92 @@ def _classic(
     return score
 
 
-def _variants(word: str) -> list[str]:
-    # Index terms are porter stems; these cover the word's usual stems (a miss keeps the word).
-    out = [word, _stem(word)]
-    if word.endswith("y"):
-        out.append(word[:-1] + "i")
-    return out
+@dataclass(frozen=True, slots=True)
+class _Corpus:
+    """What BM25 needs to know of the whole index (see ``SessionStore.recall_stats``)."""
+
+    docs: dict[str, int]
+    messages: int
+    tokens: int
+    sessions: int
+
+    def idf(self, query_terms: Sequence[str], counts: Iterable[dict[str, int]]) -> dict[str, float]:
+        """FTS5's BM25 idf of each term (``log((N - n + 0.5) / (n + 0.5))``, at least 1e-6).
+
+        From the index's statistics; from the candidates when the index gives none.
+        """
+        if self.messages:
+            total, docs = self.messages, self.docs
+        else:
+            held: Counter[str] = Counter()
+            candidates = 0
+            for count in counts:
+                held.update(count.keys())
+                candidates += 1
+            total, docs = candidates, dict(held)
+        return {t: _idf(total, docs.get(t, 0)) for t in query_terms}
+
+    def average_length(self, lengths: Iterable[int]) -> float:
+        """Mean message length in tokens: the index's, else the candidates'."""
+        if self.messages and self.tokens:
+            return self.tokens / self.messages
+        values = list(lengths)
+        return max(1.0, sum(values) / max(1, len(values)))
 
 
-def _informative(store: SessionStore, words: list[str], common: float) -> list[str]:
+def _idf(total: int, held: int) -> float:
+    value = math.log((total - held + 0.5) / (held + 0.5)) if total > held else 0.0
+    return value if value > 0 else 1e-6
+
+
+def _bm25(
+    count: dict[str, int], relative: float, idf: dict[str, float], k1: float, b: float
+) -> float:
+    """Okapi BM25 of one document: ``count`` its query-term frequencies, ``relative`` its
+    length over the average."""
+    norm = k1 * (1 - b + b * relative)
+    return sum(idf[t] * f * (k1 + 1) / (f + norm) for t, f in count.items())
+
+
+def _session_text(
+    store: SessionStore,
+    query_terms: Sequence[str],
+    counts: dict[tuple[str, int], dict[str, int]],
+    corpus: _Corpus,
+) -> dict[str, float]:
+    """BM25 of the query against each candidate session taken as one document.
+
+    Term frequencies are summed over the session's candidates (its other messages hold no
+    query term when every match is a candidate); its length is its number of messages;
+    document frequencies count sessions (among the candidates': exact when every match
+    is a candidate); k1 and b are FTS5's (:data:`SESSION_BM25`).
+    """
+    per_session: dict[str, Counter[str]] = defaultdict(Counter)
+    for (sid, _), count in counts.items():
+        per_session[sid].update(count)
+    sizes = store.recall_session_sizes(sorted(per_session))
+    total = max(corpus.sessions, len(per_session))
+    idf = {t: _idf(total, sum(1 for c in per_session.values() if t in c)) for t in query_terms}
+    mean = max(1.0, (corpus.messages or sum(sizes.values())) / max(1, total))
+    return {
+        sid: _bm25(count, max(1, sizes.get(sid, 1)) / mean, idf, *SESSION_BM25)
+        for sid, count in per_session.items()
+    }
+
+
+def _informative(
+    words: list[str], stems: dict[str, list[str]], corpus: _Corpus, common: float
+) -> list[str]:
     """``words`` without those held by more than ``common`` of the messages.
 
     Only where it matters and is safe: in a store of at least :data:`COMMON_MIN_MESSAGES`
     messages, and only when a word that stays is held by some message (else the query
     would lose the only words that match).
     """
-    if common >= 1.0 or len(words) < 2:
+    if common >= 1.0 or len(words) < 2 or corpus.messages < COMMON_MIN_MESSAGES:
         return words
-    docs, total = store.recall_term_docs(sorted({v for w in words for v in _variants(w)}))
-    if total < COMMON_MIN_MESSAGES:
-        return words
-    held = {w: max(docs.get(v, 0) for v in _variants(w)) for w in words}
-    kept = [w for w in words if held[w] <= common * total]
+    held = {w: max((corpus.docs.get(t, 0) for t in stems[w]), default=0) for w in words}
+    kept = [w for w in words if held[w] <= common * corpus.messages]
     return kept if any(held[w] for w in kept) else words
 
 
@@ -288,50 +379,59 @@ def recall(
     words = keywords(query, stopwords=ranking.stopwords) or keywords(query, stopwords=False)
     if not words or filters["session_ids"] == [] or filters["roles"] == []:
         return []
-    searched = _informative(store, words, ranking.common)
+    stems = {word: terms(word) for word in words}
+    query_terms = list(dict.fromkeys(t for ts in stems.values() for t in ts))
+    corpus = _Corpus(*store.recall_stats(query_terms))
+    pool = max(100, ranking.candidates * limit)
+    searched = words
+    if corpus.messages <= ranking.every_match:
+        pool = max(pool, corpus.messages)  # every match, common words included
+    else:
+        searched = _informative(words, stems, corpus, ranking.common)
     match = " OR ".join(f'"{word}"' for word in searched)
-    rows = store.recall_rows(match, max(100, ranking.candidates * limit), **filters)
+    rows = store.recall_rows(match, pool, **filters)
     if not rows:
         return []
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
-    stems = [_stem(w) for w in words]
-    # A word starting with a keyword's stem is that keyword (plural, -ing, -ed...).
-    pattern = re.compile(
-        r"\b(" + "|".join(map(re.escape, sorted(set(stems), key=len, reverse=True))) + r")\w*"
-    )
+    crude = list(dict.fromkeys(_stem(w) for w in words))
+    matcher = Matcher(query_terms, crude)
     titles: dict[str, bool] = {}
-    unique_stems = set(stems)
+    counts: dict[tuple[str, int], dict[str, int]] = {}
     found: dict[tuple[str, int], set[str]] = {}
-    score: dict[tuple[str, int], float] = {}
+    occurrences: dict[tuple[str, int], int] = {}
+    lengths: dict[tuple[str, int], int] = {}
     meta: dict[tuple[str, int], tuple[str, str]] = {}
     sessions: dict[str, tuple[str | None, float, float]] = {}
-    for sid, seq, role, bm25, text, name, created, updated in rows:
+    for sid, seq, role, _, text, name, created, updated, length in rows:
         key = (str(sid), int(seq))
-        title = None if name is None else _text(name)
-        sessions[key[0]] = (title, float(created), float(updated))
+        if key[0] not in sessions:
+            title = None if name is None else _text(name)
+            sessions[key[0]] = (title, float(created), float(updated))
+            titles[key[0]] = bool(title and matcher.count(title)[1])
         body = _text(text)
-        lowered = body.lower()
-        occurrences = pattern.findall(lowered)
-        found[key] = set(occurrences)
-        value = float(bm25)
+        counts[key], found[key], occurrences[key] = matcher.count(body)
+        lengths[key] = int(length)
+        meta[key] = (_text(role), body)
+    idf = corpus.idf(query_terms, counts.values())
+    average = corpus.average_length(lengths.values())
+    score: dict[tuple[str, int], float] = {}
+    for key, count in counts.items():
+        value = _bm25(count, lengths[key] / average, idf, ranking.k1, ranking.b)
         if ranking.classic:
-            if key[0] not in titles:
-                titles[key[0]] = bool(title and pattern.search(title.lower()))
             value += ranking.classic * _classic(
-                lowered,
+                meta[key][1].lower(),
                 found[key],
-                len(occurrences),
+                occurrences[key],
                 phrase,
                 titles[key[0]],
-                len(found[key]) == len(unique_stems),
+                len(found[key]) == len(crude),
             )
         if ranking.speaker:
-            label = _LABEL.match(body)
+            label = _LABEL.match(meta[key][1])
             if label and label.group(1).lower() in words:
                 value += ranking.speaker
         score[key] = value
-        meta[key] = (_text(role), body)
 
     final = dict(score)
     if ranking.window:
@@ -354,15 +454,27 @@ def recall(
         strength = {sid: sum(sorted(v, reverse=True)[:3]) / 3 for sid, v in best.items()}
         for key in final:
             final[key] += ranking.session * strength[key[0]]
+    if ranking.session_text:
+        documents = _session_text(store, query_terms, counts, corpus)
+        for key in final:
+            final[key] += ranking.session_text * documents[key[0]]
+    for key in final:
+        _, body = meta[key]
+        if ranking.length:
+            final[key] += ranking.length * math.log1p(lengths[key])
+        if ranking.opening and key[1] == 0:
+            final[key] += ranking.opening
+        if ranking.question and body.rstrip().endswith("?"):
+            final[key] -= ranking.question
 
     order = sorted(final, key=lambda k: (-final[k], -sessions[k[0]][2], k[1]))[:limit]
-    hits: list[RecallHit] = []
+    out: list[RecallHit] = []
     for sid, seq in order:
         role, body = meta[(sid, seq)]
         title, created, _ = sessions[sid]
         texts = store.recall_texts(sid, seq - 1, seq + 1)
         before, after = texts.get(seq - 1), texts.get(seq + 1)
-        hits.append(
+        out.append(
             RecallHit(
                 session_id=sid,
                 index=seq,
@@ -375,4 +487,4 @@ def recall(
                 next=None if after is None else _preview(after, words),
             )
         )
-    return hits
+    return out

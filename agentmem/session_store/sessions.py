@@ -526,14 +526,23 @@ class SessionStore:
         with self._read("search the rebuilt recall index") as sql:
             return sql.recall_rows(match, limit, **filters)
 
-    def recall_term_docs(self, terms: builtins.list[str]) -> tuple[dict[str, int], int]:
-        """Messages holding each index term, and about how many messages are indexed.
+    def recall_stats(self, terms: builtins.list[str]) -> tuple[dict[str, int], int, int, int]:
+        """BM25's corpus statistics (see :meth:`SessionsSQL.recall_stats`), after indexing
+        what is still queued: messages holding each index term, messages indexed, tokens
+        in them, sessions. An index found damaged is rebuilt, as by :meth:`recall_rows`."""
+        try:
+            self._flush_recall_index()
+            with self._read("read the recall index's statistics") as sql:
+                return sql.recall_stats(terms)
+        except CorruptStoreError as exc:
+            self._rebuild_recall_index(f"reading its statistics found it damaged ({exc})")
+        with self._read("read the rebuilt recall index's statistics") as sql:
+            return sql.recall_stats(terms)
 
-        Changes still queued (fewer than ``RECALL_BATCH``) are not counted: the counts only
-        pick out words held by most messages; :meth:`recall_rows` indexes the queue first.
-        """
-        with self._read("read the recall index's vocabulary") as sql:
-            return sql.recall_term_docs(terms)
+    def recall_session_sizes(self, session_ids: builtins.list[str]) -> dict[str, int]:
+        """How many messages each of ``session_ids`` holds, from the recall index."""
+        with self._read("read the recall index's session sizes") as sql:
+            return sql.recall_session_sizes(session_ids)
 
     def recall_texts(self, session_id: str, first: int, last: int) -> dict[int, str]:
         """The indexed text of messages ``first..last`` of a session, by index."""

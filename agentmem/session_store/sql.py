@@ -13,6 +13,7 @@ once per connection and reused.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
@@ -343,7 +344,8 @@ _SQL_QUARANTINE: Final = (
 
 _SQL_RECALL: Final = f"""
     SELECT d.session_id, d.seq, {_raw("d.role")}, -bm25(recall_fts), {_raw("d.text")},
-           {_raw("s.name")}, s.created_at, s.updated_at
+           {_raw("s.name")}, s.created_at, s.updated_at,
+           (SELECT z.sz FROM recall_fts_docsize AS z WHERE z.id = recall_fts.rowid)
     FROM recall_fts
     JOIN recall_docs AS d ON d.docid = recall_fts.rowid
     JOIN sessions AS s ON s.id = d.session_id
@@ -358,7 +360,17 @@ _SQL_RECALL_VOCAB: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, recall_fts, row)"
 )
 _SQL_RECALL_PENDING: Final = "SELECT 1 FROM recall_pending LIMIT 1"
-_SQL_RECALL_TOTAL: Final = "SELECT COALESCE(MAX(docid), 0) FROM recall_docs"
+# FTS5's "averages" record (row 1 of its %_data table): varints, the number of indexed rows
+# then the number of tokens in them; what its own bm25() normalises lengths with.
+_SQL_RECALL_AVERAGES: Final = "SELECT block FROM recall_fts_data WHERE id = 1"
+_SQL_RECALL_SESSIONS: Final = "SELECT count(*) FROM sessions"
+# How many messages each of the sessions (a JSON array of ids) holds: its last seq + 1, one
+# index lookup per session.
+_SQL_RECALL_SESSION_SIZES: Final = """
+    SELECT j.value, (SELECT seq + 1 FROM recall_docs WHERE session_id = j.value
+                     ORDER BY seq DESC LIMIT 1)
+    FROM json_each(?) AS j
+"""
 _SQL_RECALL_INTEGRITY: Final = (
     "INSERT INTO recall_fts (recall_fts, rank) VALUES ('integrity-check', 1)"
 )
@@ -375,6 +387,38 @@ _SQL_RECALL_DRIFT: Final = f"""
                 WHERE d.role IS NOT CAST(m.role AS TEXT)
                    OR d.text IS NOT {_TEXT_OF.format(b="m.body")})
 """
+
+
+def _varints(data: bytes) -> list[int]:
+    """Decode SQLite's big-endian varints (7 bits a byte, the 9th byte 8 bits)."""
+    out: list[int] = []
+    i = 0
+    while i < len(data):
+        value = 0
+        for n in range(9):
+            if i >= len(data):
+                return out
+            byte = data[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def _token_count(size: object) -> int:
+    """The first varint of an FTS5 ``%_docsize`` record (0 when there is none)."""
+    if not isinstance(size, bytes) or not size:
+        return 0
+    first = size[0]
+    if first < 0x80:
+        return first
+    values = _varints(size)
+    return values[0] if values else 0
 
 
 class SessionsSQL:
@@ -549,8 +593,8 @@ class SessionsSQL:
         """The ``limit`` best BM25 matches of the FTS5 query ``match`` that pass the filters.
 
         Rows: ``(session_id, seq, raw role, bm25 score (higher is better), raw text,
-        raw session name, created_at, updated_at)``. ``since``/``until`` keep sessions
-        active in that time range; ``max_sessions`` searches only the most recently
+        raw session name, created_at, updated_at, length in tokens)``. ``since``/``until``
+        keep sessions active in that time range; ``max_sessions`` searches only the most recently
         updated sessions.
         """
         clauses: list[str] = []
@@ -578,20 +622,35 @@ class SessionsSQL:
             params.append(max_sessions)
         filters = "".join(f" AND {clause}" for clause in clauses)
         params.append(limit)
-        return self.conn.execute(_SQL_RECALL.format(filters=filters), params).fetchall()
+        rows = self.conn.execute(_SQL_RECALL.format(filters=filters), params).fetchall()
+        # The last column is FTS5's size record (a varint): the message's length in tokens.
+        return [(*row[:-1], _token_count(row[-1])) for row in rows]
 
-    def recall_term_docs(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """How many messages hold each of ``terms`` (index terms: lowercase stems), and an
-        upper bound of the number of indexed messages. Cost: one B-tree lookup per term."""
-        if not terms:
-            return {}, 0
-        self.conn.execute(_SQL_RECALL_VOCAB)
-        marks = ", ".join("?" * len(terms))
-        rows = self.conn.execute(
-            f"SELECT term, doc FROM temp.recall_vocab WHERE term IN ({marks})", list(terms)
-        ).fetchall()
-        total = int(self.conn.execute(_SQL_RECALL_TOTAL).fetchone()[0])
-        return {str(term): int(doc) for term, doc in rows}, total
+    def recall_stats(self, terms: Sequence[str]) -> tuple[dict[str, int], int, int, int]:
+        """Corpus statistics for BM25: messages holding each of ``terms``, the number of
+        indexed messages, the number of tokens in them, and the number of sessions.
+
+        Messages and tokens come from FTS5's own averages record (0, 0 when it cannot
+        be read: an empty index). Cost: one B-tree lookup per term and three row reads.
+        """
+        docs: dict[str, int] = {}
+        if terms:
+            self.conn.execute(_SQL_RECALL_VOCAB)
+            marks = ", ".join("?" * len(terms))
+            rows = self.conn.execute(
+                f"SELECT term, doc FROM temp.recall_vocab WHERE term IN ({marks})", list(terms)
+            ).fetchall()
+            docs = {str(term): int(doc) for term, doc in rows}
+        row = self.conn.execute(_SQL_RECALL_AVERAGES).fetchone()
+        values = _varints(bytes(row[0])) if row is not None and row[0] is not None else []
+        messages, tokens = (values[0], values[1]) if len(values) >= 2 else (0, 0)
+        sessions = int(self.conn.execute(_SQL_RECALL_SESSIONS).fetchone()[0])
+        return docs, messages, tokens, sessions
+
+    def recall_session_sizes(self, sids: Sequence[str]) -> dict[str, int]:
+        """How many messages each of the sessions ``sids`` holds (0 for none)."""
+        rows = self.conn.execute(_SQL_RECALL_SESSION_SIZES, (json.dumps(list(sids)),))
+        return {str(sid): int(size or 0) for sid, size in rows}
 
     def recall_queued(self) -> bool:
         """Whether message changes wait in the recall index's queue (one row read)."""
