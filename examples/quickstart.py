@@ -11,6 +11,9 @@ Runs offline, no API key: a scripted LLM stands in for your model client.
    payload is identical to the one before the crash.
 3. A broken history (interrupted tool call, stale tool result, foreign ids,
    invalid UTF-8) is repaired into valid OpenAI and Anthropic payloads.
+4. Across sessions: a long task ends with the memory updater writing a topic
+   file, a user's stated preference is remembered by semantic memory, and a
+   later session gets both in its payload and finds the old session by recall.
 
     python examples/quickstart.py
 """
@@ -124,6 +127,41 @@ def part_three() -> None:
         print(f"refused: {err}")
 
 
+def part_four(root: Path) -> None:
+    print("\n=== 4. across sessions: topic files, semantic memory, recall ===")
+    from agentmem.semantic import LocalMemoryClient, SemanticMemoryExtension
+
+    updater = ScriptedLLM(
+        [
+            tool_call("list_memories", {}),
+            tool_call(
+                "write_memory", {"topic": "deploy", "content": "Deploy with `make release`."}
+            ),
+            {"role": "assistant", "content": "Saved what this task taught."},
+        ]
+    )
+    with agentmem.Memory(root=root, llm=updater) as mem:
+        ext = SemanticMemoryExtension(client=LocalMemoryClient(mem), user_id="ana", infer=False)
+        with mem.session(name="release 1.4", extensions=[ext]) as s:
+            s.start_task("Ship release 1.4. I prefer squash merges.")
+            for step in range(12):  # twelve model calls: long enough to be worth remembering
+                s.append({"role": "assistant", "content": f"Step {step}: ran make release."})
+                s.record_usage(900, 40)
+            s.finish_task()
+            update = s.last_memory_update
+            assert update is not None
+            print(f"memory update: wrote {list(update.topics)} in {len(update.requests)} requests")
+        ext = SemanticMemoryExtension(client=LocalMemoryClient(mem), user_id="ana", infer=False)
+        with mem.session(name="release 1.5", extensions=[ext]) as s:
+            s.start_task("How should I merge the 1.5 branch?")
+            payload = s.context()
+            print("system prompt carries the topic file:", "make release" in payload[0]["content"])
+            block = next(m["content"] for m in payload if "<memory-context" in str(m["content"]))
+            print("remembered for this turn:", [ln for ln in block.splitlines() if "squash" in ln])
+        for hit in mem.recall("ran make release", max_results=2):
+            print(f"recall: {hit.session_name!r} message {hit.index}: {hit.preview}")
+
+
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--agent-process":
         # Child: run the agent, leave what it sent last on disk, then die without cleanup.
@@ -138,6 +176,8 @@ def main() -> None:
         session_id, payload = json.loads((root / "last_payload.json").read_text())
         part_two(root, session_id, payload)
     part_three()
+    with tempfile.TemporaryDirectory() as tmp:
+        part_four(Path(tmp) / ".agentmem")
 
 
 if __name__ == "__main__":
