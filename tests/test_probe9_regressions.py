@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from agentmem import Memory
 from agentmem.errors import InvalidArgumentError
 from agentmem.semantic import LocalMemoryClient
+from agentmem.topics import TopicStore
 
 
 def texts(records: Any) -> set[str]:
@@ -47,3 +49,60 @@ def test_user_turns_with_none_or_parts_content_are_still_accepted() -> None:
         infer=False,
     )
     assert [e["memory"] for e in events] == ["parts work"]
+
+
+# --------------------------------------------------------------------------- hand-edited topics
+
+
+def hand_edited(tmp_path: Path) -> tuple[TopicStore, Path]:
+    store = TopicStore(tmp_path / "root" / "memories")
+    store.write("good", "a good topic\n")
+    directory = tmp_path / "root" / "memories"
+    (directory / "adir.md").mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("OUTSIDE SECRET\n")
+    (directory / "link.md").symlink_to(outside)
+    (directory / "..hidden.md").write_text("unsafe name\n")
+    (directory / "badutf8.md").write_bytes(b"caf\xe9 text\n")
+    return store, directory
+
+
+def test_entries_named_like_topics_that_are_not_topic_files_are_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, directory = hand_edited(tmp_path)
+    caplog.set_level(logging.WARNING, logger="agentmem.storage")
+    assert {i.topic for i in store.list()} == {"good", "badutf8"}
+    for name in ("adir.md", "link.md", "..hidden.md"):
+        assert any(str(directory / name) in p for p in store.problems), name
+        assert any(str(directory / name) in r.getMessage() for r in caplog.records), name
+        assert (directory / name).exists() or (directory / name).is_symlink()  # left in place
+    count = len(store.problems)
+    store.list()
+    assert len(store.problems) == count  # reported once, not on every listing
+
+
+def test_a_topic_that_is_not_utf8_is_read_with_replacements_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, directory = hand_edited(tmp_path)
+    caplog.set_level(logging.WARNING, logger="agentmem.storage")
+    assert store.read("badutf8") == "caf\ufffd text\n"
+    assert (directory / "badutf8.md").read_bytes() == b"caf\xe9 text\n"  # never rewritten
+    assert any("badutf8.md" in p and "not UTF-8" in p for p in store.problems)
+    assert any("badutf8.md" in r.getMessage() for r in caplog.records)
+    assert store.read("good") == "a good topic\n"
+    assert not any("good.md" in p for p in store.problems)
+
+
+def test_the_next_sessions_prompt_reports_what_it_left_out(tmp_path: Path) -> None:
+    mem = Memory(root=tmp_path / "root", working_dir=tmp_path)
+    mem.topics.write("good", "a good topic\n")
+    (tmp_path / "root" / "memories" / "adir.md").mkdir()
+    (tmp_path / "outside.txt").write_text("OUTSIDE SECRET\n")
+    (tmp_path / "root" / "memories" / "link.md").symlink_to(tmp_path / "outside.txt")
+    with mem.session(name="next") as s:
+        assert "a good topic" in s.topics_prompt
+        assert "OUTSIDE" not in s.topics_prompt
+    assert any("adir.md" in p for p in mem.topics.problems)
+    assert any("link.md" in p and "symlink" in p for p in mem.topics.problems)
