@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentmem import Memory
-from agentmem.errors import InvalidArgumentError
+from agentmem.errors import InvalidArgumentError, MemoryNotFoundError
 from agentmem.semantic import LocalMemoryClient
 from agentmem.topics import TopicStore
 
@@ -106,3 +106,70 @@ def test_the_next_sessions_prompt_reports_what_it_left_out(tmp_path: Path) -> No
         assert "OUTSIDE" not in s.topics_prompt
     assert any("adir.md" in p for p in mem.topics.problems)
     assert any("link.md" in p and "symlink" in p for p in mem.topics.problems)
+
+
+# --------------------------------------------------------------------------- rows damaged in place
+
+
+def damaged_store(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A semantic.sqlite with four memories, two of them then damaged in place."""
+    with LocalMemoryClient(tmp_path, durability="normal") as client:
+        ids = {
+            text: client.add(text, user_id="u", infer=False)[0]["id"]
+            for text in ("apple pie", "banana bread", "cherry tart", "damson jam")
+        }
+    path = tmp_path / "semantic.sqlite"
+    conn = sqlite3.connect(path)
+    with conn:  # what a flipped byte does: SQLite cannot notice, the row still parses
+        conn.execute(
+            "UPDATE memories SET hash = CAST(X'3966ff35' AS TEXT) WHERE id = ?",
+            (ids["banana bread"],),
+        )
+        conn.execute(
+            "UPDATE memories SET metadata = CAST('{\"a\": 1' AS TEXT) WHERE id = ?",
+            (ids["cherry tart"],),
+        )
+    conn.close()
+    return path, ids
+
+
+def test_a_row_damaged_in_place_is_left_out_and_reported_not_the_whole_scope(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, ids = damaged_store(tmp_path)
+    caplog.set_level(logging.WARNING, logger="agentmem.storage")
+    client = LocalMemoryClient(tmp_path)
+    assert client.recovery is None
+    assert texts(client.get_all(user_id="u")) == {"apple pie", "damson jam"}
+    assert {r.memory for r in client.search("apple banana cherry damson", user_id="u")} == {
+        "apple pie",
+        "damson jam",
+    }
+    assert len(client.problems) == 2
+    assert any("'hash' is not UTF-8" in p for p in client.problems)
+    assert any("'metadata'" in p for p in client.problems)
+    assert sum("left out" in r.getMessage() for r in caplog.records) == 2  # logged once each
+    client.get_all(user_id="u")
+    assert len(client.problems) == 2
+    client.add("elder wine", user_id="u", infer=False)  # the store stays writable
+    assert texts(client.get_all(user_id="u")) == {"apple pie", "damson jam", "elder wine"}
+    client.close()
+    raw = sqlite3.connect(path)
+    kept = {str(r[0]) for r in raw.execute("SELECT id FROM memories")}
+    raw.close()
+    assert {ids["banana bread"], ids["cherry tart"]} <= kept  # never removed on its own
+
+
+def test_a_damaged_row_can_still_be_forgotten_by_id(tmp_path: Path) -> None:
+    _, ids = damaged_store(tmp_path)
+    with LocalMemoryClient(tmp_path) as client:
+        with pytest.raises(MemoryNotFoundError):
+            client.get(ids["cherry tart"])  # unreadable: not handed out as if whole
+        client.delete(ids["cherry tart"])
+        with pytest.raises(MemoryNotFoundError):
+            client.delete(ids["cherry tart"])
+        history = client.history(ids["cherry tart"])
+        assert [(h.event, h.old_memory, h.new_memory) for h in history] == [
+            ("ADD", None, "cherry tart"),
+            ("DELETE", None, None),  # the damaged row's text is not copied into history
+        ]

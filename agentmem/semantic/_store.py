@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import operator
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -56,6 +57,7 @@ __all__ = [
     "fact_hash",
     "find_fact",
     "get_row",
+    "has_id",
     "history_rows",
     "insert_row",
     "keyword_matches",
@@ -66,11 +68,22 @@ __all__ = [
     "update_row",
 ]
 
+_log = logging.getLogger("agentmem.storage")
+
 _CHUNK = 500  # bound parameters per IN (...) query, well under SQLite's limit
 
-_COLUMNS = (
-    "docid, id, user_id, agent_id, run_id, text, hash, metadata, vector, created_at, updated_at"
+# Text columns are read as bytes and decoded here: a byte damaged in place (which SQLite
+# cannot notice) makes one row unreadable, not every query that meets it.
+_COLUMNS = ", ".join(
+    name if name in ("docid", "vector") else f"CAST({name} AS BLOB)"
+    for name in (
+        "docid, id, user_id, agent_id, run_id, text, hash, metadata, vector, "
+        "created_at, updated_at"
+    ).split(", ")
 )
+
+Report = Callable[[str], None]
+"""Told what is wrong with a damaged row (``"memory row 12: ..."``), which is then left out."""
 
 
 class Row(NamedTuple):
@@ -89,26 +102,55 @@ class Row(NamedTuple):
     updated_at: str
 
 
-def _row(raw: Sequence[Any]) -> Row:
+_TEXT_COLUMNS = ("id", "user_id", "agent_id", "run_id", "text", "hash", "metadata")
+
+
+def _decode(raw: Sequence[Any]) -> Row | str:
+    """The row, or what is wrong with it (a column that is not UTF-8, metadata not an object)."""
+    texts: list[str] = []
+    for index, value in enumerate(raw[1:11], start=1):
+        if index == 8:
+            continue  # the vector
+        name = _TEXT_COLUMNS[index - 1] if index <= 7 else ("created_at", "updated_at")[index - 9]
+        if not isinstance(value, bytes):
+            return f"column {name!r} is {type(value).__name__}, not text"
+        try:
+            texts.append(value.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            return f"column {name!r} is not UTF-8 (byte {exc.start})"
+    ident, user, agent, run, text, digest, meta, created, updated = texts
     try:
-        metadata = json.loads(raw[7])
+        metadata = json.loads(meta)
     except ValueError as exc:
-        raise sqlite3.DatabaseError(f"malformed metadata in memory {raw[1]!r}: {exc}") from exc
+        return f"column 'metadata' is not JSON ({exc})"
     if not isinstance(metadata, dict):
-        raise sqlite3.DatabaseError(f"malformed metadata in memory {raw[1]!r}: not an object")
+        return "column 'metadata' is not a JSON object"
+    vector = raw[8]
     return Row(
         int(raw[0]),
-        str(raw[1]),
-        str(raw[2]),
-        str(raw[3]) or None,
-        str(raw[4]) or None,
-        str(raw[5]),
-        str(raw[6]),
+        ident,
+        user,
+        agent or None,
+        run or None,
+        text,
+        digest,
         metadata,
-        None if raw[8] is None else bytes(raw[8]),
-        str(raw[9]),
-        str(raw[10]),
+        None if vector is None else bytes(vector),
+        created,
+        updated,
     )
+
+
+def _row(raw: Sequence[Any], report: Report | None) -> Row | None:
+    """The row; a damaged one is told to ``report`` and left out (``None``), or, without
+    ``report``, raised as :class:`sqlite3.DatabaseError` (the caller maps it)."""
+    row = _decode(raw)
+    if isinstance(row, Row):
+        return row
+    if report is None:
+        raise sqlite3.DatabaseError(f"malformed memory row {raw[0]}: {row}")
+    report(f"memory row {raw[0]}: {row}")
+    return None
 
 
 def fact_hash(text: str) -> str:
@@ -152,6 +194,7 @@ class SemanticDB:
         self.path = path
         self.durability: Durability = durability
         self.recovery: Recovery | None = None
+        self.problems: list[str] = []
         self._lock = threading.RLock()
         self._open_lock: OpenLock | None = None
         if path is None:
@@ -229,6 +272,17 @@ class SemanticDB:
             except sqlite3.Error as exc:
                 raise self._error(action, exc) from exc
 
+    def report(self, problem: str) -> None:
+        """A damaged row was left out: log it on ``agentmem.storage`` and keep it in
+        :attr:`problems` (once; the row stays in the file as it is)."""
+        where = self.path if self.path is not None else ":memory:"
+        message = f"semantic memory {where}: {problem}; left out of the results and left in place"
+        with self._lock:
+            if message in self.problems:
+                return
+            self.problems.append(message)
+        _log.warning("%s", message)
+
     def _require(self) -> sqlite3.Connection:
         if self._conn is None:
             raise StorageError("the semantic memory client is closed", path=self.path)
@@ -265,15 +319,19 @@ def _where(scope: Scope, *, exact: bool, alias: str = "") -> tuple[str, list[str
     return " AND ".join(clauses), params
 
 
-def scope_rows(conn: sqlite3.Connection, scope: Scope, *, exact: bool = False) -> Iterator[Row]:
-    """The memories of ``scope``, newest update first."""
+def scope_rows(
+    conn: sqlite3.Connection, scope: Scope, *, exact: bool = False, report: Report | None = None
+) -> Iterator[Row]:
+    """The memories of ``scope``, newest update first (damaged ones told to ``report``)."""
     where, params = _where(scope, exact=exact)
     cursor = conn.execute(
         f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY updated_at DESC, docid DESC",
         params,
     )
     for raw in cursor:
-        yield _row(raw)
+        row = _row(raw, report)
+        if row is not None:
+            yield row
 
 
 def scope_vectors(
@@ -287,36 +345,47 @@ def scope_vectors(
         yield int(docid), bytes(blob)
 
 
-def rows_by_docid(conn: sqlite3.Connection, docids: Sequence[int]) -> list[Row]:
-    """The memories with these docids, newest update first."""
+def rows_by_docid(
+    conn: sqlite3.Connection, docids: Sequence[int], *, report: Report | None = None
+) -> list[Row]:
+    """The memories with these docids, newest update first (damaged ones told to ``report``)."""
     out: list[Row] = []
     ids = sorted(set(docids))
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
-        out.extend(
-            _row(raw)
-            for raw in conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk
-            )
-        )
+        for raw in conn.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk
+        ):
+            row = _row(raw, report)
+            if row is not None:
+                out.append(row)
     out.sort(key=lambda row: (row.updated_at, row.docid), reverse=True)
     return out
 
 
-def get_row(conn: sqlite3.Connection, memory_id: str) -> Row | None:
-    """The memory with this id, or ``None``."""
+def get_row(
+    conn: sqlite3.Connection, memory_id: str, *, report: Report | None = None
+) -> Row | None:
+    """The memory with this id, or ``None`` (also when it is damaged: told to ``report``)."""
     raw = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
-    return None if raw is None else _row(raw)
+    return None if raw is None else _row(raw, report)
 
 
-def find_fact(conn: sqlite3.Connection, scope: Scope, digest: str) -> Row | None:
+def has_id(conn: sqlite3.Connection, memory_id: str) -> bool:
+    """Whether a row with this id exists (readable or not)."""
+    return conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone() is not None
+
+
+def find_fact(
+    conn: sqlite3.Connection, scope: Scope, digest: str, *, report: Report | None = None
+) -> Row | None:
     """The memory of exactly ``scope`` whose :func:`fact_hash` is ``digest``, if any."""
     where, params = _where(scope, exact=True)
     raw = conn.execute(
         f"SELECT {_COLUMNS} FROM memories WHERE {where} AND hash = ?", [*params, digest]
     ).fetchone()
-    return None if raw is None else _row(raw)
+    return None if raw is None else _row(raw, report)
 
 
 def insert_row(
@@ -393,16 +462,29 @@ def record(
 
 
 def history_rows(
-    conn: sqlite3.Connection, memory_id: str
+    conn: sqlite3.Connection, memory_id: str, *, report: Report | None = None
 ) -> list[tuple[str, str | None, str | None, str]]:
-    """``(event, old_text, new_text, at)`` of every change of a memory, oldest first."""
-    return [
-        (str(e), None if o is None else str(o), None if n is None else str(n), str(a))
-        for e, o, n, a in conn.execute(
-            "SELECT event, old_text, new_text, at FROM history WHERE memory_id = ? ORDER BY seq",
-            (memory_id,),
-        )
-    ]
+    """``(event, old_text, new_text, at)`` of every change of a memory, oldest first.
+
+    An entry with a column that is not UTF-8 is told to ``report`` and left out
+    (without ``report``: :class:`sqlite3.DatabaseError`).
+    """
+    out: list[tuple[str, str | None, str | None, str]] = []
+    for seq, *raw in conn.execute(
+        "SELECT seq, CAST(event AS BLOB), CAST(old_text AS BLOB), CAST(new_text AS BLOB), "
+        "CAST(at AS BLOB) FROM history WHERE memory_id = ? ORDER BY seq",
+        (memory_id,),
+    ):
+        try:
+            event, old, new, at = (None if v is None else bytes(v).decode("utf-8") for v in raw)
+        except UnicodeDecodeError as exc:
+            problem = f"history entry {seq}: a column is not UTF-8 (byte {exc.start})"
+            if report is None:
+                raise sqlite3.DatabaseError(f"malformed {problem}") from exc
+            report(problem)
+            continue
+        out.append((str(event), old, new, str(at)))
+    return out
 
 
 def keyword_matches(
