@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentmem import Memory
-from agentmem.errors import InvalidArgumentError, MemoryNotFoundError
+from agentmem.errors import CorruptStoreError, InvalidArgumentError, MemoryNotFoundError
 from agentmem.semantic import LocalMemoryClient
 from agentmem.topics import TopicStore
 
@@ -173,3 +173,37 @@ def test_a_damaged_row_can_still_be_forgotten_by_id(tmp_path: Path) -> None:
             ("ADD", None, "cherry tart"),
             ("DELETE", None, None),  # the damaged row's text is not copied into history
         ]
+
+
+def test_a_damaged_full_text_index_is_rebuilt_and_the_store_stays_writable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with LocalMemoryClient(tmp_path, durability="normal") as client:
+        for i in range(200):
+            client.add(f"memory {i} about subject {i % 9} " + "word " * (i % 40), user_id="u")
+    path = tmp_path / "semantic.sqlite"
+    conn = sqlite3.connect(path)
+    # What a byte flipped inside one of the FTS5 index's blocks does: the b-tree is sound,
+    # so PRAGMA quick_check (and so recovery on open) does not notice.
+    rowid, block = conn.execute(
+        "SELECT id, block FROM memories_fts_data ORDER BY length(block) DESC LIMIT 1"
+    ).fetchone()
+    damaged = bytearray(block)
+    for offset in range(4, len(damaged), 3):
+        damaged[offset] ^= 0xFF
+    with conn:
+        conn.execute("UPDATE memories_fts_data SET block = ? WHERE id = ?", (bytes(damaged), rowid))
+    assert conn.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+    conn.close()
+    caplog.set_level(logging.WARNING, logger="agentmem.storage")
+    client = LocalMemoryClient(tmp_path)
+    assert client.recovery is None  # open does not notice: FTS5 pages are opaque to it
+    with pytest.raises(CorruptStoreError, match="rebuilt from the memories"):
+        client.search("memory subject word", user_id="u", limit=1000)  # meets the damage
+    client.add("a fresh fact about subject 3", user_id="u", infer=False)  # writable again
+    assert any("full-text index" in p and "rebuilt" in p for p in client.problems)
+    assert any("rebuilt" in r.getMessage() for r in caplog.records)
+    assert len(client.get_all(user_id="u", limit=1000)) == 201
+    found = {r.memory for r in client.search("subject 3", user_id="u", limit=1000)}
+    assert "a fresh fact about subject 3" in found and len(found) > 20
+    client.close()

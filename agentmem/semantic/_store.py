@@ -149,7 +149,7 @@ def _row(raw: Sequence[Any], report: Report | None) -> Row | None:
         return row
     if report is None:
         raise sqlite3.DatabaseError(f"malformed memory row {raw[0]}: {row}")
-    report(f"memory row {raw[0]}: {row}")
+    report(f"memory row {raw[0]}: {row}; left out of the results and left in place")
     return None
 
 
@@ -244,11 +244,43 @@ class SemanticDB:
     def _error(self, action: str, exc: sqlite3.Error) -> StorageError:
         where = self.path if self.path is not None else ":memory:"
         if is_corruption(exc):
+            if self._repair_index():
+                return CorruptStoreError(
+                    f"cannot {action}: the full-text index of {where} was damaged ({exc}); "
+                    "it has been rebuilt from the memories, nothing was lost or changed by "
+                    "this call: try again",
+                    path=self.path,
+                )
             return CorruptStoreError(
                 f"cannot {action}: {where} is damaged ({exc}); it was left in place",
                 path=self.path,
             )
         return StorageError(f"cannot {action} in {where}: {exc}", path=self.path)
+
+    def _repair_index(self) -> bool:
+        """Rebuild ``memories_fts`` when its own check fails; whether it was rebuilt.
+
+        The index is derived from ``memories`` (an external-content FTS5 table),
+        so rebuilding it loses nothing. ``PRAGMA quick_check`` does not look inside
+        FTS5's pages, so a damaged index is only found when a query meets it.
+        """
+        conn = self._conn
+        if conn is None:
+            return False
+        try:
+            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+            return False  # the index is sound: the damage is elsewhere
+        except sqlite3.Error:
+            pass
+        try:
+            with transaction(conn):
+                conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        except sqlite3.Error as exc:
+            self.report(f"the full-text index is damaged and could not be rebuilt ({exc})")
+            return False
+        self.report("the full-text index was damaged; rebuilt it from the memories")
+        return True
 
     @contextmanager
     def write(self, action: str) -> Iterator[sqlite3.Connection]:
@@ -273,10 +305,10 @@ class SemanticDB:
                 raise self._error(action, exc) from exc
 
     def report(self, problem: str) -> None:
-        """A damaged row was left out: log it on ``agentmem.storage`` and keep it in
-        :attr:`problems` (once; the row stays in the file as it is)."""
+        """Log damage found (and what was done) on ``agentmem.storage`` and keep it in
+        :attr:`problems`, once."""
         where = self.path if self.path is not None else ":memory:"
-        message = f"semantic memory {where}: {problem}; left out of the results and left in place"
+        message = f"semantic memory {where}: {problem}"
         with self._lock:
             if message in self.problems:
                 return
@@ -481,7 +513,7 @@ def history_rows(
             problem = f"history entry {seq}: a column is not UTF-8 (byte {exc.start})"
             if report is None:
                 raise sqlite3.DatabaseError(f"malformed {problem}") from exc
-            report(problem)
+            report(f"{problem}; left out of the history and left in place")
             continue
         out.append((str(event), old, new, str(at)))
     return out
