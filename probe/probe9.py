@@ -106,10 +106,19 @@ def open_and_judge(case: str, name: str, root: Path, original: set[str], readabl
             check(case, name, False, f"open raised RAW {type(exc).__name__}: {exc}")
             return
         try:
+            def attempt(op):  # a call that repaired the store says "try again": once
+                try:
+                    return op()
+                except AgentMemError as exc:
+                    if "try again" not in str(exc):
+                        raise
+                    return op()
+
             try:
-                got = {r.memory for r in c.get_all(user_id="u", limit=100000)}
-                c.search("memory topic", user_id="u", limit=50)
-                c.add("probe fresh fact", user_id="u", infer=False)
+                got = {r.memory for r in attempt(lambda: c.get_all(user_id="u", limit=100000))}
+                attempt(lambda: c.search("memory topic", user_id="u", limit=50))
+                attempt(lambda: c.add("probe fresh fact", user_id="u", infer=False))
+                got = {r.memory for r in attempt(lambda: c.get_all(user_id="u", limit=100000))} - {"probe fresh fact"}
             except AgentMemError as exc:
                 check(case, name, False, f"after open: {type(exc).__name__}: {exc}")
                 return
@@ -119,9 +128,13 @@ def open_and_judge(case: str, name: str, root: Path, original: set[str], readabl
             rec = c.recovery
             if rec is None:
                 missing = original - got
-                # byte flips may alter stored text without SQLite noticing: allow altered rows
-                ok = len(got) >= len(original) - 0 and (not missing or len(got) == len(original))
-                check(case, name, ok, f"no recovery; rows {len(got)}/{len(original)} missing={len(missing)}")
+                # byte flips may alter stored text without SQLite noticing: allow altered rows;
+                # a row left out must be reported (client.problems / the storage log)
+                reported = [p for p in getattr(c, "problems", []) if "memory row" in p]
+                ok = len(got) + len(reported) >= len(original) and (
+                    not missing or len(got) + len(reported) == len(original)
+                )
+                check(case, name, ok, f"no recovery; rows {len(got)}/{len(original)} missing={len(missing)} reported_rows={len(reported)} problems={getattr(c, 'problems', [])[:2]}")
             else:
                 moved = Path(rec.moved_to).exists()
                 logged = any(str(rec.moved_to) in m for m in cap.records)

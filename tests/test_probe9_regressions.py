@@ -207,3 +207,43 @@ def test_a_damaged_full_text_index_is_rebuilt_and_the_store_stays_writable(
     found = {r.memory for r in client.search("subject 3", user_id="u", limit=1000)}
     assert "a fresh fact about subject 3" in found and len(found) > 20
     client.close()
+
+
+# --------------------------------------------------------------------------- recovery on open
+
+
+@pytest.mark.parametrize("damage", [b"\xbb", b"Z"])
+def test_rows_still_readable_in_a_file_moved_aside_are_recovered_row_by_row(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: bytes
+) -> None:
+    with LocalMemoryClient(tmp_path, durability="normal") as client:
+        added = {
+            client.add(f"fact {i} about {i % 5}", user_id=f"u{i % 2}", metadata={"i": i})[0]["id"]
+            for i in range(120)
+        }
+        gone = client.add("a fact forgotten later", user_id="u0")[0]["id"]
+        client.delete(gone)
+    path = tmp_path / "semantic.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(path.read_bytes())
+    at = data.index(b"memories_by_update ON memories")  # the schema's SQL text, on page 1
+    data[at + 3 : at + 4] = damage  # SQLite still parses it; the schema check does not pass
+    path.write_bytes(bytes(data))
+    caplog.set_level(logging.WARNING, logger="agentmem.storage")
+    with LocalMemoryClient(tmp_path) as client:
+        assert client.recovery is not None and client.recovered_from is not None
+        assert client.recovered_from.read_bytes() == bytes(data)  # moved aside untouched
+        assert client.recovery.salvaged
+        assert "120 memories" in client.recovery.outcome
+        records = client.get_all(user_id="u0", limit=1000) + client.get_all(user_id="u1", limit=1000)
+        assert {r.id for r in records} == added
+        assert all(r.memory == f"fact {r.metadata['i']} about {r.metadata['i'] % 5}" for r in records)
+        assert len(client.search("about 3", user_id="u1", limit=1000)) == 12  # index rebuilt
+        assert [h.event for h in client.history(gone)] == ["ADD", "DELETE"]
+        client.add("fact 1 about 1", user_id="u1")  # still deduplicated
+        assert len(client.get_all(user_id="u1", limit=1000)) == 60
+    assert any("row by row" in r.getMessage() for r in caplog.records)
+    with LocalMemoryClient(tmp_path) as again:
+        assert again.recovery is None

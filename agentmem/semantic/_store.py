@@ -19,6 +19,7 @@ connection inside a transaction and never commit on their own.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -212,6 +213,8 @@ class SemanticDB:
                 path, self._try_open, what="semantic memory"
             )
             self._conn = conn
+            if self.recovery is not None and not self.recovery.salvaged:
+                self._salvage_rows(self.recovery)
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection, path: Path | None) -> list[str]:
@@ -240,6 +243,30 @@ class SemanticDB:
             conn.close()
             raise
         return conn
+
+    def _salvage_rows(self, recovery: Recovery) -> None:
+        """Copy the rows still readable in the moved-aside file into the fresh database.
+
+        Recovery on open (:func:`~agentmem._storage.recovery.open_or_recover`) salvages
+        whole files; when it could not (a damaged schema, a damaged page), it starts
+        empty, while most rows may still read fine one by one. They are copied here
+        (rows that do not decode stay behind, counted); the moved file is only read.
+        """
+        conn = self._conn
+        assert conn is not None and self.path is not None
+        try:
+            copied, entries, unreadable = _copy_readable(recovery.moved_to, conn)
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # nothing readable: stay empty
+            self.report(f"no row of {recovery.moved_to} could be read ({exc})")
+            return
+        if not copied and not entries and not unreadable:
+            return
+        outcome = (
+            f"recovered {copied} memories and {entries} history entries row by row"
+            + (f" ({unreadable} unreadable rows stayed in the moved file)" if unreadable else "")
+        )
+        self.recovery = dataclasses.replace(recovery, salvaged=copied > 0, outcome=outcome)
+        _log.warning("semantic memory %s: %s from %s", self.path, outcome, recovery.moved_to)
 
     def _error(self, action: str, exc: sqlite3.Error) -> StorageError:
         where = self.path if self.path is not None else ":memory:"
@@ -334,6 +361,107 @@ class SemanticDB:
             if self._open_lock is not None:
                 self._open_lock.release()
                 self._open_lock = None
+
+
+def _copy_readable(source: Path, conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """``(memories, history entries, unreadable rows)`` copied from a damaged ``source``.
+
+    Rows are read in docid/seq ranges, and one by one in a range that fails, so
+    a damaged page costs only its own rows. ``source`` is opened read-only and
+    immutable (nothing is written beside it), with ``writable_schema`` so that a
+    damaged index or trigger definition does not hide the tables.
+    """
+    src = sqlite3.connect(source.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    try:
+        # Lets SQLite skip schema entries it cannot parse (a damaged index or trigger) and
+        # read the tables; with mode=ro and immutable=1 nothing can be written.
+        src.execute("PRAGMA writable_schema = ON")
+        memories, bad = _copy_table(
+            src,
+            conn,
+            f"SELECT {_COLUMNS} FROM memories",
+            "docid",
+            "INSERT OR IGNORE INTO memories (docid, id, user_id, agent_id, run_id, text, hash, "
+            "metadata, vector, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            lambda raw: (
+                None
+                if not isinstance(row := _decode(raw), Row)
+                else (
+                    row.docid,
+                    row.id,
+                    row.user_id,
+                    row.agent_id or "",
+                    row.run_id or "",
+                    row.text,
+                    row.hash,
+                    json.dumps(row.metadata, ensure_ascii=False, sort_keys=True),
+                    row.vector,
+                    row.created_at,
+                    row.updated_at,
+                )
+            ),
+        )
+        try:
+            entries, bad_history = _copy_table(
+                src,
+                conn,
+                "SELECT seq, CAST(memory_id AS BLOB), CAST(event AS BLOB), "
+                "CAST(old_text AS BLOB), CAST(new_text AS BLOB), CAST(at AS BLOB) FROM history",
+                "seq",
+                "INSERT OR IGNORE INTO history (seq, memory_id, event, old_text, new_text, at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                _history_values,
+            )
+        except (sqlite3.Error, UnicodeDecodeError):
+            entries, bad_history = 0, 0
+    finally:
+        src.close()
+    return memories, entries, bad + bad_history
+
+
+def _history_values(raw: Sequence[Any]) -> tuple[Any, ...] | None:
+    try:
+        texts = [None if v is None else bytes(v).decode("utf-8") for v in raw[1:]]
+    except (TypeError, UnicodeDecodeError):
+        return None
+    if texts[0] is None or texts[1] not in ("ADD", "UPDATE", "DELETE") or texts[4] is None:
+        return None
+    return (int(raw[0]), *texts)
+
+
+def _copy_table(
+    src: sqlite3.Connection,
+    dst: sqlite3.Connection,
+    select: str,
+    key: str,
+    insert: str,
+    values: Callable[[Sequence[Any]], tuple[Any, ...] | None],
+    chunk: int = 256,
+) -> tuple[int, int]:
+    """Copy ``select``'s rows range by range of ``key``; ``(copied, unreadable)``."""
+    top = src.execute(f"SELECT max({key}) FROM ({select})").fetchone()[0]
+    if top is None:
+        return 0, 0
+    copied = unreadable = 0
+    with transaction(dst):
+        for lo in range(0, int(top) + 1, chunk):
+            hi = lo + chunk
+            try:
+                rows = src.execute(f"{select} WHERE {key} >= ? AND {key} < ?", (lo, hi)).fetchall()
+            except (sqlite3.Error, UnicodeDecodeError):  # (the latter: an undecodable message)
+                rows = []
+                for one in range(lo, hi):  # a damaged page: save what reads one by one
+                    try:
+                        rows.extend(src.execute(f"{select} WHERE {key} = ?", (one,)).fetchall())
+                    except (sqlite3.Error, UnicodeDecodeError):
+                        unreadable += 1
+            for raw in rows:
+                row = values(raw)
+                if row is None:
+                    unreadable += 1
+                    continue
+                copied += dst.execute(insert, row).rowcount
+    return copied, unreadable
 
 
 # --------------------------------------------------------------------------- SQL
