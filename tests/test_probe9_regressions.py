@@ -237,9 +237,13 @@ def test_rows_still_readable_in_a_file_moved_aside_are_recovered_row_by_row(
         assert client.recovered_from.read_bytes() == bytes(data)  # moved aside untouched
         assert client.recovery.salvaged
         assert "120 memories" in client.recovery.outcome
-        records = client.get_all(user_id="u0", limit=1000) + client.get_all(user_id="u1", limit=1000)
+        records = client.get_all(user_id="u0", limit=1000) + client.get_all(
+            user_id="u1", limit=1000
+        )
         assert {r.id for r in records} == added
-        assert all(r.memory == f"fact {r.metadata['i']} about {r.metadata['i'] % 5}" for r in records)
+        assert all(
+            r.memory == f"fact {r.metadata['i']} about {r.metadata['i'] % 5}" for r in records
+        )
         assert len(client.search("about 3", user_id="u1", limit=1000)) == 12  # index rebuilt
         assert [h.event for h in client.history(gone)] == ["ADD", "DELETE"]
         client.add("fact 1 about 1", user_id="u1")  # still deduplicated
@@ -247,3 +251,37 @@ def test_rows_still_readable_in_a_file_moved_aside_are_recovered_row_by_row(
     assert any("row by row" in r.getMessage() for r in caplog.records)
     with LocalMemoryClient(tmp_path) as again:
         assert again.recovery is None
+
+
+def test_damage_met_after_open_is_checked_and_recovered_on_the_next_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with LocalMemoryClient(tmp_path, durability="normal") as client:
+        added = {client.add(f"fact {i}", user_id="u")[0]["id"] for i in range(300)}
+    path = tmp_path / "semantic.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = conn.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name = 'memories_by_update'"
+    ).fetchone()
+    conn.close()
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * page_size : root * page_size] = bytes(page_size)  # a torn/zeroed page
+    path.write_bytes(bytes(data))
+    caplog.set_level(logging.WARNING, logger="agentmem.storage")
+    client = LocalMemoryClient(tmp_path)
+    assert client.recovery is None  # open reads page 1, not every page
+    with pytest.raises(CorruptStoreError, match="reopen"):
+        client.get_all(user_id="u", limit=1000)
+    client.close()
+    with LocalMemoryClient(tmp_path) as reopened:
+        assert reopened.recovery is not None
+        assert reopened.recovered_from is not None
+        assert reopened.recovered_from.read_bytes() == bytes(data)  # kept as found
+        assert {r.id for r in reopened.get_all(user_id="u", limit=1000)} == added
+        assert len(reopened.search("fact", user_id="u", limit=1000)) == 300
+    assert not any(p.name.startswith("@damaged") for p in (tmp_path / "locks").iterdir())
+    with LocalMemoryClient(tmp_path) as again:
+        assert again.recovery is None
+        assert len(again.get_all(user_id="u", limit=1000)) == 300

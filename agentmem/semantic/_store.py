@@ -19,6 +19,7 @@ connection inside a transaction and never commit on their own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -78,9 +79,18 @@ _CHUNK = 500  # bound parameters per IN (...) query, well under SQLite's limit
 _COLUMNS = ", ".join(
     name if name in ("docid", "vector") else f"CAST({name} AS BLOB)"
     for name in (
-        "docid, id, user_id, agent_id, run_id, text, hash, metadata, vector, "
-        "created_at, updated_at"
-    ).split(", ")
+        "docid",
+        "id",
+        "user_id",
+        "agent_id",
+        "run_id",
+        "text",
+        "hash",
+        "metadata",
+        "vector",
+        "created_at",
+        "updated_at",
+    )
 )
 
 Report = Callable[[str], None]
@@ -215,6 +225,9 @@ class SemanticDB:
             self._conn = conn
             if self.recovery is not None and not self.recovery.salvaged:
                 self._salvage_rows(self.recovery)
+            # Checked (and recovered if need be) on this open: the mark has done its work.
+            with contextlib.suppress(OSError):
+                _damage_mark(path).unlink()
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection, path: Path | None) -> list[str]:
@@ -239,6 +252,14 @@ class SemanticDB:
             )
             enable_wal(conn, path)
             verify_schema(conn, migrated=bool(self._migrate(conn, path)))
+            if _damage_mark(path).exists():
+                # A query met damage in this file after an earlier open (which does not read
+                # every page): check it whole now, so that recovery moves it aside if it is.
+                found = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)").fetchall()]
+                if found != ["ok"]:
+                    raise sqlite3.DatabaseError(
+                        f"database disk image is malformed ({'; '.join(found)})"
+                    )
         except BaseException:
             conn.close()
             raise
@@ -253,7 +274,7 @@ class SemanticDB:
         (rows that do not decode stay behind, counted); the moved file is only read.
         """
         conn = self._conn
-        assert conn is not None and self.path is not None
+        assert conn is not None
         try:
             copied, entries, unreadable = _copy_readable(recovery.moved_to, conn)
         except (sqlite3.Error, UnicodeDecodeError) as exc:  # nothing readable: stay empty
@@ -261,9 +282,11 @@ class SemanticDB:
             return
         if not copied and not entries and not unreadable:
             return
-        outcome = (
-            f"recovered {copied} memories and {entries} history entries row by row"
-            + (f" ({unreadable} unreadable rows stayed in the moved file)" if unreadable else "")
+        outcome = f"recovered {copied} memories and {entries} history entries row by row" + (
+            f" ({unreadable} rows or row numbers could not be read: what they held "
+            "stayed in the moved file)"
+            if unreadable
+            else ""
         )
         self.recovery = dataclasses.replace(recovery, salvaged=copied > 0, outcome=outcome)
         _log.warning("semantic memory %s: %s from %s", self.path, outcome, recovery.moved_to)
@@ -278,10 +301,16 @@ class SemanticDB:
                     "this call: try again",
                     path=self.path,
                 )
-            return CorruptStoreError(
-                f"cannot {action}: {where} is damaged ({exc}); it was left in place",
-                path=self.path,
-            )
+            if self.path is not None:
+                with contextlib.suppress(OSError):
+                    _damage_mark(self.path).touch()
+                return CorruptStoreError(
+                    f"cannot {action}: {where} is damaged ({exc}); it was left in place, and "
+                    "will be checked whole, and recovered if it is, the next time a client "
+                    "opens it (close and reopen this one)",
+                    path=self.path,
+                )
+            return CorruptStoreError(f"cannot {action}: {where} is damaged ({exc})", path=self.path)
         return StorageError(f"cannot {action} in {where}: {exc}", path=self.path)
 
     def _repair_index(self) -> bool:
@@ -363,6 +392,11 @@ class SemanticDB:
                 self._open_lock = None
 
 
+def _damage_mark(path: Path) -> Path:
+    """The file that says a query met damage in ``path`` (checked whole on the next open)."""
+    return path.parent / "locks" / f"@damaged-{path.name}"
+
+
 def _copy_readable(source: Path, conn: sqlite3.Connection) -> tuple[int, int, int]:
     """``(memories, history entries, unreadable rows)`` copied from a damaged ``source``.
 
@@ -413,7 +447,7 @@ def _copy_readable(source: Path, conn: sqlite3.Connection) -> tuple[int, int, in
                 _history_values,
             )
         except (sqlite3.Error, UnicodeDecodeError):
-            entries, bad_history = 0, 0
+            entries, bad_history = 0, 1  # the history table could not be read at all
     finally:
         src.close()
     return memories, entries, bad + bad_history
@@ -514,9 +548,7 @@ def rows_by_docid(
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
-        for raw in conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk
-        ):
+        for raw in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk):
             row = _row(raw, report)
             if row is not None:
                 out.append(row)
