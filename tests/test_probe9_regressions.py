@@ -285,3 +285,26 @@ def test_damage_met_after_open_is_checked_and_recovered_on_the_next_open(
     with LocalMemoryClient(tmp_path) as again:
         assert again.recovery is None
         assert len(again.get_all(user_id="u", limit=1000)) == 300
+
+
+def test_an_index_damaged_beyond_a_rebuild_is_recovered_on_the_next_open(tmp_path: Path) -> None:
+    with LocalMemoryClient(tmp_path, durability="normal") as client:
+        added = {
+            client.add(f"fact {i} about subject {i % 9}", user_id="u")[0]["id"] for i in range(200)
+        }
+    conn = sqlite3.connect(tmp_path / "semantic.sqlite")
+    (block,) = conn.execute("SELECT block FROM memories_fts_data WHERE id = 10").fetchone()
+    damaged = bytes(b ^ 0xFF for b in block)  # the index's structure record
+    with conn:
+        conn.execute("UPDATE memories_fts_data SET block = ? WHERE id = 10", (damaged,))
+    conn.close()
+    client = LocalMemoryClient(tmp_path)
+    with pytest.raises(CorruptStoreError, match="reopen"):
+        client.search("subject", user_id="u")
+    assert any("could not be rebuilt" in p for p in client.problems)
+    client.close()
+    with LocalMemoryClient(tmp_path) as reopened:
+        assert reopened.recovery is not None
+        assert {r.id for r in reopened.get_all(user_id="u", limit=1000)} == added
+        assert len(reopened.search("subject 4", user_id="u", limit=1000)) == 200
+        reopened.add("a new fact", user_id="u")

@@ -260,6 +260,9 @@ class SemanticDB:
                     raise sqlite3.DatabaseError(
                         f"database disk image is malformed ({'; '.join(found)})"
                     )
+                # quick_check does not look inside FTS5's blocks; this raises when they are
+                # damaged beyond a rebuild (recovery then rebuilds the index from the rows).
+                conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
         except BaseException:
             conn.close()
             raise
