@@ -308,3 +308,28 @@ def test_an_index_damaged_beyond_a_rebuild_is_recovered_on_the_next_open(tmp_pat
         assert {r.id for r in reopened.get_all(user_id="u", limit=1000)} == added
         assert len(reopened.search("subject 4", user_id="u", limit=1000)) == 200
         reopened.add("a new fact", user_id="u")
+
+
+def test_row_salvage_does_not_drop_rows_when_the_fresh_database_already_has_some(
+    tmp_path: Path,
+) -> None:
+    # Another process may add to the fresh database while this one copies the old rows
+    # in: the copy must not collide with the new rows' keys (it kept the old docids).
+    from agentmem.semantic import _store
+
+    old_root, new_root = tmp_path / "old", tmp_path / "new"
+    with LocalMemoryClient(old_root, durability="normal") as old:
+        kept = {old.add(f"old fact {i}", user_id="u")[0]["id"] for i in range(5)}
+        old.add("shared fact", user_id="u")
+    with LocalMemoryClient(new_root, durability="normal") as new:
+        fresh = {new.add(f"new fact {i}", user_id="u")[0]["id"] for i in range(3)}
+        new.add("Shared  FACT", user_id="u")  # the same fact, added meanwhile
+    conn = sqlite3.connect(new_root / "semantic.sqlite", isolation_level=None)
+    copied, entries, unreadable = _store._copy_readable(old_root / "semantic.sqlite", conn)
+    conn.close()
+    assert (copied, entries, unreadable) == (5, 6, 0)  # the shared fact is not stored twice
+    with LocalMemoryClient(new_root) as new:
+        records = new.get_all(user_id="u", limit=100)
+        assert kept | fresh <= {r.id for r in records}
+        assert len(records) == 9
+        assert [h.event for r in records for h in new.history(r.id)] == ["ADD"] * 9

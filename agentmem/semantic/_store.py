@@ -418,13 +418,14 @@ def _copy_readable(source: Path, conn: sqlite3.Connection) -> tuple[int, int, in
             conn,
             f"SELECT {_COLUMNS} FROM memories",
             "docid",
-            "INSERT OR IGNORE INTO memories (docid, id, user_id, agent_id, run_id, text, hash, "
-            "metadata, vector, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            # New docids (in the old order): another process may have added rows to the
+            # fresh database already; the same fact stored meanwhile is not stored twice.
+            "INSERT OR IGNORE INTO memories (id, user_id, agent_id, run_id, text, hash, "
+            "metadata, vector, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             lambda raw: (
                 None
                 if not isinstance(row := _decode(raw), Row)
                 else (
-                    row.docid,
                     row.id,
                     row.user_id,
                     row.agent_id or "",
@@ -445,8 +446,8 @@ def _copy_readable(source: Path, conn: sqlite3.Connection) -> tuple[int, int, in
                 "SELECT seq, CAST(memory_id AS BLOB), CAST(event AS BLOB), "
                 "CAST(old_text AS BLOB), CAST(new_text AS BLOB), CAST(at AS BLOB) FROM history",
                 "seq",
-                "INSERT OR IGNORE INTO history (seq, memory_id, event, old_text, new_text, at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO history (memory_id, event, old_text, new_text, at) "
+                "VALUES (?, ?, ?, ?, ?)",
                 _history_values,
             )
         except (sqlite3.Error, UnicodeDecodeError):
@@ -463,7 +464,7 @@ def _history_values(raw: Sequence[Any]) -> tuple[Any, ...] | None:
         return None
     if texts[0] is None or texts[1] not in ("ADD", "UPDATE", "DELETE") or texts[4] is None:
         return None
-    return (int(raw[0]), *texts)
+    return tuple(texts)
 
 
 def _copy_table(
@@ -484,7 +485,9 @@ def _copy_table(
         for lo in range(0, int(top) + 1, chunk):
             hi = lo + chunk
             try:
-                rows = src.execute(f"{select} WHERE {key} >= ? AND {key} < ?", (lo, hi)).fetchall()
+                rows = src.execute(
+                    f"{select} WHERE {key} >= ? AND {key} < ? ORDER BY {key}", (lo, hi)
+                ).fetchall()
             except (sqlite3.Error, UnicodeDecodeError):  # (the latter: an undecodable message)
                 rows = []
                 for one in range(lo, hi):  # a damaged page: save what reads one by one
