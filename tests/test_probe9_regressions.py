@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from profiles import scaled
 
 from agentmem import Memory
 from agentmem.errors import CorruptStoreError, InvalidArgumentError, MemoryNotFoundError
@@ -333,3 +337,52 @@ def test_row_salvage_does_not_drop_rows_when_the_fresh_database_already_has_some
         assert kept | fresh <= {r.id for r in records}
         assert len(records) == 9
         assert [h.event for r in records for h in new.history(r.id)] == ["ADD"] * 9
+
+
+_DAMAGEABLE = ("id", "user_id", "text", "hash", "metadata", "created_at", "updated_at")
+
+
+@settings(max_examples=scaled(25), deadline=None)
+@given(
+    count=st.integers(1, 12),
+    damage=st.dictionaries(
+        st.integers(0, 11),
+        st.tuples(st.sampled_from(_DAMAGEABLE), st.binary(min_size=1, max_size=3)),
+        max_size=5,
+    ),
+)
+def test_property_exactly_the_damaged_rows_are_left_out_and_each_is_reported(
+    count: int, damage: dict[int, tuple[str, bytes]]
+) -> None:
+    """Any set of rows, any of them damaged in any text column by bytes that are not UTF-8:
+    get_all lists exactly the others, and problems names each damaged row once."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        with LocalMemoryClient(root, durability="normal") as client:
+            ids = [client.add(f"fact {i}", user_id="u")[0]["id"] for i in range(count)]
+        damaged = {i: spec for i, spec in damage.items() if i < count}
+        conn = sqlite3.connect(root / "semantic.sqlite")
+        with conn:
+            for i, (column, junk) in damaged.items():
+                bad = b"\xff" + bytes([i]) + junk  # 0xFF never occurs in UTF-8; distinct
+                conn.execute(
+                    f"UPDATE memories SET {column} = CAST(? AS TEXT) WHERE docid = ?",
+                    (bad, i + 1),
+                )
+        conn.close()
+        with LocalMemoryClient(root) as client:
+            got = {r.memory for r in client.get_all(user_id="u", limit=100)}
+            visible = {f"fact {i}" for i in range(count) if i not in damaged}
+            if all(column != "user_id" for column, _ in damaged.values()):
+                assert got == visible
+            else:  # a damaged user_id can no longer be found by scope: never shown as whole
+                assert got <= visible
+            client.get_all(user_id="u", limit=100)
+            rows = [p for p in client.problems if "memory row" in p]
+            assert len(rows) == len(set(rows))  # once each
+            for i, (column, _) in damaged.items():
+                if column != "user_id":
+                    assert any(f"memory row {i + 1}:" in p and column in p for p in rows)
+            for i in range(count):
+                if i not in damaged:
+                    assert client.get(ids[i]).memory == f"fact {i}"
