@@ -386,3 +386,39 @@ def test_property_exactly_the_damaged_rows_are_left_out_and_each_is_reported(
             for i in range(count):
                 if i not in damaged:
                     assert client.get(ids[i]).memory == f"fact {i}"
+
+
+def test_salvage_reads_past_a_damaged_last_page_of_the_table(tmp_path: Path) -> None:
+    with LocalMemoryClient(tmp_path, durability="normal") as client:
+        for i in range(400):
+            client.add(f"fact number {i} " + "padding " * 10, user_id="u")
+    path = tmp_path / "semantic.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'memories'").fetchone()
+    conn.close()
+    data = bytearray(path.read_bytes())
+    header = (root - 1) * page_size
+    assert data[header] == 0x05  # an interior table page: the table spans several leaves
+    last_leaf = int.from_bytes(data[header + 8 : header + 12], "big")  # its rightmost child
+    data[(last_leaf - 1) * page_size : last_leaf * page_size] = bytes(page_size)
+    path.write_bytes(bytes(data))
+    readable = 0
+    raw = sqlite3.connect(path)
+    for docid in range(1, 401):
+        try:
+            readable += len(
+                raw.execute("SELECT 1 FROM memories WHERE docid = ?", (docid,)).fetchall()
+            )
+        except sqlite3.DatabaseError:
+            pass
+    raw.close()
+    assert 0 < readable < 400
+    client = LocalMemoryClient(tmp_path)
+    with pytest.raises(CorruptStoreError, match="reopen"):
+        client.get_all(user_id="u", limit=1000)
+    client.close()
+    with LocalMemoryClient(tmp_path) as reopened:
+        assert reopened.recovery is not None
+        assert len(reopened.get_all(user_id="u", limit=1000)) == readable

@@ -467,6 +467,29 @@ def _history_values(raw: Sequence[Any]) -> tuple[Any, ...] | None:
     return tuple(texts)
 
 
+def _top_key(src: sqlite3.Connection, table: str, key: str) -> int | None:
+    """The largest ``key`` of ``table``, or a bound on it when a damaged page hides it.
+
+    ``max()`` follows the b-tree's rightmost path only; when that is damaged, the
+    largest key a scan reaches before the damage, and the number of ``history``
+    entries (every docid was an insert, and every insert wrote one), bound it.
+    """
+    try:
+        top = src.execute(f"SELECT max({key}) FROM {table}").fetchone()[0]
+        return None if top is None else int(top)
+    except (sqlite3.Error, UnicodeDecodeError):
+        pass
+    bounds = [0]
+    with contextlib.suppress(sqlite3.Error, UnicodeDecodeError):
+        for (value,) in src.execute(f"SELECT {key} FROM {table}"):
+            bounds[0] = max(bounds[0], int(value))
+    with contextlib.suppress(sqlite3.Error, UnicodeDecodeError):
+        bounds.append(int(src.execute("SELECT max(seq) FROM history").fetchone()[0] or 0))
+    with contextlib.suppress(sqlite3.Error, UnicodeDecodeError):
+        bounds.append(int(src.execute("SELECT count(*) FROM history").fetchone()[0] or 0))
+    return max(bounds) + 1024
+
+
 def _copy_table(
     src: sqlite3.Connection,
     dst: sqlite3.Connection,
@@ -477,7 +500,7 @@ def _copy_table(
     chunk: int = 256,
 ) -> tuple[int, int]:
     """Copy ``select``'s rows range by range of ``key``; ``(copied, unreadable)``."""
-    top = src.execute(f"SELECT max({key}) FROM ({select})").fetchone()[0]
+    top = _top_key(src, select.rsplit(" FROM ", 1)[1], key)
     if top is None:
         return 0, 0
     copied = unreadable = 0
