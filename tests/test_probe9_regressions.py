@@ -7,6 +7,7 @@ dropped, hand-edited topic files skipped without a word, and rows of
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import tempfile
@@ -407,12 +408,10 @@ def test_salvage_reads_past_a_damaged_last_page_of_the_table(tmp_path: Path) -> 
     readable = 0
     raw = sqlite3.connect(path)
     for docid in range(1, 401):
-        try:
+        with contextlib.suppress(sqlite3.DatabaseError):
             readable += len(
                 raw.execute("SELECT 1 FROM memories WHERE docid = ?", (docid,)).fetchall()
             )
-        except sqlite3.DatabaseError:
-            pass
     raw.close()
     assert 0 < readable < 400
     client = LocalMemoryClient(tmp_path)
