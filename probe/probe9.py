@@ -59,6 +59,8 @@ def drop_log(cap: Capture) -> None:
 def readable_texts(path: Path) -> set[str]:
     """What plain sqlite3 can read from a (damaged) copy, row by row."""
     out: set[str] = set()
+    if not path.exists():  # (killed before it was created)
+        return out
     tmp = Path(tempfile.mkdtemp()) / "copy.sqlite"
     shutil.copy(path, tmp)
     for suffix in ("-wal",):
