@@ -34,6 +34,12 @@ Guarantees:
   the lock), so two agents merging into one topic at once do not silently
   drop each other's additions: the second is told to read again.
 
+* **Nothing is skipped silently.** An entry of ``memories/`` named like a
+  topic file that is not one (a directory, a symlink, an unsafe name), a
+  file that cannot be read, or one that is not UTF-8 (read with U+FFFD in
+  place of the bad bytes) is left where it is, logged once on the
+  ``agentmem.storage`` logger and listed in :attr:`TopicStore.problems`.
+
 With ``directory=None`` (an incognito Memory) topics live in this object
 only and nothing is written.
 """
@@ -41,6 +47,7 @@ only and nothing is written.
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import threading
 import time
@@ -55,6 +62,8 @@ from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageErr
 from agentmem.notes import check_key
 from agentmem.protocols import TokenCounter
 from agentmem.tokens import HeuristicCounter
+
+_log = logging.getLogger("agentmem.storage")
 
 __all__ = [
     "DEFAULT_MAX_TOKENS_PER_FILE",
@@ -199,6 +208,16 @@ class TopicStore:
         self._memory: dict[str, tuple[str, float]] = {}
         self._lock = threading.RLock()
         self._lock_path = self._root / "locks" / "memories.lock" if self._root is not None else None
+        self.problems: builtins.list[str] = []
+        """What was left out or read with replacements (one line each, oldest first)."""
+
+    def _report(self, message: str) -> None:
+        """Log ``message`` on ``agentmem.storage`` and keep it in :attr:`problems` (once)."""
+        with self._lock:
+            if message in self.problems:
+                return
+            self.problems.append(message)
+        _log.warning("%s", message)
 
     # ------------------------------------------------------------------ paths
 
@@ -245,20 +264,30 @@ class TopicStore:
             for entry in entries:
                 if not entry.name.endswith(SUFFIX):
                     continue
+                where = self.directory / entry.name
                 try:
                     topic = check_topic(entry.name)
                     if not entry.is_file(follow_symlinks=False):
+                        kind = "a symlink" if entry.is_symlink() else "not a regular file"
+                        self._report(f"topic file {where} skipped: {kind}; it was left in place")
                         continue
                     info = entry.stat(follow_symlinks=False)
-                except (UnsafePathError, OSError):
-                    continue  # not a topic file (something else put here, or just removed)
+                except UnsafePathError as exc:
+                    self._report(f"topic file {where} skipped: {exc}; it was left in place")
+                    continue
+                except FileNotFoundError:
+                    continue  # removed since the listing: nothing to report
+                except OSError as exc:
+                    self._report(f"topic file {where} skipped: {exc}; it was left in place")
+                    continue
                 out.append(TopicInfo(topic, info.st_size, info.st_mtime))
             return out
 
     def read(self, topic: str) -> str | None:
         """The content of ``topic``, or ``None`` when there is no such topic.
 
-        Bytes that are not UTF-8 (a file edited by hand) read as U+FFFD.
+        Bytes that are not UTF-8 (a file edited by hand) read as U+FFFD, and
+        that is reported (:attr:`problems`, the ``agentmem.storage`` log).
 
         Raises:
             UnsafePathError: the name is not a safe topic name.
@@ -271,14 +300,21 @@ class TopicStore:
                 return found[0] if found else None
             return self._read_file(topic, self._path(topic))
 
-    @staticmethod
-    def _read_file(topic: str, path: Path) -> str | None:
+    def _read_file(self, topic: str, path: Path) -> str | None:
         try:
-            return path.read_bytes().decode("utf-8", errors="replace")
+            data = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise StorageError(f"cannot read topic {topic!r}: {exc.strerror}", path=path) from exc
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self._report(
+                f"topic file {path} is not UTF-8 (byte {exc.start}): read with U+FFFD "
+                "in place of the bad bytes; the file was left as it is"
+            )
+            return data.decode("utf-8", errors="replace")
 
     def write(self, topic: str, content: str) -> WriteResult:
         """Replace ``topic``'s file with ``content`` (scrubbed, cut to the limit); durable.
@@ -357,7 +393,8 @@ class TopicStore:
         Whole topics are added, newest first, while the text stays within
         ``max_tokens``; a topic that does not fit is left out (a smaller,
         older one may still fit). ``""`` when there is nothing to show.
-        Unreadable files are skipped (reading never stops a session).
+        Unreadable files are skipped (reading never stops a session), and
+        reported (:attr:`problems`, the ``agentmem.storage`` log).
         """
         if type(max_tokens) is not int or max_tokens < 0:
             raise InvalidArgumentError(f"max_tokens must be a non-negative int, got {max_tokens!r}")
@@ -371,7 +408,8 @@ class TopicStore:
         for info in sorted(self.list(), key=lambda i: (-i.updated_at, i.topic)):
             try:
                 content = self.read(info.topic)
-            except (StorageError, UnsafePathError):
+            except (StorageError, UnsafePathError) as exc:
+                self._report(f"topic {info.topic!r} left out of the prompt: {exc}")
                 continue
             if not content or not content.strip():
                 continue

@@ -197,7 +197,8 @@ def user_texts(messages: object) -> list[str]:
         order, not yet normalised (a scrubber sees them with their line breaks).
 
     Raises:
-        InvalidArgumentError: ``messages`` is neither, or an item is not a mapping.
+        InvalidArgumentError: ``messages`` is neither, an item is not a mapping, or a
+            user turn's ``content`` is not a string, a list of parts or ``None``.
     """
     if isinstance(messages, str):
         return [messages] if messages.strip() else []
@@ -213,7 +214,14 @@ def user_texts(messages: object) -> list[str]:
             )
         if not is_real_user(message):
             continue
-        text = sanitize_text(content_text(message.get("content")))
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            # Not silently skipped: the user's words would be lost without a word.
+            raise InvalidArgumentError(
+                f"messages[{index}]['content'] must be a string, a list of content parts "
+                f"or None, got {type_name(content)}"
+            )
+        text = sanitize_text(content_text(content))
         if text.strip():
             out.append(text)
     return out

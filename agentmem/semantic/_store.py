@@ -19,14 +19,17 @@ connection inside a transaction and never commit on their own.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
+import logging
 import math
 import operator
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -56,6 +59,7 @@ __all__ = [
     "fact_hash",
     "find_fact",
     "get_row",
+    "has_id",
     "history_rows",
     "insert_row",
     "keyword_matches",
@@ -66,11 +70,31 @@ __all__ = [
     "update_row",
 ]
 
+_log = logging.getLogger("agentmem.storage")
+
 _CHUNK = 500  # bound parameters per IN (...) query, well under SQLite's limit
 
-_COLUMNS = (
-    "docid, id, user_id, agent_id, run_id, text, hash, metadata, vector, created_at, updated_at"
+# Text columns are read as bytes and decoded here: a byte damaged in place (which SQLite
+# cannot notice) makes one row unreadable, not every query that meets it.
+_COLUMNS = ", ".join(
+    name if name in ("docid", "vector") else f"CAST({name} AS BLOB)"
+    for name in (
+        "docid",
+        "id",
+        "user_id",
+        "agent_id",
+        "run_id",
+        "text",
+        "hash",
+        "metadata",
+        "vector",
+        "created_at",
+        "updated_at",
+    )
 )
+
+Report = Callable[[str], None]
+"""Told what is wrong with a damaged row (``"memory row 12: ..."``), which is then left out."""
 
 
 class Row(NamedTuple):
@@ -89,26 +113,55 @@ class Row(NamedTuple):
     updated_at: str
 
 
-def _row(raw: Sequence[Any]) -> Row:
+_TEXT_COLUMNS = ("id", "user_id", "agent_id", "run_id", "text", "hash", "metadata")
+
+
+def _decode(raw: Sequence[Any]) -> Row | str:
+    """The row, or what is wrong with it (a column that is not UTF-8, metadata not an object)."""
+    texts: list[str] = []
+    for index, value in enumerate(raw[1:11], start=1):
+        if index == 8:
+            continue  # the vector
+        name = _TEXT_COLUMNS[index - 1] if index <= 7 else ("created_at", "updated_at")[index - 9]
+        if not isinstance(value, bytes):
+            return f"column {name!r} is {type(value).__name__}, not text"
+        try:
+            texts.append(value.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            return f"column {name!r} is not UTF-8 (byte {exc.start})"
+    ident, user, agent, run, text, digest, meta, created, updated = texts
     try:
-        metadata = json.loads(raw[7])
+        metadata = json.loads(meta)
     except ValueError as exc:
-        raise sqlite3.DatabaseError(f"malformed metadata in memory {raw[1]!r}: {exc}") from exc
+        return f"column 'metadata' is not JSON ({exc})"
     if not isinstance(metadata, dict):
-        raise sqlite3.DatabaseError(f"malformed metadata in memory {raw[1]!r}: not an object")
+        return "column 'metadata' is not a JSON object"
+    vector = raw[8]
     return Row(
         int(raw[0]),
-        str(raw[1]),
-        str(raw[2]),
-        str(raw[3]) or None,
-        str(raw[4]) or None,
-        str(raw[5]),
-        str(raw[6]),
+        ident,
+        user,
+        agent or None,
+        run or None,
+        text,
+        digest,
         metadata,
-        None if raw[8] is None else bytes(raw[8]),
-        str(raw[9]),
-        str(raw[10]),
+        None if vector is None else bytes(vector),
+        created,
+        updated,
     )
+
+
+def _row(raw: Sequence[Any], report: Report | None) -> Row | None:
+    """The row; a damaged one is told to ``report`` and left out (``None``), or, without
+    ``report``, raised as :class:`sqlite3.DatabaseError` (the caller maps it)."""
+    row = _decode(raw)
+    if isinstance(row, Row):
+        return row
+    if report is None:
+        raise sqlite3.DatabaseError(f"malformed memory row {raw[0]}: {row}")
+    report(f"memory row {raw[0]}: {row}; left out of the results and left in place")
+    return None
 
 
 def fact_hash(text: str) -> str:
@@ -152,6 +205,7 @@ class SemanticDB:
         self.path = path
         self.durability: Durability = durability
         self.recovery: Recovery | None = None
+        self.problems: list[str] = []
         self._lock = threading.RLock()
         self._open_lock: OpenLock | None = None
         if path is None:
@@ -169,6 +223,11 @@ class SemanticDB:
                 path, self._try_open, what="semantic memory"
             )
             self._conn = conn
+            if self.recovery is not None and not self.recovery.salvaged:
+                self._salvage_rows(self.recovery)
+            # Checked (and recovered if need be) on this open: the mark has done its work.
+            with contextlib.suppress(OSError):
+                _damage_mark(path).unlink()
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection, path: Path | None) -> list[str]:
@@ -193,19 +252,94 @@ class SemanticDB:
             )
             enable_wal(conn, path)
             verify_schema(conn, migrated=bool(self._migrate(conn, path)))
+            if _damage_mark(path).exists():
+                # A query met damage in this file after an earlier open (which does not read
+                # every page): check it whole now, so that recovery moves it aside if it is.
+                found = [str(r[0]) for r in conn.execute("PRAGMA quick_check(3)").fetchall()]
+                if found != ["ok"]:
+                    raise sqlite3.DatabaseError(
+                        f"database disk image is malformed ({'; '.join(found)})"
+                    )
+                # quick_check does not look inside FTS5's blocks; this raises when they are
+                # damaged beyond a rebuild (recovery then rebuilds the index from the rows).
+                conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
         except BaseException:
             conn.close()
             raise
         return conn
 
+    def _salvage_rows(self, recovery: Recovery) -> None:
+        """Copy the rows still readable in the moved-aside file into the fresh database.
+
+        Recovery on open (:func:`~agentmem._storage.recovery.open_or_recover`) salvages
+        whole files; when it could not (a damaged schema, a damaged page), it starts
+        empty, while most rows may still read fine one by one. They are copied here
+        (rows that do not decode stay behind, counted); the moved file is only read.
+        """
+        conn = self._conn
+        assert conn is not None
+        try:
+            copied, entries, unreadable = _copy_readable(recovery.moved_to, conn)
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # nothing readable: stay empty
+            self.report(f"no row of {recovery.moved_to} could be read ({exc})")
+            return
+        if not copied and not entries and not unreadable:
+            return
+        outcome = f"recovered {copied} memories and {entries} history entries row by row" + (
+            f" ({unreadable} rows or row numbers could not be read: what they held "
+            "stayed in the moved file)"
+            if unreadable
+            else ""
+        )
+        self.recovery = dataclasses.replace(recovery, salvaged=copied > 0, outcome=outcome)
+        _log.warning("semantic memory %s: %s from %s", self.path, outcome, recovery.moved_to)
+
     def _error(self, action: str, exc: sqlite3.Error) -> StorageError:
         where = self.path if self.path is not None else ":memory:"
         if is_corruption(exc):
-            return CorruptStoreError(
-                f"cannot {action}: {where} is damaged ({exc}); it was left in place",
-                path=self.path,
-            )
+            if self._repair_index():
+                return CorruptStoreError(
+                    f"cannot {action}: the full-text index of {where} was damaged ({exc}); "
+                    "it has been rebuilt from the memories, nothing was lost or changed by "
+                    "this call: try again",
+                    path=self.path,
+                )
+            if self.path is not None:
+                with contextlib.suppress(OSError):
+                    _damage_mark(self.path).touch()
+                return CorruptStoreError(
+                    f"cannot {action}: {where} is damaged ({exc}); it was left in place, and "
+                    "will be checked whole, and recovered if it is, the next time a client "
+                    "opens it (close and reopen this one)",
+                    path=self.path,
+                )
+            return CorruptStoreError(f"cannot {action}: {where} is damaged ({exc})", path=self.path)
         return StorageError(f"cannot {action} in {where}: {exc}", path=self.path)
+
+    def _repair_index(self) -> bool:
+        """Rebuild ``memories_fts`` when its own check fails; whether it was rebuilt.
+
+        The index is derived from ``memories`` (an external-content FTS5 table),
+        so rebuilding it loses nothing. ``PRAGMA quick_check`` does not look inside
+        FTS5's pages, so a damaged index is only found when a query meets it.
+        """
+        conn = self._conn
+        if conn is None:
+            return False
+        try:
+            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+            return False  # the index is sound: the damage is elsewhere
+        except sqlite3.Error:
+            pass
+        try:
+            with transaction(conn):
+                conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        except sqlite3.Error as exc:
+            self.report(f"the full-text index is damaged and could not be rebuilt ({exc})")
+            return False
+        self.report("the full-text index was damaged; rebuilt it from the memories")
+        return True
 
     @contextmanager
     def write(self, action: str) -> Iterator[sqlite3.Connection]:
@@ -229,6 +363,17 @@ class SemanticDB:
             except sqlite3.Error as exc:
                 raise self._error(action, exc) from exc
 
+    def report(self, problem: str) -> None:
+        """Log damage found (and what was done) on ``agentmem.storage`` and keep it in
+        :attr:`problems`, once."""
+        where = self.path if self.path is not None else ":memory:"
+        message = f"semantic memory {where}: {problem}"
+        with self._lock:
+            if message in self.problems:
+                return
+            self.problems.append(message)
+        _log.warning("%s", message)
+
     def _require(self) -> sqlite3.Connection:
         if self._conn is None:
             raise StorageError("the semantic memory client is closed", path=self.path)
@@ -250,6 +395,138 @@ class SemanticDB:
                 self._open_lock = None
 
 
+def _damage_mark(path: Path) -> Path:
+    """The file that says a query met damage in ``path`` (checked whole on the next open)."""
+    return path.parent / "locks" / f"@damaged-{path.name}"
+
+
+def _copy_readable(source: Path, conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """``(memories, history entries, unreadable rows)`` copied from a damaged ``source``.
+
+    Rows are read in docid/seq ranges, and one by one in a range that fails, so
+    a damaged page costs only its own rows. ``source`` is opened read-only and
+    immutable (nothing is written beside it), with ``writable_schema`` so that a
+    damaged index or trigger definition does not hide the tables.
+    """
+    src = sqlite3.connect(source.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    try:
+        # Lets SQLite skip schema entries it cannot parse (a damaged index or trigger) and
+        # read the tables; with mode=ro and immutable=1 nothing can be written.
+        src.execute("PRAGMA writable_schema = ON")
+        memories, bad = _copy_table(
+            src,
+            conn,
+            f"SELECT {_COLUMNS} FROM memories",
+            "docid",
+            # New docids (in the old order): another process may have added rows to the
+            # fresh database already; the same fact stored meanwhile is not stored twice.
+            "INSERT OR IGNORE INTO memories (id, user_id, agent_id, run_id, text, hash, "
+            "metadata, vector, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            lambda raw: (
+                None
+                if not isinstance(row := _decode(raw), Row)
+                else (
+                    row.id,
+                    row.user_id,
+                    row.agent_id or "",
+                    row.run_id or "",
+                    row.text,
+                    row.hash,
+                    json.dumps(row.metadata, ensure_ascii=False, sort_keys=True),
+                    row.vector,
+                    row.created_at,
+                    row.updated_at,
+                )
+            ),
+        )
+        try:
+            entries, bad_history = _copy_table(
+                src,
+                conn,
+                "SELECT seq, CAST(memory_id AS BLOB), CAST(event AS BLOB), "
+                "CAST(old_text AS BLOB), CAST(new_text AS BLOB), CAST(at AS BLOB) FROM history",
+                "seq",
+                "INSERT INTO history (memory_id, event, old_text, new_text, at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                _history_values,
+            )
+        except (sqlite3.Error, UnicodeDecodeError):
+            entries, bad_history = 0, 1  # the history table could not be read at all
+    finally:
+        src.close()
+    return memories, entries, bad + bad_history
+
+
+def _history_values(raw: Sequence[Any]) -> tuple[Any, ...] | None:
+    try:
+        texts = [None if v is None else bytes(v).decode("utf-8") for v in raw[1:]]
+    except (TypeError, UnicodeDecodeError):
+        return None
+    if texts[0] is None or texts[1] not in ("ADD", "UPDATE", "DELETE") or texts[4] is None:
+        return None
+    return tuple(texts)
+
+
+def _top_key(src: sqlite3.Connection, table: str, key: str) -> int | None:
+    """The largest ``key`` of ``table``, or a bound on it when a damaged page hides it.
+
+    ``max()`` follows the b-tree's rightmost path only; when that is damaged, the
+    largest key a scan reaches before the damage, and the number of ``history``
+    entries (every docid was an insert, and every insert wrote one), bound it.
+    """
+    try:
+        top = src.execute(f"SELECT max({key}) FROM {table}").fetchone()[0]
+        return None if top is None else int(top)
+    except (sqlite3.Error, UnicodeDecodeError):
+        pass
+    bounds = [0]
+    with contextlib.suppress(sqlite3.Error, UnicodeDecodeError):
+        for (value,) in src.execute(f"SELECT {key} FROM {table}"):
+            bounds[0] = max(bounds[0], int(value))
+    with contextlib.suppress(sqlite3.Error, UnicodeDecodeError):
+        bounds.append(int(src.execute("SELECT max(seq) FROM history").fetchone()[0] or 0))
+    with contextlib.suppress(sqlite3.Error, UnicodeDecodeError):
+        bounds.append(int(src.execute("SELECT count(*) FROM history").fetchone()[0] or 0))
+    return max(bounds) + 1024
+
+
+def _copy_table(
+    src: sqlite3.Connection,
+    dst: sqlite3.Connection,
+    select: str,
+    key: str,
+    insert: str,
+    values: Callable[[Sequence[Any]], tuple[Any, ...] | None],
+    chunk: int = 256,
+) -> tuple[int, int]:
+    """Copy ``select``'s rows range by range of ``key``; ``(copied, unreadable)``."""
+    top = _top_key(src, select.rsplit(" FROM ", 1)[1], key)
+    if top is None:
+        return 0, 0
+    copied = unreadable = 0
+    with transaction(dst):
+        for lo in range(0, int(top) + 1, chunk):
+            hi = lo + chunk
+            try:
+                rows = src.execute(
+                    f"{select} WHERE {key} >= ? AND {key} < ? ORDER BY {key}", (lo, hi)
+                ).fetchall()
+            except (sqlite3.Error, UnicodeDecodeError):  # (the latter: an undecodable message)
+                rows = []
+                for one in range(lo, hi):  # a damaged page: save what reads one by one
+                    try:
+                        rows.extend(src.execute(f"{select} WHERE {key} = ?", (one,)).fetchall())
+                    except (sqlite3.Error, UnicodeDecodeError):
+                        unreadable += 1
+            for raw in rows:
+                row = values(raw)
+                if row is None:
+                    unreadable += 1
+                    continue
+                copied += dst.execute(insert, row).rowcount
+    return copied, unreadable
+
+
 # --------------------------------------------------------------------------- SQL
 
 
@@ -265,15 +542,19 @@ def _where(scope: Scope, *, exact: bool, alias: str = "") -> tuple[str, list[str
     return " AND ".join(clauses), params
 
 
-def scope_rows(conn: sqlite3.Connection, scope: Scope, *, exact: bool = False) -> Iterator[Row]:
-    """The memories of ``scope``, newest update first."""
+def scope_rows(
+    conn: sqlite3.Connection, scope: Scope, *, exact: bool = False, report: Report | None = None
+) -> Iterator[Row]:
+    """The memories of ``scope``, newest update first (damaged ones told to ``report``)."""
     where, params = _where(scope, exact=exact)
     cursor = conn.execute(
         f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY updated_at DESC, docid DESC",
         params,
     )
     for raw in cursor:
-        yield _row(raw)
+        row = _row(raw, report)
+        if row is not None:
+            yield row
 
 
 def scope_vectors(
@@ -287,36 +568,45 @@ def scope_vectors(
         yield int(docid), bytes(blob)
 
 
-def rows_by_docid(conn: sqlite3.Connection, docids: Sequence[int]) -> list[Row]:
-    """The memories with these docids, newest update first."""
+def rows_by_docid(
+    conn: sqlite3.Connection, docids: Sequence[int], *, report: Report | None = None
+) -> list[Row]:
+    """The memories with these docids, newest update first (damaged ones told to ``report``)."""
     out: list[Row] = []
     ids = sorted(set(docids))
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
-        out.extend(
-            _row(raw)
-            for raw in conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk
-            )
-        )
+        for raw in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk):
+            row = _row(raw, report)
+            if row is not None:
+                out.append(row)
     out.sort(key=lambda row: (row.updated_at, row.docid), reverse=True)
     return out
 
 
-def get_row(conn: sqlite3.Connection, memory_id: str) -> Row | None:
-    """The memory with this id, or ``None``."""
+def get_row(
+    conn: sqlite3.Connection, memory_id: str, *, report: Report | None = None
+) -> Row | None:
+    """The memory with this id, or ``None`` (also when it is damaged: told to ``report``)."""
     raw = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
-    return None if raw is None else _row(raw)
+    return None if raw is None else _row(raw, report)
 
 
-def find_fact(conn: sqlite3.Connection, scope: Scope, digest: str) -> Row | None:
+def has_id(conn: sqlite3.Connection, memory_id: str) -> bool:
+    """Whether a row with this id exists (readable or not)."""
+    return conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone() is not None
+
+
+def find_fact(
+    conn: sqlite3.Connection, scope: Scope, digest: str, *, report: Report | None = None
+) -> Row | None:
     """The memory of exactly ``scope`` whose :func:`fact_hash` is ``digest``, if any."""
     where, params = _where(scope, exact=True)
     raw = conn.execute(
         f"SELECT {_COLUMNS} FROM memories WHERE {where} AND hash = ?", [*params, digest]
     ).fetchone()
-    return None if raw is None else _row(raw)
+    return None if raw is None else _row(raw, report)
 
 
 def insert_row(
@@ -393,16 +683,29 @@ def record(
 
 
 def history_rows(
-    conn: sqlite3.Connection, memory_id: str
+    conn: sqlite3.Connection, memory_id: str, *, report: Report | None = None
 ) -> list[tuple[str, str | None, str | None, str]]:
-    """``(event, old_text, new_text, at)`` of every change of a memory, oldest first."""
-    return [
-        (str(e), None if o is None else str(o), None if n is None else str(n), str(a))
-        for e, o, n, a in conn.execute(
-            "SELECT event, old_text, new_text, at FROM history WHERE memory_id = ? ORDER BY seq",
-            (memory_id,),
-        )
-    ]
+    """``(event, old_text, new_text, at)`` of every change of a memory, oldest first.
+
+    An entry with a column that is not UTF-8 is told to ``report`` and left out
+    (without ``report``: :class:`sqlite3.DatabaseError`).
+    """
+    out: list[tuple[str, str | None, str | None, str]] = []
+    for seq, *raw in conn.execute(
+        "SELECT seq, CAST(event AS BLOB), CAST(old_text AS BLOB), CAST(new_text AS BLOB), "
+        "CAST(at AS BLOB) FROM history WHERE memory_id = ? ORDER BY seq",
+        (memory_id,),
+    ):
+        try:
+            event, old, new, at = (None if v is None else bytes(v).decode("utf-8") for v in raw)
+        except UnicodeDecodeError as exc:
+            problem = f"history entry {seq}: a column is not UTF-8 (byte {exc.start})"
+            if report is None:
+                raise sqlite3.DatabaseError(f"malformed {problem}") from exc
+            report(f"{problem}; left out of the history and left in place")
+            continue
+        out.append((str(event), old, new, str(at)))
+    return out
 
 
 def keyword_matches(

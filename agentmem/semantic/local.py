@@ -147,6 +147,8 @@ class LocalMemoryClient:
         recovery: What was done about an unreadable ``semantic.sqlite`` found
             on open (moved where, why), else ``None``.
         recovered_from: Where that file was moved, else ``None``.
+        problems: Rows found damaged in place (a column that is not UTF-8,
+            metadata that is not a JSON object) and left out of results.
 
     Raises:
         ConfigurationError: a bad argument (named).
@@ -220,6 +222,12 @@ class LocalMemoryClient:
     def recovery(self) -> Recovery | None:
         """What was done on open about an unreadable database, else ``None``."""
         return self._db.recovery
+
+    @property
+    def problems(self) -> list[str]:
+        """Damaged rows met so far and left out of results (each also logged once on
+        ``agentmem.storage``); the rows stay in the file as they are."""
+        return list(self._db.problems)
 
     @property
     def recovered_from(self) -> Path | None:
@@ -332,7 +340,12 @@ class LocalMemoryClient:
             batch = max(2 * limit, 50)
             for start in range(0, len(ranked), batch):
                 chunk = ranked[start : start + batch]
-                rows = {row.docid: row for row in db.rows_by_docid(conn, [d for _, _, d in chunk])}
+                rows = {
+                    row.docid: row
+                    for row in db.rows_by_docid(
+                        conn, [d for _, _, d in chunk], report=self._db.report
+                    )
+                }
                 for score, _, docid in chunk:
                     row = rows.get(docid)
                     if row is not None and matches_filters(row.metadata, filters):
@@ -409,7 +422,7 @@ class LocalMemoryClient:
         wanted = check_filters(filters)
         out: list[MemoryRecord] = []
         with self._db.read("list semantic memories") as conn:
-            for row in db.scope_rows(conn, scope):
+            for row in db.scope_rows(conn, scope, report=self._db.report):
                 if matches_filters(row.metadata, wanted):
                     out.append(self._record(row))
                     if len(out) >= count:
@@ -424,7 +437,7 @@ class LocalMemoryClient:
         """
         key = check_memory_id(memory_id)
         with self._db.read("read a semantic memory") as conn:
-            row = db.get_row(conn, key)
+            row = db.get_row(conn, key, report=self._db.report)
         if row is None:
             raise MemoryNotFoundError(key)
         return self._record(row)
@@ -437,7 +450,7 @@ class LocalMemoryClient:
         """
         key = check_memory_id(memory_id)
         with self._db.read("read a memory's history") as conn:
-            rows = db.history_rows(conn, key)
+            rows = db.history_rows(conn, key, report=self._db.report)
         if not rows:
             raise MemoryNotFoundError(key)
         return [HistoryEntry(key, event, old, new, at) for event, old, new, at in rows]
@@ -453,11 +466,12 @@ class LocalMemoryClient:
         key = check_memory_id(memory_id)
         now = self._now()
         with self._db.write("delete a semantic memory") as conn:
-            row = db.get_row(conn, key)
-            if row is None:
+            row = db.get_row(conn, key, report=self._db.report)
+            if row is None and not db.has_id(conn, key):
                 raise MemoryNotFoundError(key)
+            # A damaged row can still be forgotten by its id (its old text is not copied).
             db.delete_row(conn, key)
-            db.record(conn, key, "DELETE", row.text, None, now)
+            db.record(conn, key, "DELETE", None if row is None else row.text, None, now)
 
     def delete_all(
         self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
@@ -470,7 +484,7 @@ class LocalMemoryClient:
         scope = check_scope(user_id, agent_id, run_id)
         now = self._now()
         with self._db.write("delete semantic memories") as conn:
-            rows = list(db.scope_rows(conn, scope))
+            rows = list(db.scope_rows(conn, scope, report=self._db.report))
             for row in rows:
                 db.delete_row(conn, row.id)
                 db.record(conn, row.id, "DELETE", row.text, None, now)
