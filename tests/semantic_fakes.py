@@ -159,10 +159,15 @@ class FileClient(FakeClient):
 
     def _save(self) -> None:
         import json
+        import os
 
-        self.path.write_text(
+        # Atomic, like a real store: the recorder's worker saves while the turn's
+        # prefetch reads, and a reader must never see a half-written file.
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{id(self)}.tmp")
+        tmp.write_text(
             json.dumps({"memories": self.memories, "next": self._next}), encoding="utf-8"
         )
+        os.replace(tmp, self.path)
 
     def add(self, messages: Any, **kwargs: Any) -> list[dict[str, Any]]:
         self._load()
