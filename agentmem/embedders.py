@@ -20,7 +20,9 @@ content (empty, whitespace, or no known token) gets the zero vector, whose
 cosine with anything is 0. Texts are embedded ``batch_size`` at a time.
 
 :func:`load_embedder` picks one by name. Whether an embedder helps recall
-is measured by ``bench/bench_embed_locomo.py`` (``docs/embedders.md``).
+is measured by ``bench/bench_embed_locomo.py``, and whether it helps
+:class:`~agentmem.semantic.LocalMemoryClient` search by
+``bench/bench_semantic_locomo.py`` (``docs/embedders.md``).
 """
 
 from __future__ import annotations

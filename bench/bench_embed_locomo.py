@@ -87,6 +87,15 @@ def neighbour_sum(values: np.ndarray, session: np.ndarray, reach: int = 2) -> np
     return out
 
 
+def paired_bootstrap(
+    diff: np.ndarray, rng: np.random.Generator, draws: int = 2000
+) -> tuple[float, float]:
+    """95% interval of the mean of per-question differences ``diff``, resampling questions."""
+    picks = rng.integers(0, len(diff), (draws, len(diff)))
+    low, high = np.percentile(diff[picks].mean(axis=1), [2.5, 97.5])
+    return float(low), float(high)
+
+
 class Results:
     """Per configuration, per question: ``(conversation, r@5, r@10)``."""
 
@@ -265,8 +274,7 @@ def main() -> None:
         print(f"CV gain over {what}, R@10 [95% paired bootstrap] (R@5), per held-out conv R@10")
         for (name, kind), held in cv.items():
             diff = held - reference
-            picks = rng.integers(0, len(diff), (2000, len(diff)))
-            low, high = np.percentile(diff[picks, 1].mean(axis=1), [2.5, 97.5])
+            low, high = paired_bootstrap(diff[:, 1], rng)
             per = " ".join(f"{diff[convs == c, 1].mean():+.3f}" for c in range(len(samples)))
             print(
                 f"  {name + ' ' + kind:<26} {diff[:, 1].mean():+.3f} [{low:+.3f}, {high:+.3f}] "

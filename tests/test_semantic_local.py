@@ -306,6 +306,35 @@ def test_vectors_blend_with_bm25() -> None:
     assert lexical_only.search("automobile", user_id="u") == []
 
 
+class AxisEmbedder:
+    """``alpha`` and ``beta`` are two axes; a text with neither gets the zero vector."""
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        return [[float("alpha" in t), float("beta" in t)] for t in texts]
+
+
+def test_a_zero_vector_has_cosine_zero_not_a_lexical_only_score() -> None:
+    client = LocalMemoryClient(None, embedder=AxisEmbedder())
+    client.add("alpha tea", user_id="u")  # vector (1, 0): cosine 0 with the query
+    client.add("green tea", user_id="u")  # zero vector: cosine 0 too, by the Embedder contract
+    hits = client.search("beta tea", user_id="u")
+    # Both hold one of the two keywords (0.5) and have cosine 0: 0.5 * 0.5 + 0.5 * 0.
+    assert sorted((h.memory, h.score) for h in hits) == [("alpha tea", 0.25), ("green tea", 0.25)]
+    assert client.search("beta tea", user_id="u", threshold=0.3) == []
+    # A zero query vector says nothing: lexical alone, for every memory.
+    plain = client.search("tea", user_id="u")
+    assert sorted((h.memory, h.score) for h in plain) == [("alpha tea", 1.0), ("green tea", 1.0)]
+
+
+def test_a_memory_without_a_vector_is_scored_lexically_alone() -> None:
+    client = LocalMemoryClient(None)
+    client.add("beta tea before the embedder", user_id="u")
+    client.embedder = AxisEmbedder()
+    client.add("alpha tea", user_id="u")
+    scores = {h.memory: h.score for h in client.search("beta tea", user_id="u")}
+    assert scores == {"beta tea before the embedder": 1.0, "alpha tea": 0.25}
+
+
 def test_bad_embedder_output_is_a_configuration_error() -> None:
     class Broken:
         def embed(self, texts: Any) -> list[list[float]]:

@@ -36,8 +36,10 @@ secret-scrubbed before anything else sees them.
   accent-insensitively, through the FTS5 index) that the memory holds;
 * with an :class:`~agentmem.protocols.Embedder`: ``(1 - w) * lexical + w *
   max(0, cosine)`` with ``w = vector_weight`` (0.5 by default) for every
-  memory that has a vector of the query's length; a memory stored without
-  one (before an embedder was configured) is scored lexically alone.
+  memory that has a vector of the query's length (a zero vector's cosine is
+  0); a memory stored without one (before an embedder was configured) is
+  scored lexically alone, and so is every memory when the query's vector is
+  zero.
 
 Memories scoring 0 are never returned, nor those below ``threshold``. Ties
 go to the better BM25 rank, then the most recently added. Full rows are read
@@ -50,6 +52,7 @@ never changes a memory stored for ``agent_id="a"``); reads and
 
 from __future__ import annotations
 
+import math
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -315,16 +318,23 @@ class LocalMemoryClient:
         them pass ``filters``.
         """
         words = keywords(query) or keywords(query, stopwords=False)
-        qvec = db.decode_vector(query_vector) if query_vector is not None else None
+        qvec = db.decode_vector(query_vector) if query_vector is not None else ()
+        # A zero (or non-finite) query vector says nothing: the search is lexical alone.
+        qvec = qvec if any(qvec) and math.isfinite(math.hypot(*qvec)) else ()
         weight = self.vector_weight if qvec else 0.0
         with self._db.read("search semantic memory") as conn:
             matches = db.keyword_matches(conn, scope, words, exact=exact)
             similarity: dict[int, float] = {}
             if qvec:
                 for docid, blob in db.scope_vectors(conn, scope, exact=exact):
-                    value = db.cosine(qvec, db.decode_vector(blob))
+                    vector = db.decode_vector(blob)
+                    value = db.cosine(qvec, vector)
                     if value is not None:
                         similarity[docid] = max(0.0, value)
+                    elif len(vector) == len(qvec):
+                        # A zero vector's cosine is 0 (the Embedder contract): blended like
+                        # any other, not scored as if it had no vector.
+                        similarity[docid] = 0.0
             ranked: list[tuple[float, float, int]] = []
             for docid in matches.keys() | similarity.keys():
                 bm25, hits = matches.get(docid, (0.0, 0))
