@@ -22,7 +22,10 @@ cosine with anything is 0. Texts are embedded ``batch_size`` at a time.
 :func:`load_embedder` picks one by name. Whether an embedder helps recall
 is measured by ``bench/bench_embed_locomo.py``, and whether it helps
 :class:`~agentmem.semantic.LocalMemoryClient` search by
-``bench/bench_semantic_locomo.py`` (``docs/embedders.md``).
+``bench/bench_semantic_locomo.py`` (``docs/embedders.md``). MiniLM helps
+search and neither helps recall, so :class:`MiniLMEmbedder` is
+``LocalMemoryClient``'s default (``embedder="auto"``) when its extra is
+installed, built on the client's first use; recall never uses an embedder.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from agentmem.semantic import LocalMemoryClient
 
 
 def main() -> None:
-    client = LocalMemoryClient(sys.argv[1])
+    client = LocalMemoryClient(sys.argv[1], embedder=None)
     i = 0
     while True:
         word = f"k{i}q"

@@ -26,7 +26,7 @@ def main() -> None:
         if time.monotonic() > deadline:
             raise SystemExit("never told to go")
         time.sleep(0.005)
-    with LocalMemoryClient(root, durability="normal") as client:
+    with LocalMemoryClient(root, embedder=None, durability="normal") as client:
         for i in range(int(count)):
             client.add(f"worker{worker} statement{i} zz{worker}x{i}", user_id="team")
             shared = SHARED.upper() if int(worker) % 2 else "  " + SHARED.replace(" ", "   ")

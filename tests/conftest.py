@@ -24,3 +24,16 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_connect(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+
+
+@pytest.fixture(autouse=True)
+def _no_automatic_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LocalMemoryClient(embedder="auto")`` searches lexically in tests, whatever is installed.
+
+    With the ``minilm`` extra installed the default would load a 0.5 GB model and change
+    every score; the tests of the automatic choice (test_semantic_auto_embedder.py) put
+    the real check back and fake the extra.
+    """
+    from agentmem.semantic import _auto_embedder
+
+    monkeypatch.setattr(_auto_embedder, "minilm_installed", lambda: False)

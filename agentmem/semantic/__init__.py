@@ -4,7 +4,8 @@ Two implementations of :class:`~agentmem.protocols.MemoryClient`:
 
 * :class:`LocalMemoryClient` -- embedded, in ``<root>/semantic.sqlite``: BM25
   over an FTS5 index plus optional vectors from an
-  :class:`~agentmem.protocols.Embedder`; with an LLM it extracts facts from
+  :class:`~agentmem.protocols.Embedder` (by default MiniLM when the
+  ``minilm`` extra is installed, loaded on first use); with an LLM it extracts facts from
   the user's words and reconciles them with what is stored (ADD / UPDATE /
   DELETE / NOOP), and every memory keeps its history of changes.
 * :class:`Mem0Client` -- the same calls against a mem0 server's REST API,

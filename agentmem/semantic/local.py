@@ -34,8 +34,9 @@ secret-scrubbed before anything else sees them.
 * lexical: the fraction of the query's keywords (stopwords dropped unless
   the query has nothing else; matched by porter stem, case- and
   accent-insensitively, through the FTS5 index) that the memory holds;
-* with an :class:`~agentmem.protocols.Embedder`: ``(1 - w) * lexical + w *
-  max(0, cosine)`` with ``w = vector_weight`` (0.5 by default) for every
+* with an :class:`~agentmem.protocols.Embedder` (by default MiniLM when the
+  ``minilm`` extra is installed, see :mod:`agentmem.semantic._auto_embedder`):
+  ``(1 - w) * lexical + w * max(0, cosine)`` with ``w = vector_weight`` (0.5 by default) for every
   memory that has a vector of the query's length (a zero vector's cosine is
   0); a memory stored without one (before an embedder was configured) is
   scored lexically alone, and so is every memory when the query's vector is
@@ -59,7 +60,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from agentmem._facade_args import check_component
 from agentmem._storage.recovery import Recovery
@@ -76,6 +77,7 @@ from agentmem.protocols import LLM, Embedder, MemoryRecord
 from agentmem.recall import keywords
 from agentmem.scrub import Scrubber, resolve_scrubber, scrub_secrets
 from agentmem.semantic import _store as db
+from agentmem.semantic._auto_embedder import AUTO, EmbedderSlot
 from agentmem.semantic._common import (
     HistoryEntry,
     Scope,
@@ -138,7 +140,13 @@ class LocalMemoryClient:
             :class:`~agentmem.protocols.LLM`). Without one, statements are
             stored as said.
         embedder: Adds vector similarity to search (and to the lookup of
-            similar memories before a reconciliation).
+            similar memories before a reconciliation). ``"auto"`` (the
+            default): :class:`~agentmem.embedders.MiniLMEmbedder` when the
+            ``minilm`` extra is installed (built on the first add or search
+            that needs a vector, not here), else lexical search; if building
+            it fails, a warning is logged, :attr:`embedder_error` says why, and
+            search stays lexical. ``None``: lexical search. An
+            :class:`~agentmem.protocols.Embedder`: used as given.
         scrubber: ``None``: the memory's scrubber, else :func:`~agentmem.scrub.scrub_secrets`;
             ``True``/``False``, or a callable ``(text) -> text``, as
             ``Memory(scrub_secrets=...)``.
@@ -147,6 +155,9 @@ class LocalMemoryClient:
         clock: Returns the time in epoch seconds (tests pass a fixed one).
 
     Attributes:
+        embedder: The embedder in use (``None``: lexical search, or MiniLM not
+            built yet); assignable.
+        embedder_error: Why the automatic embedder could not be used, else ``None``.
         recovery: What was done about an unreadable ``semantic.sqlite`` found
             on open (moved where, why), else ``None``.
         recovered_from: Where that file was moved, else ``None``.
@@ -163,7 +174,7 @@ class LocalMemoryClient:
         mem_or_root: Any = None,
         *,
         llm: LLM | Any | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | Literal["auto"] | None = AUTO,
         scrubber: bool | Scrubber | None = None,
         durability: Durability = "full",
         vector_weight: float = 0.5,
@@ -171,7 +182,6 @@ class LocalMemoryClient:
     ) -> None:
         path, mem_llm, mem_scrubber = _source(mem_or_root)
         check_component("llm", llm, LLM, "a callable llm(messages, tools=None) -> dict")
-        check_component("embedder", embedder, Embedder, "embed(texts) -> list[list[float]]")
         if durability not in DURABILITIES:
             raise ConfigurationError(
                 f"durability must be one of {', '.join(DURABILITIES)}, got {durability!r}"
@@ -185,7 +195,7 @@ class LocalMemoryClient:
         if clock is not None and not callable(clock):
             raise ConfigurationError(f"clock must be callable, got {type(clock).__name__}")
         self.llm: Any = llm if llm is not None else mem_llm
-        self.embedder = embedder
+        self._embedders = self._embedder_slot(embedder)
         self.vector_weight = float(vector_weight)
         self._scrub = self._scrubber(scrubber, mem_scrubber)
         self._clock = clock
@@ -198,6 +208,15 @@ class LocalMemoryClient:
                     path=path.parent,
                 ) from exc
         self._db = db.SemanticDB(path, durability=durability)
+
+    @staticmethod
+    def _embedder_slot(setting: object) -> EmbedderSlot:
+        if isinstance(setting, str) and setting == AUTO:
+            return EmbedderSlot(AUTO)
+        check_component(
+            "embedder", setting, Embedder, "embed(texts) -> list[list[float]], None or 'auto'"
+        )
+        return EmbedderSlot(setting)  # type: ignore[arg-type]
 
     @staticmethod
     def _scrubber(setting: object, inherited: object) -> Scrubber | None:
@@ -215,6 +234,22 @@ class LocalMemoryClient:
         )
 
     # ------------------------------------------------------------------ properties
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder in use: ``None`` for lexical search, and also while the
+        automatic MiniLM is not built yet (see ``embedder_error`` if it failed)."""
+        return self._embedders.current
+
+    @embedder.setter
+    def embedder(self, value: Embedder | Literal["auto"] | None) -> None:
+        self._embedders = self._embedder_slot(value)
+
+    @property
+    def embedder_error(self) -> str | None:
+        """Why the automatic embedder (``embedder="auto"``) could not be built or
+        run, so that search fell back to lexical; else ``None``."""
+        return self._embedders.error
 
     @property
     def path(self) -> Path | None:
@@ -266,11 +301,25 @@ class LocalMemoryClient:
         return value
 
     def _embed(self, texts: Sequence[str]) -> dict[str, bytes]:
-        """``text -> encoded vector`` for ``texts`` (empty without an embedder)."""
-        if self.embedder is None or not texts:
+        """``text -> encoded vector`` for ``texts`` (empty without an embedder).
+
+        The automatic embedder is built here, on the first call with texts; if it
+        cannot be built or fails to embed, the client goes on lexically.
+        """
+        if not texts:
+            return {}
+        slot = self._embedders
+        embedder = slot.get()
+        if embedder is None:
             return {}
         unique = list(dict.fromkeys(texts))
-        vectors = self.embedder.embed(unique)
+        try:
+            vectors = embedder.embed(unique)
+        except Exception as exc:
+            if not slot.automatic:
+                raise
+            slot.fail("the MiniLM embedder failed", exc)
+            return {}
         if not isinstance(vectors, Sequence) or len(vectors) != len(unique):
             raise ConfigurationError(
                 f"the embedder returned {type(vectors).__name__} for {len(unique)} texts; "

@@ -65,7 +65,7 @@ class Clock:
 
 
 def build(path: Path) -> None:
-    client = LocalMemoryClient(path.parent / "_golden_root", clock=Clock())
+    client = LocalMemoryClient(path.parent / "_golden_root", embedder=None, clock=Clock())
     client.add("Prefers dark mode", user_id="martin", metadata={"source": "chat"})
     client.llm = ScriptedLLM(
         [

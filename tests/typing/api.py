@@ -181,6 +181,9 @@ def semantic_clients(mem: agentmem.Memory) -> list[str]:
     from agentmem.semantic import HistoryEntry, LocalMemoryClient, Mem0Client
 
     local = LocalMemoryClient(mem)
+    lexical = LocalMemoryClient(None, embedder=None)
+    lexical.embedder = "auto"
+    why: str | None = local.embedder_error
     clients: list[MemoryClient] = [local, Mem0Client("http://localhost:8888", timeout=2.0)]
     events: list[dict[str, Any]] = local.add("I prefer tabs.", user_id="martin")
     hits: list[MemoryRecord] = local.search("tabs", user_id="martin", threshold=0.3)
@@ -191,4 +194,4 @@ def semantic_clients(mem: agentmem.Memory) -> list[str]:
         return [err.memory_id]
     except RemoteMemoryError as err:
         return [f"{err.kind}:{err.status}"]
-    return [h.memory for h in hits] + [c.event for c in changes]
+    return [h.memory for h in hits] + [c.event for c in changes] + [why or ""]
