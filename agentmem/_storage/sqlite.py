@@ -65,6 +65,7 @@ __all__ = [
     "header_problem",
     "is_corruption",
     "migrate",
+    "open_database",
     "pending_migrations",
     "transaction",
     "verify_schema",
@@ -506,3 +507,58 @@ def verify_schema(conn: sqlite3.Connection, *, migrated: bool = False) -> None:
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?), (?, ?)",
             (_SCHEMA_KEY, text, _ROOTS_KEY, roots),
         )
+
+
+def open_database(
+    path: str | os.PathLike[str] | None,
+    *,
+    durability: Durability,
+    format_name: str,
+    format_version: int,
+    migrations: Sequence[Migration],
+) -> sqlite3.Connection:
+    """Open one of agentmem's versioned databases, ready to use.
+
+    Connects without touching the file, refuses someone else's (or a newer)
+    database before changing anything in it, switches it to WAL mode, applies
+    the pending migrations and checks the schema against the migrations'
+    fingerprints. ``path`` ``None`` opens a private in-memory database.
+
+    Raises:
+        FormatVersionError: a newer or foreign format.
+        SchemaDamageError: the schema does not match what the migrations built.
+        sqlite3.Error: the file could not be read (left to the caller, whose
+            recovery tells damage apart with :func:`is_corruption`).
+
+    The connection is closed on any failure.
+    """
+    conn = connect(path, durability=durability, wal=False)
+    try:
+        if path is None:
+            migrate(
+                conn,
+                format_name=format_name,
+                format_version=format_version,
+                migrations=migrations,
+            )
+        else:
+            pending_migrations(
+                conn,
+                format_name=format_name,
+                format_version=format_version,
+                migrations=migrations,
+                path=path,
+            )
+            enable_wal(conn, path)
+            applied = migrate(
+                conn,
+                format_name=format_name,
+                format_version=format_version,
+                migrations=migrations,
+                path=path,
+            )
+            verify_schema(conn, migrated=bool(applied))
+    except BaseException:
+        conn.close()
+        raise
+    return conn

@@ -37,13 +37,9 @@ from typing import Any, NamedTuple
 from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
 from agentmem._storage.sqlite import (
     Durability,
-    connect,
-    enable_wal,
     is_corruption,
-    migrate,
-    pending_migrations,
+    open_database,
     transaction,
-    verify_schema,
 )
 from agentmem.errors import CorruptStoreError, StorageError
 from agentmem.semantic._common import Scope, normalise_text
@@ -209,13 +205,7 @@ class SemanticDB:
         self._lock = threading.RLock()
         self._open_lock: OpenLock | None = None
         if path is None:
-            conn = connect(None, durability=durability)
-            try:
-                self._migrate(conn, None)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn: sqlite3.Connection | None = conn
+            self._conn: sqlite3.Connection | None = self._versioned(None)
         else:
             if path.is_dir():
                 raise StorageError(f"{path} is a directory, not a semantic memory database")
@@ -229,29 +219,18 @@ class SemanticDB:
             with contextlib.suppress(OSError):
                 _damage_mark(path).unlink()
 
-    @staticmethod
-    def _migrate(conn: sqlite3.Connection, path: Path | None) -> list[str]:
-        return migrate(
-            conn,
+    def _versioned(self, path: Path | None) -> sqlite3.Connection:
+        return open_database(
+            path,
+            durability=self.durability,
             format_name=FORMAT_NAME,
             format_version=FORMAT_VERSION,
             migrations=MIGRATIONS,
-            path=path,
         )
 
     def _try_open(self, path: Path) -> sqlite3.Connection:
-        conn = connect(path, durability=self.durability, wal=False)
+        conn = self._versioned(path)
         try:
-            # Refuse someone else's (or a newer) database before switching it to WAL.
-            pending_migrations(
-                conn,
-                format_name=FORMAT_NAME,
-                format_version=FORMAT_VERSION,
-                migrations=MIGRATIONS,
-                path=path,
-            )
-            enable_wal(conn, path)
-            verify_schema(conn, migrated=bool(self._migrate(conn, path)))
             if _damage_mark(path).exists():
                 # A query met damage in this file after an earlier open (which does not read
                 # every page): check it whole now, so that recovery moves it aside if it is.

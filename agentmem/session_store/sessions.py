@@ -23,13 +23,9 @@ from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
 from agentmem._storage.sqlite import (
     DURABILITIES,
     Durability,
-    connect,
-    enable_wal,
     is_corruption,
-    migrate,
-    pending_migrations,
+    open_database,
     transaction,
-    verify_schema,
 )
 from agentmem.errors import (
     CorruptStoreError,
@@ -126,42 +122,17 @@ class SessionStore:
     # ------------------------------------------------------------------ opening
 
     def _open_memory(self) -> sqlite3.Connection:
-        conn = connect(None, durability=self._durability)
-        try:
-            self._migrate(conn, None)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return self._try_open(None)
 
-    @staticmethod
-    def _migrate(conn: sqlite3.Connection, path: Path | None) -> builtins.list[str]:
-        return migrate(
-            conn,
+    def _try_open(self, path: Path | None) -> sqlite3.Connection:
+        """Connect and migrate; let sqlite3 errors through so corruption can be told apart."""
+        return open_database(
+            path,
+            durability=self._durability,
             format_name=FORMAT_NAME,
             format_version=FORMAT_VERSION,
             migrations=MIGRATIONS,
-            path=path,
         )
-
-    def _try_open(self, path: Path) -> sqlite3.Connection:
-        """Connect and migrate; let sqlite3 errors through so corruption can be told apart."""
-        conn = connect(path, durability=self._durability, wal=False)
-        try:
-            # Refuse someone else's (or a newer) database before changing anything in it.
-            pending_migrations(
-                conn,
-                format_name=FORMAT_NAME,
-                format_version=FORMAT_VERSION,
-                migrations=MIGRATIONS,
-                path=path,
-            )
-            enable_wal(conn, path)
-            verify_schema(conn, migrated=bool(self._migrate(conn, path)))
-        except BaseException:
-            conn.close()
-            raise
-        return conn
 
     def _open_file(self, path: Path) -> sqlite3.Connection:
         try:
