@@ -36,9 +36,11 @@ __all__ = [
     "HistoryEntry",
     "Scope",
     "check_filters",
+    "check_infer",
     "check_limit",
     "check_memory_id",
     "check_metadata",
+    "check_query",
     "check_scope",
     "check_threshold",
     "matches_filters",
@@ -99,6 +101,20 @@ def check_memory_id(memory_id: object) -> str:
     if not isinstance(memory_id, str) or not memory_id:
         raise InvalidArgumentError(f"memory_id must be a non-empty string, got {memory_id!r}")
     return memory_id
+
+
+def check_query(query: object) -> str:
+    """A search query: a string."""
+    if not isinstance(query, str):
+        raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
+    return query
+
+
+def check_infer(infer: object) -> bool:
+    """``add``'s ``infer`` flag: a bool."""
+    if not isinstance(infer, bool):
+        raise InvalidArgumentError(f"infer must be a bool, got {type(infer).__name__}")
+    return infer
 
 
 def check_limit(limit: object, name: str = "limit") -> int:

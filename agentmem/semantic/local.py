@@ -67,7 +67,6 @@ from agentmem._storage.recovery import Recovery
 from agentmem._storage.sqlite import DURABILITIES, Durability
 from agentmem.errors import (
     ConfigurationError,
-    InvalidArgumentError,
     LLMError,
     MemoryNotFoundError,
     StorageError,
@@ -82,9 +81,11 @@ from agentmem.semantic._common import (
     HistoryEntry,
     Scope,
     check_filters,
+    check_infer,
     check_limit,
     check_memory_id,
     check_metadata,
+    check_query,
     check_scope,
     check_threshold,
     matches_filters,
@@ -443,8 +444,7 @@ class LocalMemoryClient:
             InvalidArgumentError: a bad argument (named).
             StorageError: the database could not be read.
         """
-        if not isinstance(query, str):
-            raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
+        check_query(query)
         scope = check_scope(user_id, agent_id, run_id)
         count = check_limit(limit)
         floor = check_threshold(threshold)
@@ -613,8 +613,7 @@ class LocalMemoryClient:
     ) -> Flow[list[dict[str, Any]]]:
         # Arguments are checked here, before the flow starts, so a bad call fails at once.
         scope = check_scope(user_id, agent_id, run_id)
-        if not isinstance(infer, bool):
-            raise InvalidArgumentError(f"infer must be a bool, got {type(infer).__name__}")
+        infer = check_infer(infer)
         texts = [t for t in (self._clean(raw) for raw in user_texts(messages)) if t]
         meta = self._clean_metadata(metadata)
         return self._capture(texts, scope, meta, infer and self.llm is not None)

@@ -54,7 +54,6 @@ from typing import Any, Final
 
 from agentmem.errors import (
     ConfigurationError,
-    InvalidArgumentError,
     MemoryNotFoundError,
     RemoteMemoryError,
 )
@@ -64,9 +63,11 @@ from agentmem.semantic._common import (
     HistoryEntry,
     Scope,
     check_filters,
+    check_infer,
     check_limit,
     check_memory_id,
     check_metadata,
+    check_query,
     check_scope,
     check_threshold,
     matches_filters,
@@ -250,8 +251,7 @@ class Mem0Client:
             RemoteMemoryError: the server failed, refused or did not answer.
         """
         scope = check_scope(user_id, agent_id, run_id)
-        if not isinstance(infer, bool):
-            raise InvalidArgumentError(f"infer must be a bool, got {type(infer).__name__}")
+        check_infer(infer)
         meta = check_metadata(metadata)
         texts = user_texts(messages)
         if self._scrub is not None:
@@ -295,8 +295,7 @@ class Mem0Client:
             InvalidArgumentError: a bad argument (named).
             RemoteMemoryError: the server failed, refused or did not answer.
         """
-        if not isinstance(query, str):
-            raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
+        check_query(query)
         scope = check_scope(user_id, agent_id, run_id)
         count = check_limit(limit)
         wanted = check_filters(filters)
