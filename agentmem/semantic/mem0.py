@@ -227,6 +227,17 @@ class Mem0Client:
 
     # ------------------------------------------------------------------ answers
 
+    def _on_memory(self, method: str, key: str, suffix: str = "") -> tuple[str, Any]:
+        """``(path, answer)`` of ``method /memories/{key}{suffix}``; a 404 is
+        :class:`~agentmem.errors.MemoryNotFoundError`."""
+        path = "/memories/" + urllib.parse.quote(key, safe="") + suffix
+        try:
+            return path, self._request(method, path)
+        except RemoteMemoryError as exc:
+            if exc.status == 404:
+                raise MemoryNotFoundError(key) from exc
+            raise
+
     def _records(self, answer: Any, what: str) -> list[MemoryRecord]:
         return [_record(item, what) for item in _results(answer, what)]
 
@@ -351,13 +362,7 @@ class Mem0Client:
             RemoteMemoryError: the server failed, refused or did not answer.
         """
         key = check_memory_id(memory_id)
-        path = "/memories/" + urllib.parse.quote(key, safe="")
-        try:
-            answer = self._request("GET", path)
-        except RemoteMemoryError as exc:
-            if exc.status == 404:
-                raise MemoryNotFoundError(key) from exc
-            raise
+        path, answer = self._on_memory("GET", key)
         if answer is None or answer == {}:
             raise MemoryNotFoundError(key)
         return _record(answer, f"GET {path}")
@@ -370,13 +375,7 @@ class Mem0Client:
             RemoteMemoryError: the server failed, refused or did not answer.
         """
         key = check_memory_id(memory_id)
-        path = "/memories/" + urllib.parse.quote(key, safe="") + "/history"
-        try:
-            answer = self._request("GET", path)
-        except RemoteMemoryError as exc:
-            if exc.status == 404:
-                raise MemoryNotFoundError(key) from exc
-            raise
+        path, answer = self._on_memory("GET", key, "/history")
         out = []
         for item in _results(answer, f"GET {path}"):
             if not isinstance(item, Mapping):
@@ -401,13 +400,7 @@ class Mem0Client:
         """
         key = check_memory_id(memory_id)
         self.get(key)
-        path = "/memories/" + urllib.parse.quote(key, safe="")
-        try:
-            self._request("DELETE", path)
-        except RemoteMemoryError as exc:
-            if exc.status == 404:
-                raise MemoryNotFoundError(key) from exc
-            raise
+        self._on_memory("DELETE", key)
 
     def delete_all(
         self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None
