@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentmem._storage.files import atomic_write_text, move_aside
+from agentmem._storage.files import atomic_write_text, file_in, move_aside
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import held_lock
 from agentmem.errors import (
@@ -153,16 +153,9 @@ class KeyValueStore:
     def _path(self, key: str, name: str | None = None) -> Path:
         """The file for ``key``, checked to sit directly in the notes directory."""
         assert self.directory is not None
-        path = self.directory / (name or key + _SUFFIX)
-        try:
-            base = self.directory.resolve()
-            resolved = path.resolve()
-            root = self._root.resolve() if self._root is not None else base
-        except (OSError, RuntimeError) as exc:
-            raise UnsafePathError(key, self.directory, f"cannot resolve: {exc}") from exc
-        if resolved.parent != base or not base.is_relative_to(root):
-            raise UnsafePathError(key, self.directory, "resolves outside the notes directory")
-        return path
+        return file_in(
+            self.directory, name or key + _SUFFIX, self._root, key=key, what="the notes directory"
+        )
 
     # ------------------------------------------------------------------ operations
 

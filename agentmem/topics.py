@@ -56,7 +56,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentmem._storage.files import atomic_write_text
+from agentmem._storage.files import atomic_write_text, file_in
 from agentmem._storage.locks import held_lock
 from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
 from agentmem.notes import check_key
@@ -227,16 +227,9 @@ class TopicStore:
     def _path(self, topic: str) -> Path:
         """The file of ``topic``, checked to sit directly in the topics directory."""
         assert self.directory is not None
-        path = self.directory / (topic + SUFFIX)
-        try:
-            base = self.directory.resolve()
-            resolved = path.resolve()
-            root = self._root.resolve() if self._root is not None else base
-        except (OSError, RuntimeError) as exc:
-            raise UnsafePathError(topic, self.directory, f"cannot resolve: {exc}") from exc
-        if resolved.parent != base or not base.is_relative_to(root):
-            raise UnsafePathError(topic, self.directory, "resolves outside the topics directory")
-        return path
+        return file_in(
+            self.directory, topic + SUFFIX, self._root, key=topic, what="the topics directory"
+        )
 
     # ------------------------------------------------------------------ operations
 

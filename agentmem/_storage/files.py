@@ -33,10 +33,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentmem.errors import UnsafePathError
+
 __all__ = [
     "SQLITE_COMPANIONS",
     "atomic_write_bytes",
     "atomic_write_text",
+    "file_in",
     "fsync_directory",
     "move_aside",
 ]
@@ -65,6 +68,26 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def file_in(directory: Path, name: str, root: Path | None, *, key: str, what: str) -> Path:
+    """``directory / name``, checked to sit directly in ``directory`` once symlinks are
+    resolved, with ``directory`` itself inside ``root`` (default: ``directory``).
+
+    Raises:
+        UnsafePathError: naming ``key``: the path cannot be resolved, or it leads
+            outside ``what`` (such as ``"the notes directory"``).
+    """
+    path = directory / name
+    try:
+        base = directory.resolve()
+        resolved = path.resolve()
+        top = root.resolve() if root is not None else base
+    except (OSError, RuntimeError) as exc:
+        raise UnsafePathError(key, directory, f"cannot resolve: {exc}") from exc
+    if resolved.parent != base or not base.is_relative_to(top):
+        raise UnsafePathError(key, directory, f"resolves outside {what}")
+    return path
 
 
 def _create_temp(target: Path) -> tuple[int, str]:
