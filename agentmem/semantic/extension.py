@@ -54,7 +54,7 @@ from agentmem.semantic.recorder import (
     CloseReport,
     Recorder,
     check_client,
-    check_scope,
+    check_owner,
     check_timeout,
 )
 from agentmem.tokens import HeuristicCounter
@@ -175,9 +175,7 @@ class SemanticMemoryExtension:
         persona_tokens: int = PERSONA_TOKENS,
     ) -> None:
         self.client = check_client(client)
-        self.user_id: str = check_scope("user_id", user_id, required=True) or user_id
-        self.agent_id = check_scope("agent_id", agent_id, required=False)
-        self.run_id = check_scope("run_id", run_id, required=False)
+        self.user_id, self.agent_id, self.run_id = check_owner(user_id, agent_id, run_id)
         if (
             isinstance(prefetch_k, bool)
             or not isinstance(prefetch_k, int)

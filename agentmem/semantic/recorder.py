@@ -48,6 +48,7 @@ from typing import Any
 from agentmem._facade_args import check_flag
 from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.protocols import MemoryClient
+from agentmem.semantic._common import Scope
 
 __all__ = ["DEFAULT_FLUSH_TIMEOUT", "DEFAULT_MAXSIZE", "CloseReport", "Recorder"]
 
@@ -103,13 +104,26 @@ def check_client(client: Any) -> MemoryClient:
     return client
 
 
-def check_scope(name: str, value: Any, *, required: bool) -> str | None:
-    """A scope id (``user_id``, ``agent_id``, ``run_id``): a non-empty string (or None)."""
+def _scope_id(name: str, value: Any, *, required: bool) -> str | None:
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
     return value
+
+
+def check_owner(user_id: Any, agent_id: Any, run_id: Any) -> Scope:
+    """Whose memories a recorder (or extension) works on: ``user_id`` a non-empty
+    string, ``agent_id`` and ``run_id`` ``None`` or non-empty strings.
+
+    Raises:
+        ConfigurationError: naming the bad id.
+    """
+    return Scope(
+        user_id=str(_scope_id("user_id", user_id, required=True)),
+        agent_id=_scope_id("agent_id", agent_id, required=False),
+        run_id=_scope_id("run_id", run_id, required=False),
+    )
 
 
 class Recorder:
@@ -145,9 +159,7 @@ class Recorder:
         flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
     ) -> None:
         self.client = check_client(client)
-        self.user_id: str = check_scope("user_id", user_id, required=True) or user_id
-        self.agent_id = check_scope("agent_id", agent_id, required=False)
-        self.run_id = check_scope("run_id", run_id, required=False)
+        self.user_id, self.agent_id, self.run_id = check_owner(user_id, agent_id, run_id)
         check_flag("infer", infer)
         if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
             raise ConfigurationError(f"maxsize must be an int of at least 1, got {maxsize!r}")
