@@ -160,6 +160,11 @@ def _row(raw: Sequence[Any], report: Report | None) -> Row | None:
     return None
 
 
+def _metadata_json(metadata: Mapping[str, Any]) -> str:
+    """The ``metadata`` column: the object as JSON, keys sorted."""
+    return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
+
+
 def fact_hash(text: str) -> str:
     """The dedupe key of a statement: SHA-256 of its normalised, case-folded text."""
     return hashlib.sha256(normalise_text(text).casefold().encode("utf-8")).hexdigest()
@@ -411,7 +416,7 @@ def _copy_readable(source: Path, conn: sqlite3.Connection) -> tuple[int, int, in
                     row.run_id or "",
                     row.text,
                     row.hash,
-                    json.dumps(row.metadata, ensure_ascii=False, sort_keys=True),
+                    _metadata_json(row.metadata),
                     row.vector,
                     row.created_at,
                     row.updated_at,
@@ -609,7 +614,7 @@ def insert_row(
             scope.run_id or "",
             text,
             fact_hash(text),
-            json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True),
+            _metadata_json(metadata),
             vector,
             now,
             now,
@@ -633,7 +638,7 @@ def update_row(
         (
             text,
             fact_hash(text),
-            json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True),
+            _metadata_json(metadata),
             vector,
             now,
             memory_id,
