@@ -51,12 +51,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentmem._storage.files import atomic_write_text, move_aside
+from agentmem._storage.files import atomic_write_text, set_aside
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import held_lock
 from agentmem.errors import (
     AgentMemError,
-    CorruptStoreError,
     FormatVersionError,
     InvalidArgumentError,
     StorageError,
@@ -394,16 +393,9 @@ class LongTermMemory:
 
     def _set_aside(self, reason: str) -> _Doc:
         assert self.path is not None
-        try:
-            moved = move_aside(self.path)
-        except OSError as exc:
-            raise CorruptStoreError(
-                f"long-term memory {self.path} is unreadable ({reason}) and could not be "
-                f"moved aside: {exc}",
-                path=self.path,
-            ) from exc
-        message = f"long-term memory {self.path} is unreadable ({reason}); moved aside to {moved}"
-        logger.warning(message)
+        moved, message = set_aside(
+            self.path, what=f"long-term memory {self.path}", reason=reason, logger=logger
+        )
         self.moved_aside.append(moved)
         self.problems.append(message)
         return _Doc()

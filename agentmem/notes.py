@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentmem._storage.files import atomic_write_text, move_aside
+from agentmem._storage.files import atomic_write_text, set_aside
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import held_lock
 from agentmem.errors import (
@@ -374,15 +374,9 @@ class KeyValueStore:
             return None, str(exc)
 
     def _set_aside(self, key: str, path: Path, reason: str) -> None:
-        try:
-            moved = move_aside(path)
-        except OSError as exc:
-            raise CorruptStoreError(
-                f"note {key!r} is unreadable ({reason}) and could not be moved aside: {exc}",
-                path=path,
-            ) from exc
-        message = f"note {key!r} ({path}) is unreadable ({reason}); moved aside to {moved}"
-        logger.warning(message)
+        moved, message = set_aside(
+            path, what=f"note {key!r} ({path})", reason=reason, logger=logger
+        )
         self.moved_aside.append(moved)
         raise CorruptStoreError(message, path=path, moved_to=moved)
 

@@ -55,7 +55,12 @@ from agentmem._snapshots import (
     stat_of,
     walk,
 )
-from agentmem._storage.files import atomic_write_bytes, atomic_write_text, move_aside
+from agentmem._storage.files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    move_aside,
+    set_aside,
+)
 from agentmem._storage.formats import check_format
 from agentmem.errors import (
     AgentMemError,
@@ -187,11 +192,12 @@ class TimeMachine:
         except (OSError, ValueError, AgentMemError) as exc:
             if isinstance(exc, AgentMemError) and "newer agentmem" in str(exc):
                 raise
-            moved = move_aside(path)
-            message = f"{what} {path} unreadable ({exc}); moved aside to {moved}"
-            _log.warning(message)
-            self.problems.append(message)
+            self._set_aside(path, what, str(exc))
             return None
+
+    def _set_aside(self, path: Path, what: str, reason: str) -> None:
+        _, message = set_aside(path, what=f"{what} {path}", reason=reason, logger=_log)
+        self.problems.append(message)
 
     def _load(self) -> None:
         doc_path = self._file(".json")
@@ -213,10 +219,7 @@ class TimeMachine:
                 if self._active not in self._tasks:
                     raise InvalidArgumentError(f"active task {self._active} unknown")
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                moved = move_aside(doc_path)
-                message = f"time-machine record {doc_path} damaged ({exc}); moved to {moved}"
-                _log.warning(message)
-                self.problems.append(message)
+                self._set_aside(doc_path, "time-machine record", f"damaged: {exc}")
                 self._tasks = {ROOT: TaskRecord(parent=None)}
                 self._active = self._latest = ROOT
         index_path = self._file(".index.json")
