@@ -330,17 +330,12 @@ class KeyValueStore:
         note, reason = self._decode(key, raw)
         if note is not None:
             return note
-        if not self._held:
-            # Only a lock holder moves a file aside, after checking it still holds the bad
-            # bytes: a writer may have replaced it with a good note since it was read.
+        if not self._held and self._lock_path is not None:
+            # Only a lock holder moves a file aside, after checking (by loading it again
+            # under the lock) that it still holds the bad bytes: a writer may have replaced
+            # it with a good note since it was read.
             with self._locked():
-                raw = self._read(key, path)
-                if raw is None:
-                    return None
-                note, reason = self._decode(key, raw)
-                if note is not None:
-                    return note
-                self._set_aside(key, path, reason)
+                return self._load(key, path)
         self._set_aside(key, path, reason)
         return None  # not reached: _set_aside raises
 
