@@ -278,17 +278,28 @@ def _open_or_recover(
         # inspection to finish (it holds the lock exclusively), then open alongside.
         open_lock.shared()
     try:
-        report = _inspect(path, what) if first else None
-        if report is None or report.problem is None:
-            conn, reason = _probe(path, opener, what)
-            if conn is not None:
-                return conn, None
-        else:
-            reason = report.problem
-        return _recover(path, opener, what, report if first else None, reason)
+        conn, _, _ = _look(path, opener, what, inspect=first)
+        if conn is not None:
+            return conn, None
+        return _recover(path, opener, what, inspect=first)
     finally:
         if first:
             open_lock.shared()
+
+
+def _look(
+    path: Path, opener: Opener, what: str, *, inspect: bool
+) -> tuple[sqlite3.Connection | None, WalReport | None, str]:
+    """Open ``path`` if it is readable: ``(conn, report, "")``, else ``(None, report, why)``.
+
+    ``inspect``: read the write-ahead log by hand first (only done while no other process
+    has the database open, so the log is a crash's leftover and not a live writer's).
+    """
+    report = _inspect(path, what) if inspect else None
+    if report is not None and report.problem is not None:
+        return None, report, report.problem
+    conn, reason = _probe(path, opener, what)
+    return conn, report, reason
 
 
 def _inspect(path: Path, what: str) -> WalReport | None:
@@ -299,7 +310,7 @@ def _inspect(path: Path, what: str) -> WalReport | None:
 
 
 def _recover(
-    path: Path, opener: Opener, what: str, report: WalReport | None, reason: str
+    path: Path, opener: Opener, what: str, *, inspect: bool
 ) -> tuple[sqlite3.Connection, Recovery | None]:
     # Serialise recovery across processes and look again under the lock: another process
     # may have moved the file aside already, and its fresh database must not be moved in turn.
@@ -312,14 +323,9 @@ def _recover(
     except (OSError, filelock.Timeout) as exc:
         raise StorageError(f"cannot recover unreadable {path}: {exc}", path=path) from exc
     try:
-        if report is not None:
-            report = _inspect(path, what)
-        if report is None or report.problem is None:
-            conn, reason = _probe(path, opener, what)
-            if conn is not None:
-                return conn, None
-        else:
-            reason = report.problem
+        found, report, reason = _look(path, opener, what, inspect=inspect)
+        if found is not None:
+            return found, None
         try:
             if not path.exists():
                 # Only the log is left (a kill during a move aside, or a deleted main file):
