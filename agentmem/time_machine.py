@@ -65,6 +65,7 @@ from agentmem._storage.formats import check_format
 from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,
+    FormatVersionError,
     InvalidArgumentError,
     RestoreError,
     StorageError,
@@ -190,8 +191,8 @@ class TimeMachine:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, AgentMemError) as exc:
-            if isinstance(exc, AgentMemError) and "newer agentmem" in str(exc):
-                raise
+            if isinstance(exc, FormatVersionError) and exc.found is not None:
+                raise  # a newer agentmem wrote it: leave it alone
             self._set_aside(path, what, str(exc))
             return None
 
