@@ -314,15 +314,13 @@ class TimeMachine:
         """The current value of ``rel`` on disk (its content stored as a blob)."""
         full = self.working_dir / rel
         try:
-            st = os.lstat(full)
+            st: os.stat_result | None = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
+            st = None
+        if st is None or stat.S_ISDIR(st.st_mode):  # no file there (or a directory took its place)
             self._index.pop(rel, None)
             self._index_unsaved = True
             return None
-        if stat.S_ISDIR(st.st_mode):
-            self._index.pop(rel, None)
-            self._index_unsaved = True
-            return None  # no file there (a directory took its place)
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
             self._note_error(f"{rel}: not a regular file, not snapshotted")
             return _UNREADABLE
