@@ -46,17 +46,15 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentmem._storage.files import atomic_write_text, move_aside
+from agentmem._storage.files import atomic_write_text, set_aside
 from agentmem._storage.formats import check_format
-from agentmem._storage.locks import held_lock
+from agentmem._storage.locks import StoreLock
 from agentmem.errors import (
     AgentMemError,
-    CorruptStoreError,
     FormatVersionError,
     InvalidArgumentError,
     StorageError,
@@ -332,13 +330,12 @@ class LongTermMemory:
         self.path = Path(path) if path is not None else None
         if self.path is not None and lock_path is None:
             lock_path = self.path.parent / "locks" / f"{self.path.name}.lock"
-        self._lock_path = Path(lock_path) if lock_path is not None else None
+        self._locked = StoreLock(lock_path, what="long-term memory", timeout=LOCK_TIMEOUT)
         self._scrub = scrubber
         self._clock = clock
         self._thread_lock = threading.RLock()
         self._doc = _Doc()
         self._raw: bytes | None = None
-        self._held = False  # this object holds the file lock (the lock is not re-entrant)
         self.moved_aside: list[Path] = []
         self.problems: list[str] = []
 
@@ -373,7 +370,7 @@ class LongTermMemory:
             reason = str(exc)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             reason = f"not valid JSON: {exc}"
-        if not self._held:
+        if not self._locked.held:
             # Only a lock holder may move the file: a reader that saw the bad bytes could
             # otherwise move aside the good file a writer has just put in its place.
             with self._locked():
@@ -394,16 +391,9 @@ class LongTermMemory:
 
     def _set_aside(self, reason: str) -> _Doc:
         assert self.path is not None
-        try:
-            moved = move_aside(self.path)
-        except OSError as exc:
-            raise CorruptStoreError(
-                f"long-term memory {self.path} is unreadable ({reason}) and could not be "
-                f"moved aside: {exc}",
-                path=self.path,
-            ) from exc
-        message = f"long-term memory {self.path} is unreadable ({reason}); moved aside to {moved}"
-        logger.warning(message)
+        moved, message = set_aside(
+            self.path, what=f"long-term memory {self.path}", reason=reason, logger=logger
+        )
         self.moved_aside.append(moved)
         self.problems.append(message)
         return _Doc()
@@ -433,18 +423,6 @@ class LongTermMemory:
                     logger.warning(message)
                     self.problems.append(message)
         return doc
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        if self._lock_path is None:
-            yield
-            return
-        with held_lock(self._lock_path, what="long-term memory", timeout=LOCK_TIMEOUT):
-            self._held = True
-            try:
-                yield
-            finally:
-                self._held = False
 
     def _change(self, apply: Callable[[_Doc], Any]) -> Any:
         """Lock -> re-read -> apply -> atomic replace; returns what ``apply`` returned."""

@@ -39,14 +39,13 @@ import re
 import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentmem._storage.files import atomic_write_text, file_in, move_aside
+from agentmem._storage.files import atomic_write_text, file_in, set_aside
 from agentmem._storage.formats import check_format
-from agentmem._storage.locks import held_lock
+from agentmem._storage.locks import StoreLock
 from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,
@@ -141,8 +140,9 @@ class KeyValueStore:
         self._scrub = scrubber
         self._memory: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
-        self._lock_path = self._root / "locks" / "notes.lock" if self._root is not None else None
-        self._held = False  # this object holds the notes file lock (it is not re-entrant)
+        self._locked = StoreLock(
+            self._root / "locks" / "notes.lock" if self._root is not None else None, what="notes"
+        )
         self.moved_aside: list[Path] = []
 
     # ------------------------------------------------------------------ paths
@@ -323,17 +323,12 @@ class KeyValueStore:
         note, reason = self._decode(key, raw)
         if note is not None:
             return note
-        if not self._held:
-            # Only a lock holder moves a file aside, after checking it still holds the bad
-            # bytes: a writer may have replaced it with a good note since it was read.
+        if not self._locked.held and self._locked.path is not None:
+            # Only a lock holder moves a file aside, after checking (by loading it again
+            # under the lock) that it still holds the bad bytes: a writer may have replaced
+            # it with a good note since it was read.
             with self._locked():
-                raw = self._read(key, path)
-                if raw is None:
-                    return None
-                note, reason = self._decode(key, raw)
-                if note is not None:
-                    return note
-                self._set_aside(key, path, reason)
+                return self._load(key, path)
         self._set_aside(key, path, reason)
         return None  # not reached: _set_aside raises
 
@@ -367,29 +362,11 @@ class KeyValueStore:
             return None, str(exc)
 
     def _set_aside(self, key: str, path: Path, reason: str) -> None:
-        try:
-            moved = move_aside(path)
-        except OSError as exc:
-            raise CorruptStoreError(
-                f"note {key!r} is unreadable ({reason}) and could not be moved aside: {exc}",
-                path=path,
-            ) from exc
-        message = f"note {key!r} ({path}) is unreadable ({reason}); moved aside to {moved}"
-        logger.warning(message)
+        moved, message = set_aside(
+            path, what=f"note {key!r} ({path})", reason=reason, logger=logger
+        )
         self.moved_aside.append(moved)
         raise CorruptStoreError(message, path=path, moved_to=moved)
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        if self._lock_path is None or self._held:
-            yield
-            return
-        with held_lock(self._lock_path, what="notes"):
-            self._held = True
-            try:
-                yield
-            finally:
-                self._held = False
 
     def __repr__(self) -> str:
         where = str(self.directory) if self.directory is not None else "in memory"

@@ -55,11 +55,17 @@ from agentmem._snapshots import (
     stat_of,
     walk,
 )
-from agentmem._storage.files import atomic_write_bytes, atomic_write_text, move_aside
+from agentmem._storage.files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    move_aside,
+    set_aside,
+)
 from agentmem._storage.formats import check_format
 from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,
+    FormatVersionError,
     InvalidArgumentError,
     RestoreError,
     StorageError,
@@ -185,13 +191,14 @@ class TimeMachine:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, AgentMemError) as exc:
-            if isinstance(exc, AgentMemError) and "newer agentmem" in str(exc):
-                raise
-            moved = move_aside(path)
-            message = f"{what} {path} unreadable ({exc}); moved aside to {moved}"
-            _log.warning(message)
-            self.problems.append(message)
+            if isinstance(exc, FormatVersionError) and exc.found is not None:
+                raise  # a newer agentmem wrote it: leave it alone
+            self._set_aside(path, what, str(exc))
             return None
+
+    def _set_aside(self, path: Path, what: str, reason: str) -> None:
+        _, message = set_aside(path, what=f"{what} {path}", reason=reason, logger=_log)
+        self.problems.append(message)
 
     def _load(self) -> None:
         doc_path = self._file(".json")
@@ -213,10 +220,7 @@ class TimeMachine:
                 if self._active not in self._tasks:
                     raise InvalidArgumentError(f"active task {self._active} unknown")
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                moved = move_aside(doc_path)
-                message = f"time-machine record {doc_path} damaged ({exc}); moved to {moved}"
-                _log.warning(message)
-                self.problems.append(message)
+                self._set_aside(doc_path, "time-machine record", f"damaged: {exc}")
                 self._tasks = {ROOT: TaskRecord(parent=None)}
                 self._active = self._latest = ROOT
         index_path = self._file(".index.json")
@@ -310,15 +314,13 @@ class TimeMachine:
         """The current value of ``rel`` on disk (its content stored as a blob)."""
         full = self.working_dir / rel
         try:
-            st = os.lstat(full)
+            st: os.stat_result | None = os.lstat(full)
         except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
+            st = None
+        if st is None or stat.S_ISDIR(st.st_mode):  # no file there (or a directory took its place)
             self._index.pop(rel, None)
             self._index_unsaved = True
             return None
-        if stat.S_ISDIR(st.st_mode):
-            self._index.pop(rel, None)
-            self._index_unsaved = True
-            return None  # no file there (a directory took its place)
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
             self._note_error(f"{rel}: not a regular file, not snapshotted")
             return _UNREADABLE

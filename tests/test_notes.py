@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from profiles import scaled
 
 import agentmem
-from agentmem.errors import AgentMemError, CorruptStoreError, InvalidArgumentError, UnsafePathError
+from agentmem._storage.locks import StoreLock, held_lock
+from agentmem.errors import (
+    AgentMemError,
+    CorruptStoreError,
+    InvalidArgumentError,
+    StoreLockedError,
+    UnsafePathError,
+)
 from agentmem.notes import KeyValueStore, check_key
 
 
@@ -273,3 +280,25 @@ def test_the_real_trim_checkpoint_is_readable(tmp_path: Path) -> None:
     assert text is not None and text.startswith("# Session progress")
     assert "session_progress" in mem.notes.list()
     mem.close()
+
+
+def test_store_lock_is_reentrant_within_its_object_and_excludes_others(tmp_path: Path) -> None:
+    path = tmp_path / "locks" / "x.lock"
+    lock = StoreLock(path, what="things", timeout=0.2)
+    assert not lock.held
+    with lock():
+        assert lock.held
+        with lock():  # nested in the same object: no second acquire, no wait
+            assert lock.held
+        assert lock.held, "the inner block does not release the outer one"
+        with (
+            pytest.raises(StoreLockedError, match="things"),
+            held_lock(path, what="things", timeout=0.05),
+        ):
+            pass
+    assert not lock.held
+    with held_lock(path, what="things", timeout=0.05):
+        pass  # released
+    in_memory = StoreLock(None, what="things")
+    with in_memory():
+        assert not in_memory.held

@@ -14,7 +14,7 @@ import pytest
 
 import agentmem
 from agentmem._snapshots import IgnoreRules, walk
-from agentmem.errors import InvalidArgumentError, UnsafePathError
+from agentmem.errors import FormatVersionError, InvalidArgumentError, UnsafePathError
 from agentmem.time_machine import RestoreError, TimeMachine
 
 CHILD = Path(__file__).with_name("_tm_kill9_child.py")
@@ -410,3 +410,27 @@ def test_kill9_inside_a_guarded_command_is_recorded_on_the_next_open(tmp_path: P
         s.switch_to_task(1)
         assert (work / "f00.txt").read_text() == "changed"
         assert not (work / "f01.txt").exists()
+
+
+@pytest.mark.parametrize("version", [99, "1", 0])
+def test_record_of_a_newer_agentmem_is_left_alone_a_malformed_one_moved_aside(
+    tmp_path: Path, version: object
+) -> None:
+    tm = _tm(tmp_path)
+    tm.start_new_task("one")
+    record = tmp_path / "store/sessions/s.json"
+    doc = json.loads(record.read_text())
+    doc["version"] = version
+    record.write_text(json.dumps(doc))
+    if version == 99:
+        with pytest.raises(FormatVersionError) as info:
+            _tm(tmp_path)
+        assert info.value.found == 99
+        assert json.loads(record.read_text())["version"] == 99, "never overwritten"
+        return
+    reopened = _tm(tmp_path)
+    assert reopened.active_task_id is None
+    assert not record.exists()
+    moved = list(record.parent.glob("s.json.corrupt-*"))
+    assert len(moved) == 1 and json.loads(moved[0].read_text())["version"] == version
+    assert len(reopened.problems) == 1 and str(moved[0]) in reopened.problems[0]

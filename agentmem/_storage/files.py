@@ -26,6 +26,7 @@ inside SQLite databases (SQLite does its own syncing, see
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import stat
@@ -33,7 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentmem.errors import UnsafePathError
+from agentmem.errors import CorruptStoreError, UnsafePathError
 
 __all__ = [
     "SQLITE_COMPANIONS",
@@ -42,6 +43,7 @@ __all__ = [
     "file_in",
     "fsync_directory",
     "move_aside",
+    "set_aside",
 ]
 
 SQLITE_COMPANIONS: tuple[str, ...] = ("-wal", "-shm", "-journal")
@@ -220,3 +222,36 @@ def move_aside(
     finally:
         fsync_directory(source.parent)
     return target
+
+
+def set_aside(
+    path: str | os.PathLike[str], *, what: str, reason: str, logger: logging.Logger
+) -> tuple[Path, str]:
+    """Move an unreadable file aside (:func:`move_aside`) and report it on ``logger``.
+
+    The one "move it aside and say so" step of the JSON stores (long-term
+    memory, notes, the time machine's records); each keeps the returned
+    message and path on its own attributes.
+
+    Args:
+        path: The unreadable file.
+        what: How to name it in messages ("long-term memory /x/ltm.json").
+        reason: Why it is unreadable.
+        logger: Where the warning goes.
+
+    Returns:
+        Where the file now lives, and the warning that was logged.
+
+    Raises:
+        CorruptStoreError: the file could not be moved aside (it is left where it was).
+    """
+    source = Path(path)
+    try:
+        moved = move_aside(source)
+    except OSError as exc:
+        raise CorruptStoreError(
+            f"{what} is unreadable ({reason}) and could not be moved aside: {exc}", path=source
+        ) from exc
+    message = f"{what} is unreadable ({reason}); moved aside to {moved}"
+    logger.warning(message)
+    return moved, message

@@ -9,7 +9,9 @@ with a bounded wait and agentmem errors instead of ``filelock.Timeout`` or
 a killed writer never blocks the others.
 
 It is not re-entrant across calls (each call opens its own lock file
-handle): a caller that may already hold it tracks that itself.
+handle). :class:`StoreLock` is the lock of one store object: re-entrant
+within it, and it tells whether the object holds it (only a holder may move
+an unreadable file aside).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import filelock
 
 from agentmem.errors import StorageError, StoreLockedError
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "held_lock"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "StoreLock", "held_lock"]
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 
@@ -60,3 +62,42 @@ def held_lock(
         yield
     finally:
         lock.release()
+
+
+class StoreLock:
+    """The file lock of one store object (:func:`held_lock`), re-entrant within that object.
+
+    Calling it gives a context manager that holds the lock; inside a block that
+    already holds it, it does nothing. :attr:`held` says whether this object
+    holds it now. With ``path`` ``None`` (an in-memory store) it never locks
+    and is never held. Not thread-aware: the store serialises its threads first.
+
+    Args:
+        path: The lock file, or ``None``.
+        what: What the lock protects, for error messages.
+        timeout: Seconds to wait for another holder.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        what: str,
+        timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        self.held = False
+        self._what = what
+        self._timeout = timeout
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self.path is None or self.held:
+            yield
+            return
+        with held_lock(self.path, what=self._what, timeout=self._timeout):
+            self.held = True
+            try:
+                yield
+            finally:
+                self.held = False

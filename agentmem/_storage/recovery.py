@@ -30,9 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import filelock
-
 from agentmem._storage.files import SQLITE_COMPANIONS, atomic_write_bytes, move_aside
+from agentmem._storage.locks import held_lock
 from agentmem._storage.sqlite import header_problem, is_corruption
 from agentmem._storage.wal import WalReport, inspect_wal, rebuild_wal, wal_page_image
 from agentmem.errors import AgentMemError, CorruptStoreError, StorageError
@@ -278,17 +277,28 @@ def _open_or_recover(
         # inspection to finish (it holds the lock exclusively), then open alongside.
         open_lock.shared()
     try:
-        report = _inspect(path, what) if first else None
-        if report is None or report.problem is None:
-            conn, reason = _probe(path, opener, what)
-            if conn is not None:
-                return conn, None
-        else:
-            reason = report.problem
-        return _recover(path, opener, what, report if first else None, reason)
+        conn, _, _ = _look(path, opener, what, inspect=first)
+        if conn is not None:
+            return conn, None
+        return _recover(path, opener, what, inspect=first)
     finally:
         if first:
             open_lock.shared()
+
+
+def _look(
+    path: Path, opener: Opener, what: str, *, inspect: bool
+) -> tuple[sqlite3.Connection | None, WalReport | None, str]:
+    """Open ``path`` if it is readable: ``(conn, report, "")``, else ``(None, report, why)``.
+
+    ``inspect``: read the write-ahead log by hand first (only done while no other process
+    has the database open, so the log is a crash's leftover and not a live writer's).
+    """
+    report = _inspect(path, what) if inspect else None
+    if report is not None and report.problem is not None:
+        return None, report, report.problem
+    conn, reason = _probe(path, opener, what)
+    return conn, report, reason
 
 
 def _inspect(path: Path, what: str) -> WalReport | None:
@@ -299,58 +309,53 @@ def _inspect(path: Path, what: str) -> WalReport | None:
 
 
 def _recover(
-    path: Path, opener: Opener, what: str, report: WalReport | None, reason: str
+    path: Path, opener: Opener, what: str, *, inspect: bool
 ) -> tuple[sqlite3.Connection, Recovery | None]:
     # Serialise recovery across processes and look again under the lock: another process
     # may have moved the file aside already, and its fresh database must not be moved in turn.
-    recovery_lock = filelock.FileLock(
-        str(path.parent / "locks" / "@recover.lock"), thread_local=False
+    with held_lock(
+        path.parent / "locks" / "@recover.lock",
+        what=f"recovery of {what} {path}",
+        timeout=RECOVERY_LOCK_TIMEOUT_S,
+    ):
+        return _recover_locked(path, opener, what, inspect=inspect)
+
+
+def _recover_locked(
+    path: Path, opener: Opener, what: str, *, inspect: bool
+) -> tuple[sqlite3.Connection, Recovery | None]:
+    found, report, reason = _look(path, opener, what, inspect=inspect)
+    if found is not None:
+        return found, None
+    try:
+        if not path.exists():
+            # Only the log is left (a kill during a move aside, or a deleted main file):
+            # give the set an empty main file so it moves, and is named, as one.
+            path.touch()
+        moved = move_aside(path, companions=SQLITE_COMPANIONS)
+    except OSError as exc:
+        raise CorruptStoreError(
+            f"{path} is not a readable {what} ({reason}) and could not be moved aside: {exc}",
+            path=path,
+        ) from exc
+    try:
+        salvage = _salvage(path, moved, report, opener)
+    except OSError:
+        _discard(path)
+        salvage = None
+    conn, outcome = salvage if salvage is not None else (None, "started an empty one")
+    salvaged = conn is not None
+    logger.warning(
+        "%s %s is not a readable SQLite database (%s); moved it to %s and %s",
+        what,
+        path,
+        reason,
+        moved,
+        outcome,
     )
-    try:
-        (path.parent / "locks").mkdir(exist_ok=True)
-        recovery_lock.acquire(timeout=RECOVERY_LOCK_TIMEOUT_S)
-    except (OSError, filelock.Timeout) as exc:
-        raise StorageError(f"cannot recover unreadable {path}: {exc}", path=path) from exc
-    try:
-        if report is not None:
-            report = _inspect(path, what)
-        if report is None or report.problem is None:
-            conn, reason = _probe(path, opener, what)
-            if conn is not None:
-                return conn, None
-        else:
-            reason = report.problem
+    if conn is None:
         try:
-            if not path.exists():
-                # Only the log is left (a kill during a move aside, or a deleted main file):
-                # give the set an empty main file so it moves, and is named, as one.
-                path.touch()
-            moved = move_aside(path, companions=SQLITE_COMPANIONS)
-        except OSError as exc:
-            raise CorruptStoreError(
-                f"{path} is not a readable {what} ({reason}) and could not be moved aside: {exc}",
-                path=path,
-            ) from exc
-        try:
-            salvage = _salvage(path, moved, report, opener)
-        except OSError:
-            _discard(path)
-            salvage = None
-        conn, outcome = salvage if salvage is not None else (None, "started an empty one")
-        salvaged = conn is not None
-        logger.warning(
-            "%s %s is not a readable SQLite database (%s); moved it to %s and %s",
-            what,
-            path,
-            reason,
-            moved,
-            outcome,
-        )
-        if conn is None:
-            try:
-                conn = opener(path)
-            except (sqlite3.Error, UnicodeDecodeError) as exc:
-                raise StorageError(f"cannot create {what} {path}: {exc}", path=path) from exc
-        return conn, Recovery(moved, reason, salvaged=salvaged, outcome=outcome)
-    finally:
-        recovery_lock.release()
+            conn = opener(path)
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            raise StorageError(f"cannot create {what} {path}: {exc}", path=path) from exc
+    return conn, Recovery(moved, reason, salvaged=salvaged, outcome=outcome)
