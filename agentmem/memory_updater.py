@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from agentmem._json import parse_arguments
+from agentmem._json import encode_arguments, parse_arguments
 from agentmem.errors import AgentMemError, ConfigurationError, StorageError
 from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, reply_usage, run_flow
 from agentmem.message_tokens import count_message
@@ -559,7 +559,7 @@ class MemoryUpdater:
             text = "{}"
             if isinstance(raw, Mapping):
                 args = {str(k): v for k, v in raw.items()}
-                text = json.dumps(args, ensure_ascii=False)
+                text = encode_arguments(args)
             elif raw is None or isinstance(raw, str):
                 try:
                     parsed = parse_arguments(raw or "")
