@@ -121,6 +121,11 @@ def _anthropic_document_to_part(block: Mapping[str, Any], index: int, field: str
     )
 
 
+def _collapse(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Canonical content of converted parts: a lone text part reads as its string."""
+    return parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
+
+
 def _anthropic_tool_result(
     block: Mapping[str, Any], extras: Mapping[str, Any], index: int, field: str
 ) -> Message:
@@ -148,7 +153,7 @@ def _anthropic_tool_result(
                     index=index,
                     field=where,
                 )
-        content = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
+        content = _collapse(parts)
     else:
         raise InvalidMessageError(
             f"expected a string or a list of blocks, got {type_name(raw)}",
@@ -188,10 +193,7 @@ def anthropic_to_canonical(message: Message, index: int) -> list[Message]:
                 )
         out = tool_msgs
         if parts or not tool_msgs:
-            content: str | list[dict[str, Any]] = (
-                parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
-            )
-            out.append({**extras, "role": "user", "content": content})
+            out.append({**extras, "role": "user", "content": _collapse(parts)})
         return out
 
     texts: list[str] = []
