@@ -52,9 +52,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
-import orjson
-
-from agentmem._json import type_name
+from agentmem._json import encode_arguments, type_name
 from agentmem.errors import AgentMemError, InvalidArgumentError, LLMError
 from agentmem.llm import check_reply
 from agentmem.messages import from_anthropic, normalize_messages
@@ -218,7 +216,7 @@ def _openai_tool_call(call: Any, where: str) -> dict[str, Any]:
     if arguments is None:
         arguments = "{}"
     elif isinstance(arguments, Mapping):  # some compatible servers send an object
-        arguments = orjson.dumps(dict(arguments)).decode()
+        arguments = encode_arguments(arguments, field=f"{where}.function.arguments")
     return {
         "id": _text(_field(call, "id", where), f"{where}.id"),
         "type": "function",

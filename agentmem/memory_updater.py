@@ -48,11 +48,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from agentmem._json import parse_arguments
+from agentmem._json import encode_arguments, parse_arguments
 from agentmem.errors import AgentMemError, ConfigurationError, StorageError
 from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, reply_usage, run_flow
 from agentmem.message_tokens import count_message
-from agentmem.messages import Message, normalize_message
+from agentmem.messages import Message, content_text, normalize_message
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import build_payload, select_task_chain
 from agentmem.session_store import BillingRecord
@@ -466,7 +466,9 @@ class MemoryUpdater:
             except Exception as exc:
                 return self._fail(run, f"the LLM's reply cannot be used: {exc}", exc)
             if not calls:
-                return self._result(run, stopped="answered", answer=_text(reply))
+                return self._result(
+                    run, stopped="answered", answer=content_text(reply.get("content"))
+                )
             for call_id, name, args in calls:
                 text = self._call_tool(run, name, args)
                 conversation.append(
@@ -557,7 +559,7 @@ class MemoryUpdater:
             text = "{}"
             if isinstance(raw, Mapping):
                 args = {str(k): v for k, v in raw.items()}
-                text = json.dumps(args, ensure_ascii=False)
+                text = encode_arguments(args)
             elif raw is None or isinstance(raw, str):
                 try:
                     parsed = parse_arguments(raw or "")
@@ -729,12 +731,3 @@ def _string_arg(args: Mapping[str, Any], name: str, allowed: set[str]) -> str:
         got = "missing" if name not in args else f"a {type(value).__name__}"
         raise _BadArgument(f"argument {name!r} must be a string ({got})")
     return value
-
-
-def _text(reply: Mapping[str, Any]) -> str:
-    content = reply.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""

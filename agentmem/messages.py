@@ -139,11 +139,6 @@ _AUDIO_FORMATS: Final = frozenset({"wav", "mp3"})
 # --------------------------------------------------------------------------- sanitising
 
 
-def _clean(value: Any, field: str, index: int) -> Any:
-    """Deep-copy ``value`` into plain JSON types under the value rule of :mod:`agentmem._json`."""
-    return clean_value(value, field, index)
-
-
 def _check_parts(
     parts: list[Any], allowed: frozenset[str], field: str, index: int, role: str
 ) -> None:
@@ -415,7 +410,7 @@ def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
         )
     if role != "assistant" and "content" not in message:
         raise InvalidMessageError(f"a {role} message needs content", index=index, field="content")
-    cleaned = _clean(message, "", index)
+    cleaned = clean_value(message, "", index)
     task_id = cleaned.get("task_id")
     if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, int | str)):
         raise InvalidMessageError(
@@ -481,7 +476,7 @@ def from_anthropic(
                 field="role",
             )
         if isinstance(message, Mapping) and isinstance(message.get("content"), list):
-            cleaned = _clean(message, "", i)
+            cleaned = clean_value(message, "", i)
             out.extend(_validate_canonical(m, i) for m in anthropic_to_canonical(cleaned, i))
         else:
             out.extend(normalize_message(message, index=i))

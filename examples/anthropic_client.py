@@ -17,6 +17,7 @@ import tempfile
 
 from agentmem import LLMSummarizer, Memory
 from agentmem.adapters import anthropic_llm
+from agentmem.llm import reply_usage
 
 MODEL = "claude-sonnet-4-5"
 
@@ -35,8 +36,7 @@ def main() -> None:
     with mem.session(model=MODEL, context_window=200_000) as s:
         s.start_task("In one sentence: what is a context window?")
         reply = llm(s.context())  # OpenAI-format payload; the adapter converts it
-        usage = reply["usage"]
-        s.record_usage(usage["prompt_tokens"], usage["completion_tokens"], usage["cost_usd"])
+        s.record_usage(*reply_usage(reply))  # (prompt_tokens, completion_tokens, cost_usd)
         s.append(reply)
         print(reply["content"])
         s.finish_task()

@@ -270,6 +270,20 @@ def test_openai_extra_fields_of_a_pydantic_message_are_found_in_model_extra() ->
             {"choices": [{"message": {"tool_calls": [{"function": {"name": "f"}}]}}]},
             r"tool_calls\[0\]\.id",
         ),
+        (  # an arguments object breaking the one JSON rule (agentmem._json)
+            {
+                "choices": [
+                    {
+                        "message": {
+                            "tool_calls": [
+                                {"id": "c", "function": {"name": "f", "arguments": {"n": 2**70}}}
+                            ]
+                        }
+                    }
+                ]
+            },
+            r"tool_calls\[0\]\.function\.arguments\.n",
+        ),
     ],
 )
 def test_openai_unreadable_responses_raise_llm_error_naming_the_field(

@@ -121,6 +121,11 @@ def _anthropic_document_to_part(block: Mapping[str, Any], index: int, field: str
     )
 
 
+def _collapse(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Content of parts or blocks: a lone text one reads as its string (both directions)."""
+    return parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
+
+
 def _anthropic_tool_result(
     block: Mapping[str, Any], extras: Mapping[str, Any], index: int, field: str
 ) -> Message:
@@ -148,7 +153,7 @@ def _anthropic_tool_result(
                     index=index,
                     field=where,
                 )
-        content = parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
+        content = _collapse(parts)
     else:
         raise InvalidMessageError(
             f"expected a string or a list of blocks, got {type_name(raw)}",
@@ -188,10 +193,7 @@ def anthropic_to_canonical(message: Message, index: int) -> list[Message]:
                 )
         out = tool_msgs
         if parts or not tool_msgs:
-            content: str | list[dict[str, Any]] = (
-                parts[0]["text"] if len(parts) == 1 and parts[0]["type"] == "text" else parts
-            )
-            out.append({**extras, "role": "user", "content": content})
+            out.append({**extras, "role": "user", "content": _collapse(parts)})
         return out
 
     texts: list[str] = []
@@ -374,10 +376,8 @@ def _message_turn(msg: Message) -> dict[str, Any] | None:
     if role == "tool":
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg["tool_call_id"]}
         inner = [b for b in _content_blocks(msg.get("content")) if not _is_blank_text(b)]
-        if len(inner) == 1 and inner[0]["type"] == "text":
-            result["content"] = inner[0]["text"]
-        elif inner:
-            result["content"] = inner
+        if inner:
+            result["content"] = _collapse(inner)
         if msg.get("is_error") is True:
             result["is_error"] = True
         return {"role": "user", "content": [result]}
