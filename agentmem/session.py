@@ -214,7 +214,6 @@ class Session:
         used_ids.add(self.time_machine.next_task_id - 1)
         self.tasks = TaskTracker(state.get("tasks"), used_ids)
         self._usage = Usage.of(billing)
-        self._last_payload: list[Message] | None = None
         self._closed = False
         # Long-term memory enters the system prompt once per open, not per turn, so the
         # prompt prefix stays the same (cacheable) for the whole session.
@@ -592,12 +591,8 @@ class Session:
                     f"got {reported_tokens!r}"
                 )
         check_injections(injections)
-        if (
-            reported_tokens is not None
-            and self._last_payload is not None
-            and self._calibration is not None
-        ):
-            self._calibration.observe(self._last_payload, reported_tokens)
+        if reported_tokens is not None:
+            self._calibrate(reported_tokens)
         return {
             "window": self.window,
             "yarn": self.yarn,
@@ -628,9 +623,13 @@ class Session:
             alive = {id(m) for m in self.window.messages()}
             alive.update(id(self.history[i]) for i in self.window.pinned)
             self._ext.keep_only(lambda m: id(m) in alive)
-        # What was sent (canonical shape), so record_usage can calibrate the counter.
-        self._last_payload = list(result.messages)
         return result.payload
+
+    def _calibrate(self, prompt_tokens: int) -> None:
+        """Teach a learning counter the provider's size of the last payload built (if any)."""
+        sent = self.context_manager.last_build
+        if self._calibration is not None and sent is not None:
+            self._calibration.observe(sent.messages, prompt_tokens)
 
     def record_usage(
         self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0
@@ -670,8 +669,7 @@ class Session:
         )
         self._writer.add_billing(record)
         self._usage = self._usage.plus(record)
-        if self._calibration is not None and self._last_payload is not None:
-            self._calibration.observe(self._last_payload, prompt_tokens)
+        self._calibrate(prompt_tokens)
         self.tasks.count_iteration()
         self._save_state()
 
