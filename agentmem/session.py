@@ -194,7 +194,11 @@ class Session:
                 _log.warning("session %s: window position not restored (%s)", self.id, exc)
         settings = memory._context.model_copy(update={"context_window": context_window})
         self.context_manager = ContextManager(
-            settings, checkpoint=self._checkpoint, reporter=memory.reporter
+            settings,
+            window=self.window,
+            yarn=self.yarn,
+            checkpoint=self._checkpoint,
+            reporter=memory.reporter,
         )
         estimator = state.get("estimator")
         if estimator and self._calibration is not None:
@@ -594,8 +598,6 @@ class Session:
         if reported_tokens is not None:
             self._calibrate(reported_tokens)
         return {
-            "window": self.window,
-            "yarn": self.yarn,
             "attempt": attempt or 0,
             "provider": provider,
             "injections": self._with_ltm(injections),
@@ -620,8 +622,7 @@ class Session:
         if result.stats.trims:
             self._save_state()
             # Blocks of user turns the trim evicted are no longer needed (nor counted).
-            alive = {id(m) for m in self.window.messages()}
-            alive.update(id(self.history[i]) for i in self.window.pinned)
+            alive = {id(m) for m in self.window.messages()}  # pins included
             self._ext.keep_only(lambda m: id(m) in alive)
         return result.payload
 
