@@ -120,7 +120,9 @@ class Session:
             and ``skipped`` (why) when it did not run, else what the update did.
         persona_prompt: The semantic extensions' resident persona summaries, rendered
             when the session opened (``""`` without them); added after ``topics_prompt``.
-        extensions: The session's semantic memory extensions (none are inherited).
+        extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
+            passed to :meth:`Memory.session` (never inherited: a sub-agent's session
+            has only those passed to its own ``session()`` call).
         time_machine: File snapshots, undo/redo and the task tree (:mod:`agentmem.time_machine`).
         unreadable_state: Parts of the stored state this release cannot read (written
             by a newer release, or unknown to it): part name -> why. They are kept as
@@ -129,12 +131,6 @@ class Session:
             repaired (the non-empty fields of
             :class:`~agentmem.session_store.SessionRecord`'s reports: ``quarantined``,
             ``repaired``, ``checksum_failed``, ...); empty when it loaded clean.
-        subagent: True for a sub-agent's session (``mem.session(subagent=True)``).
-        extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
-            passed to :meth:`Memory.session` (never inherited: a sub-agent's session
-            has only those passed to its own ``session()`` call).
-        persona_prompt: The extensions' resident persona summaries, computed when
-            the session opened and added to every system prompt after ``ltm_prompt``.
     """
 
     unreadable_state: Mapping[str, str] = MappingProxyType({})
