@@ -183,10 +183,17 @@ class NoteCounts:
 
     def __init__(self) -> None:
         self._counts: dict[int, tuple[Message, int, int]] = {}
+        self._last: tuple[NoteMap, int, int] | None = None  # (notes, epoch, total)
 
     def total(self, notes: NoteMap, counter: TokenCounter) -> int:
-        """Tokens of ``notes`` (forgetting the counts of notes no longer given)."""
+        """Tokens of ``notes`` (forgetting the counts of notes no longer given).
+
+        The same map (by identity, never modified) in the same epoch costs nothing.
+        """
         epoch = getattr(counter, "epoch", 0)
+        last = self._last
+        if last is not None and last[0] is notes and last[1] == epoch:
+            return last[2]
         fresh: dict[int, tuple[Message, int, int]] = {}
         total = 0
         for _, note in notes.values():
@@ -196,4 +203,5 @@ class NoteCounts:
             fresh[id(note)] = hit
             total += hit[1]
         self._counts = fresh
+        self._last = (notes, epoch, total)
         return total

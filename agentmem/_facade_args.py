@@ -15,10 +15,8 @@ from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from agentmem.context import ContextSettings
-from agentmem.errors import AgentMemError, ConfigurationError, InvalidArgumentError
+from agentmem.errors import ConfigurationError, InvalidArgumentError
 
 __all__ = [
     "check_component",
@@ -92,15 +90,5 @@ def context_settings(context: object) -> ContextSettings:
         raise ConfigurationError(
             f"context must be ContextSettings or a mapping, got {type(context).__name__}"
         )
-    try:
-        return ContextSettings(**{str(k): v for k, v in context.items()})
-    except AgentMemError:
-        raise
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"context.{'.'.join(map(str, error['loc'])) or '(settings)'}: {error['msg']}"
-            for error in exc.errors()
-        )
-        raise ConfigurationError(f"bad context settings: {problems}") from exc
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"bad context settings: {exc}") from exc
+    # ContextSettings raises ConfigurationError itself, naming the field.
+    return ContextSettings(**{str(k): v for k, v in context.items()})

@@ -174,7 +174,7 @@ class _PrefixKey:
     system: Message | None
     summary: Message | None
     chain: frozenset[Any] | None
-    notes: tuple[Message, ...]  # the turn notes' messages and notes, compared by identity
+    notes: NoteMap  # the turn notes: their messages and notes compared by identity
 
     def same(self, other: _PrefixKey) -> bool:
         return (
@@ -183,9 +183,16 @@ class _PrefixKey:
             and self.summary is other.summary
             and (self.revision, self.epoch, self.start, self.pinned, self.chain)
             == (other.revision, other.epoch, other.start, other.pinned, other.chain)
-            and len(self.notes) == len(other.notes)
-            and all(a is b for a, b in zip(self.notes, other.notes, strict=True))
+            and _same_notes(self.notes, other.notes)
         )
+
+
+def _same_notes(a: NoteMap, b: NoteMap) -> bool:
+    """The same pairs in the same order, by identity (a map reused as is: at once)."""
+    return a is b or (
+        len(a) == len(b)
+        and all(x[0] is y[0] and x[1] is y[1] for x, y in zip(a.values(), b.values(), strict=True))
+    )
 
 
 @dataclass
@@ -255,6 +262,9 @@ class ContextManager:
         self._prefix: _Prefix | None = None
         self._reasoning = False
         self._note_counts = NoteCounts()
+        # The newest turn notes given as a tuple and their checked map: the session
+        # passes the same tuple until a turn adds a note, so it is checked once.
+        self._notes: tuple[Sequence[TurnNote], NoteMap] = ((), {})
         self._built_from: ShortTermMemory | None = window
 
     @property
@@ -462,8 +472,18 @@ class ContextManager:
             task_chain,
             force_pad,
             attempt=attempt,
-            notes=note_map(turn_notes),
+            notes=self._note_map(turn_notes),
         )
+
+    def _note_map(self, turn_notes: Sequence[TurnNote]) -> NoteMap:
+        """:func:`note_map` of ``turn_notes``, reused while the same tuple is passed."""
+        given, notes = self._notes
+        if turn_notes is given and type(turn_notes) is tuple:
+            return notes
+        notes = note_map(turn_notes)
+        if type(turn_notes) is tuple:
+            self._notes = (turn_notes, notes)
+        return notes
 
     def _reset(self) -> None:
         self._views = {}
@@ -730,7 +750,7 @@ class ContextManager:
             system,
             summary,
             chain,
-            tuple(part for pair in notes.values() for part in pair),
+            notes,
         )
         prefix = self._prefix
         if prefix is None or not prefix.key.same(key) or len(history) < prefix.upto:

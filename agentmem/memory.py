@@ -286,7 +286,6 @@ class Memory:
         if name is not None and not isinstance(name, str):
             raise InvalidArgumentError(f"name must be a string or None, got {name!r}")
         extensions = check_extensions(extensions)
-        check_flag("subagent", subagent)
         store = self.sessions
         # Lock before looking: two processes opening one new id must not both decide to
         # create it (the loser would get "already exists" instead of StoreLockedError).

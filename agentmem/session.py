@@ -120,7 +120,9 @@ class Session:
             and ``skipped`` (why) when it did not run, else what the update did.
         persona_prompt: The semantic extensions' resident persona summaries, rendered
             when the session opened (``""`` without them); added after ``topics_prompt``.
-        extensions: The session's semantic memory extensions (none are inherited).
+        extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
+            passed to :meth:`Memory.session` (never inherited: a sub-agent's session
+            has only those passed to its own ``session()`` call).
         time_machine: File snapshots, undo/redo and the task tree (:mod:`agentmem.time_machine`).
         unreadable_state: Parts of the stored state this release cannot read (written
             by a newer release, or unknown to it): part name -> why. They are kept as
@@ -129,12 +131,6 @@ class Session:
             repaired (the non-empty fields of
             :class:`~agentmem.session_store.SessionRecord`'s reports: ``quarantined``,
             ``repaired``, ``checksum_failed``, ...); empty when it loaded clean.
-        subagent: True for a sub-agent's session (``mem.session(subagent=True)``).
-        extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
-            passed to :meth:`Memory.session` (never inherited: a sub-agent's session
-            has only those passed to its own ``session()`` call).
-        persona_prompt: The extensions' resident persona summaries, computed when
-            the session opened and added to every system prompt after ``ltm_prompt``.
     """
 
     unreadable_state: Mapping[str, str] = MappingProxyType({})
@@ -194,7 +190,11 @@ class Session:
                 _log.warning("session %s: window position not restored (%s)", self.id, exc)
         settings = memory._context.model_copy(update={"context_window": context_window})
         self.context_manager = ContextManager(
-            settings, checkpoint=self._checkpoint, reporter=memory.reporter
+            settings,
+            window=self.window,
+            yarn=self.yarn,
+            checkpoint=self._checkpoint,
+            reporter=memory.reporter,
         )
         estimator = state.get("estimator")
         if estimator and self._calibration is not None:
@@ -214,7 +214,6 @@ class Session:
         used_ids.add(self.time_machine.next_task_id - 1)
         self.tasks = TaskTracker(state.get("tasks"), used_ids)
         self._usage = Usage.of(billing)
-        self._last_payload: list[Message] | None = None
         self._closed = False
         # Long-term memory enters the system prompt once per open, not per turn, so the
         # prompt prefix stays the same (cacheable) for the whole session.
@@ -592,15 +591,9 @@ class Session:
                     f"got {reported_tokens!r}"
                 )
         check_injections(injections)
-        if (
-            reported_tokens is not None
-            and self._last_payload is not None
-            and self._calibration is not None
-        ):
-            self._calibration.observe(self._last_payload, reported_tokens)
+        if reported_tokens is not None:
+            self._calibrate(reported_tokens)
         return {
-            "window": self.window,
-            "yarn": self.yarn,
             "attempt": attempt or 0,
             "provider": provider,
             "injections": self._with_ltm(injections),
@@ -625,12 +618,15 @@ class Session:
         if result.stats.trims:
             self._save_state()
             # Blocks of user turns the trim evicted are no longer needed (nor counted).
-            alive = {id(m) for m in self.window.messages()}
-            alive.update(id(self.history[i]) for i in self.window.pinned)
+            alive = {id(m) for m in self.window.messages()}  # pins included
             self._ext.keep_only(lambda m: id(m) in alive)
-        # What was sent (canonical shape), so record_usage can calibrate the counter.
-        self._last_payload = list(result.messages)
         return result.payload
+
+    def _calibrate(self, prompt_tokens: int) -> None:
+        """Teach a learning counter the provider's size of the last payload built (if any)."""
+        sent = self.context_manager.last_build
+        if self._calibration is not None and sent is not None:
+            self._calibration.observe(sent.messages, prompt_tokens)
 
     def record_usage(
         self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0
@@ -670,8 +666,7 @@ class Session:
         )
         self._writer.add_billing(record)
         self._usage = self._usage.plus(record)
-        if self._calibration is not None and self._last_payload is not None:
-            self._calibration.observe(self._last_payload, prompt_tokens)
+        self._calibrate(prompt_tokens)
         self.tasks.count_iteration()
         self._save_state()
 

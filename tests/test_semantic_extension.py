@@ -705,6 +705,42 @@ def test_context_manager_refuses_malformed_turn_notes(mem: Memory) -> None:
     s.close()
 
 
+def test_turn_notes_are_reread_whenever_they_may_have_changed(mem: Memory) -> None:
+    """The checked notes are reused only for the very same tuple: a list is re-read on
+    every build, a new tuple is checked again, and the payload's count follows."""
+    from agentmem.tokens import count_message
+
+    s = mem.session()
+    s.start_task("first")
+    s.append({"role": "assistant", "content": "ok"})
+    s.start_task("second")
+    first, second = s.history[0], s.history[2]
+    one = {"role": "system", "content": "<memory-context>one</memory-context>"}
+    two = {"role": "system", "content": "<memory-context>two two two</memory-context>"}
+    manager = s.context_manager
+
+    def build(notes: Any) -> tuple[list[dict[str, Any]], int]:
+        payload = manager.build(s.window, s.yarn, turn_notes=notes)
+        assert isinstance(payload, list)
+        return payload, manager.stats.tokens
+
+    fixed = ((first, one),)
+    payload, tokens = build(fixed)
+    assert [m["content"] for m in payload] == ["first", one["content"], "ok", "second"]
+    assert build(fixed) == (payload, tokens)  # the same tuple: the same payload
+    listed = [(first, one)]
+    assert build(listed)[0] == payload
+    listed.append((second, two))  # a list changed in place is seen
+    grown, grown_tokens = build(listed)
+    assert [m["content"] for m in grown][-1] == two["content"]
+    assert grown_tokens == tokens + count_message(two, s.history.token_counter)
+    assert build(((first, one), (second, two))) == (grown, grown_tokens)
+    assert build(fixed) == (payload, tokens)  # back to the first tuple
+    with pytest.raises(InvalidArgumentError, match="turn_notes"):
+        build(((first, {"role": "user", "content": "x"}),))
+    s.close()
+
+
 @settings(max_examples=scaled(60))
 @given(
     st.lists(st.text(min_size=1, max_size=300), max_size=30),
