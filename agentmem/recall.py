@@ -346,9 +346,7 @@ def _strings(value: object, name: str) -> list[str] | None:
     return items
 
 
-def _positive(value: object, name: str, *, optional: bool) -> int | None:
-    if value is None and optional:
-        return None
+def _positive(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
     return value
@@ -391,8 +389,7 @@ def recall(
     """
     if not isinstance(query, str):
         raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
-    limit = _positive(max_results, "max_results", optional=False)
-    assert limit is not None
+    limit = _positive(max_results, "max_results")
     if not isinstance(ranking, Ranking):
         raise InvalidArgumentError(f"ranking must be a Ranking, got {ranking!r}")
     if exclude_session is not None and not isinstance(exclude_session, str):
@@ -403,7 +400,7 @@ def recall(
         "since": _epoch(since, "since"),
         "until": _epoch(until, "until"),
         "exclude_session": exclude_session,
-        "max_sessions": _positive(max_sessions, "max_sessions", optional=True),
+        "max_sessions": None if max_sessions is None else _positive(max_sessions, "max_sessions"),
     }
     words = keywords(query, stopwords=ranking.stopwords) or keywords(query, stopwords=False)
     if not words or filters["session_ids"] == [] or filters["roles"] == []:
