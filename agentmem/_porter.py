@@ -24,13 +24,6 @@ _CACHE: dict[str, str] = {}
 _CACHE_LIMIT: Final = 100_000
 
 
-def _vowel(word: str, i: int) -> bool:
-    # FTS5: y is a vowel anywhere but first; each letter is judged without its neighbours
-    # in the measure (see _runs), as in fts5_tokenize.c.
-    c = word[i]
-    return c in "aeiou" or (c == "y" and i > 0)
-
-
 def _gobble(stem: str, start: int, after_consonant: bool) -> int:
     """End (exclusive) of the first vowel-then-consonant run from ``start``, or 0."""
     consonant = after_consonant
@@ -65,7 +58,9 @@ def _m_eq1(stem: str) -> bool:
 
 
 def _has_vowel(stem: str) -> bool:
-    return any(_vowel(stem, i) for i in range(len(stem)))
+    # As fts5_tokenize.c's fts5Porter_Vowel: y is a vowel anywhere but first, whatever
+    # letter precedes it (the measure, _gobble, and _cvc judge y by the letter before it).
+    return any(c in "aeiou" or (c == "y" and i > 0) for i, c in enumerate(stem))
 
 
 def _cvc(stem: str) -> bool:

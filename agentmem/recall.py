@@ -33,10 +33,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from agentmem._porter import Matcher, terms
 from agentmem.errors import InvalidArgumentError
@@ -190,6 +190,35 @@ def _classic(
     return score
 
 
+class _Candidate(NamedTuple):
+    """One message the index matched, as the ranking reads it."""
+
+    role: str
+    body: str
+    length: int
+    """Its length in index tokens."""
+    frequencies: dict[str, int]
+    """How many times it holds each query term (absent terms left out)."""
+    found: set[str]
+    """The keywords' crude stems that start one of its words."""
+    occurrences: int
+    """How many of its words start with one of them."""
+
+
+class _Session(NamedTuple):
+    """A session holding candidates."""
+
+    title: str | None
+    created: float
+    updated: float
+    titled: bool
+    """Its name holds a keyword."""
+
+
+_Key = tuple[str, int]
+"""A message: its session's id and its index there."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Corpus:
     """What BM25 needs to know of the whole index (see ``SessionStore.recall_stats``)."""
@@ -240,7 +269,7 @@ def _bm25(
 def _session_text(
     store: SessionStore,
     query_terms: Sequence[str],
-    counts: dict[tuple[str, int], dict[str, int]],
+    candidates: Mapping[_Key, _Candidate],
     corpus: _Corpus,
 ) -> dict[str, float]:
     """BM25 of the query against each candidate session taken as one document.
@@ -251,8 +280,8 @@ def _session_text(
     is a candidate); k1 and b are FTS5's (:data:`SESSION_BM25`).
     """
     per_session: dict[str, Counter[str]] = defaultdict(Counter)
-    for (sid, _), count in counts.items():
-        per_session[sid].update(count)
+    for (sid, _), candidate in candidates.items():
+        per_session[sid].update(candidate.frequencies)
     sizes = store.recall_session_sizes(sorted(per_session))
     total = max(corpus.sessions, len(per_session))
     idf = {t: _idf(total, sum(1 for c in per_session.values() if t in c)) for t in query_terms}
@@ -317,9 +346,7 @@ def _strings(value: object, name: str) -> list[str] | None:
     return items
 
 
-def _positive(value: object, name: str, *, optional: bool) -> int | None:
-    if value is None and optional:
-        return None
+def _positive(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
     return value
@@ -362,8 +389,7 @@ def recall(
     """
     if not isinstance(query, str):
         raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
-    limit = _positive(max_results, "max_results", optional=False)
-    assert limit is not None
+    limit = _positive(max_results, "max_results")
     if not isinstance(ranking, Ranking):
         raise InvalidArgumentError(f"ranking must be a Ranking, got {ranking!r}")
     if exclude_session is not None and not isinstance(exclude_session, str):
@@ -374,7 +400,7 @@ def recall(
         "since": _epoch(since, "since"),
         "until": _epoch(until, "until"),
         "exclude_session": exclude_session,
-        "max_sessions": _positive(max_sessions, "max_sessions", optional=True),
+        "max_sessions": None if max_sessions is None else _positive(max_sessions, "max_sessions"),
     }
     words = keywords(query, stopwords=ranking.stopwords) or keywords(query, stopwords=False)
     if not words or filters["session_ids"] == [] or filters["roles"] == []:
@@ -396,49 +422,41 @@ def recall(
     phrase = _SPACE.sub(" ", query.lower()).strip()
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
-    titles: dict[str, bool] = {}
-    counts: dict[tuple[str, int], dict[str, int]] = {}
-    found: dict[tuple[str, int], set[str]] = {}
-    occurrences: dict[tuple[str, int], int] = {}
-    lengths: dict[tuple[str, int], int] = {}
-    meta: dict[tuple[str, int], tuple[str, str]] = {}
-    sessions: dict[str, tuple[str | None, float, float]] = {}
+    candidates: dict[_Key, _Candidate] = {}
+    sessions: dict[str, _Session] = {}
     for sid, seq, role, _, text, name, created, updated, length in rows:
         key = (str(sid), int(seq))
         if key[0] not in sessions:
             title = None if name is None else _text(name)
-            sessions[key[0]] = (title, float(created), float(updated))
-            titles[key[0]] = bool(title and matcher.count(title)[1])
+            titled = bool(title and matcher.count(title)[1])
+            sessions[key[0]] = _Session(title, float(created), float(updated), titled)
         body = _text(text)
-        counts[key], found[key], occurrences[key] = matcher.count(body)
-        lengths[key] = int(length)
-        meta[key] = (_text(role), body)
-    idf = corpus.idf(query_terms, counts.values())
-    average = corpus.average_length(lengths.values())
-    score: dict[tuple[str, int], float] = {}
-    for key, count in counts.items():
-        value = _bm25(count, lengths[key] / average, idf, ranking.k1, ranking.b)
+        candidates[key] = _Candidate(_text(role), body, int(length), *matcher.count(body))
+    idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))
+    average = corpus.average_length(c.length for c in candidates.values())
+    score: dict[_Key, float] = {}
+    for key, c in candidates.items():
+        value = _bm25(c.frequencies, c.length / average, idf, ranking.k1, ranking.b)
         if ranking.classic:
             value += ranking.classic * _classic(
-                meta[key][1].lower(),
-                found[key],
-                occurrences[key],
+                c.body.lower(),
+                c.found,
+                c.occurrences,
                 phrase,
-                titles[key[0]],
-                len(found[key]) == len(crude),
+                sessions[key[0]].titled,
+                len(c.found) == len(crude),
             )
         if ranking.speaker:
-            label = _LABEL.match(meta[key][1])
+            label = _LABEL.match(c.body)
             if label and label.group(1).lower() in words:
                 value += ranking.speaker
         score[key] = value
 
     final = dict(score)
     if ranking.window:
-        for sid, seq in score:
-            covered = found[(sid, seq)].union(
-                found.get((sid, seq - 1), ()), found.get((sid, seq + 1), ())
-            )
+        for (sid, seq), c in candidates.items():
+            beside = (candidates.get((sid, seq + d)) for d in (-1, 1))
+            covered = c.found.union(*(n.found for n in beside if n is not None))
             final[(sid, seq)] += ranking.window * len(covered)
     if ranking.neighbours:
         for sid, seq in score:
@@ -455,34 +473,32 @@ def recall(
         for key in final:
             final[key] += ranking.session * strength[key[0]]
     if ranking.session_text:
-        documents = _session_text(store, query_terms, counts, corpus)
+        documents = _session_text(store, query_terms, candidates, corpus)
         for key in final:
             final[key] += ranking.session_text * documents[key[0]]
-    for key in final:
-        _, body = meta[key]
+    for key, c in candidates.items():
         if ranking.length:
-            final[key] += ranking.length * math.log1p(lengths[key])
+            final[key] += ranking.length * math.log1p(c.length)
         if ranking.opening and key[1] == 0:
             final[key] += ranking.opening
-        if ranking.question and body.rstrip().endswith("?"):
+        if ranking.question and c.body.rstrip().endswith("?"):
             final[key] -= ranking.question
 
-    order = sorted(final, key=lambda k: (-final[k], -sessions[k[0]][2], k[1]))[:limit]
+    order = sorted(final, key=lambda k: (-final[k], -sessions[k[0]].updated, k[1]))[:limit]
     out: list[RecallHit] = []
     for sid, seq in order:
-        role, body = meta[(sid, seq)]
-        title, created, _ = sessions[sid]
+        hit, session = candidates[(sid, seq)], sessions[sid]
         texts = store.recall_texts(sid, seq - 1, seq + 1)
         before, after = texts.get(seq - 1), texts.get(seq + 1)
         out.append(
             RecallHit(
                 session_id=sid,
                 index=seq,
-                role=role,
+                role=hit.role,
                 score=round(final[(sid, seq)], 6),
-                preview=_preview(body, words),
-                session_name=title,
-                session_date=datetime.fromtimestamp(created, tz=UTC),
+                preview=_preview(hit.body, words),
+                session_name=session.title,
+                session_date=datetime.fromtimestamp(session.created, tz=UTC),
                 previous=None if before is None else _preview(before, words),
                 next=None if after is None else _preview(after, words),
             )

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import orjson
 
@@ -62,6 +62,7 @@ __all__ = ["SessionStore"]
 logger = logging.getLogger("agentmem.storage")
 
 _EXPORT_FORMATS: Final = {".json": "json", ".html": "html", ".htm": "html"}
+_T = TypeVar("_T")
 
 
 class SessionStore:
@@ -488,27 +489,23 @@ class SessionStore:
             StorageError: the search failed (for instance a malformed FTS5 query).
             CorruptStoreError: the database itself is damaged.
         """
-        try:
-            self._flush_recall_index()
-            with self._read("search the recall index") as sql:
-                return sql.recall_rows(match, limit, **filters)
-        except CorruptStoreError as exc:
-            self._rebuild_recall_index(f"a search found it damaged ({exc})")
-        with self._read("search the rebuilt recall index") as sql:
-            return sql.recall_rows(match, limit, **filters)
+        return self._read_recall_index(
+            lambda sql: sql.recall_rows(match, limit, **filters),
+            ("search the recall index", "a search", "search the rebuilt recall index"),
+        )
 
     def recall_stats(self, terms: builtins.list[str]) -> tuple[dict[str, int], int, int, int]:
         """BM25's corpus statistics (see :meth:`SessionsSQL.recall_stats`), after indexing
         what is still queued: messages holding each index term, messages indexed, tokens
         in them, sessions. An index found damaged is rebuilt, as by :meth:`recall_rows`."""
-        try:
-            self._flush_recall_index()
-            with self._read("read the recall index's statistics") as sql:
-                return sql.recall_stats(terms)
-        except CorruptStoreError as exc:
-            self._rebuild_recall_index(f"reading its statistics found it damaged ({exc})")
-        with self._read("read the rebuilt recall index's statistics") as sql:
-            return sql.recall_stats(terms)
+        return self._read_recall_index(
+            lambda sql: sql.recall_stats(terms),
+            (
+                "read the recall index's statistics",
+                "reading its statistics",
+                "read the rebuilt recall index's statistics",
+            ),
+        )
 
     def recall_session_sizes(self, session_ids: builtins.list[str]) -> dict[str, int]:
         """How many messages each of ``session_ids`` holds, from the recall index."""
@@ -547,6 +544,25 @@ class SessionStore:
         if problems and repair:
             self._rebuild_recall_index("; ".join(problems))
         return problems
+
+    def _read_recall_index(
+        self, read: Callable[[SessionsSQL], _T], actions: tuple[str, str, str]
+    ) -> _T:
+        """``read`` the recall index once the queued changes are indexed; an index found
+        damaged is rebuilt from the messages (reported) and read again.
+
+        ``actions``: what the read is (for errors), who found the damage (for the report),
+        what the read of the rebuilt index is.
+        """
+        action, finder, again = actions
+        try:
+            self._flush_recall_index()
+            with self._read(action) as sql:
+                return read(sql)
+        except CorruptStoreError as exc:
+            self._rebuild_recall_index(f"{finder} found it damaged ({exc})")
+        with self._read(again) as sql:
+            return read(sql)
 
     def _flush_recall_index(self) -> None:
         """Index the message changes still queued (fewer than ``RECALL_BATCH``).
