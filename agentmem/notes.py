@@ -46,6 +46,7 @@ from typing import Any
 from agentmem._storage.files import atomic_write_text, file_in, set_aside
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import StoreLock
+from agentmem.scrub import refuse_secret_name
 from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,
@@ -167,10 +168,12 @@ class KeyValueStore:
 
         Raises:
             UnsafePathError: the key is not a safe file name (see :func:`check_key`).
-            InvalidArgumentError: ``content`` is not a string, or too long.
+            InvalidArgumentError: ``content`` is not a string, or too long; or the key
+                holds a secret (:func:`~agentmem.scrub.refuse_secret_name`).
             StorageError: the file could not be written.
         """
         check_key(key, self._where())
+        refuse_secret_name(self._scrub, key, "note key")
         if not isinstance(content, str):
             raise InvalidArgumentError(f"content must be a string, got {type(content).__name__}")
         if len(content) > MAX_CONTENT_CHARS:

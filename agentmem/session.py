@@ -57,6 +57,7 @@ from agentmem.protocols import (
     CalibratingCounter,
     TokenCounter,
 )
+from agentmem.scrub import scrub_with
 from agentmem.semantic.extension import SemanticMemoryExtension, SessionExtensions
 from agentmem.session_store import (
     BillingRecord,
@@ -326,7 +327,9 @@ class Session:
         message.setdefault("created_at", time.time())
         stored = self.history.append(message)
         self.tasks.start(task_id)
-        self.time_machine.start_new_task(message_summary(message), task_id=task_id)
+        self.time_machine.start_new_task(
+            message_summary(message, self._memory.scrubber), task_id=task_id
+        )
         self._save_state()
         self._ext.on_user_turn(stored)
         return task_id
@@ -794,7 +797,7 @@ class Session:
         ]
         path = self._memory.root / PROGRESS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, "\n".join(lines))
+        atomic_write_text(path, scrub_with(self._memory.scrubber, "\n".join(lines)))
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -61,6 +61,7 @@ from agentmem._storage.locks import held_lock
 from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
 from agentmem.notes import check_key
 from agentmem.protocols import TokenCounter
+from agentmem.scrub import refuse_secret_name
 from agentmem.tokens import HeuristicCounter
 
 _log = logging.getLogger("agentmem.storage")
@@ -314,7 +315,7 @@ class TopicStore:
 
         Raises:
             UnsafePathError: the name is not a safe topic name.
-            InvalidArgumentError: ``content`` is not a string.
+            InvalidArgumentError: ``content`` is not a string, or the name holds a secret.
             StorageError: the file could not be written (the old one is intact).
         """
         result = self._write(topic, content, _ANY)
@@ -338,6 +339,7 @@ class TopicStore:
 
     def _write(self, topic: str, content: str, expected: object) -> WriteResult | None:
         topic = check_topic(topic, self._where())
+        refuse_secret_name(self._scrub, topic, "topic name")
         if not isinstance(content, str):
             raise InvalidArgumentError(f"content must be a string, got {type(content).__name__}")
         if self._scrub is not None:
