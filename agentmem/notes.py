@@ -46,7 +46,6 @@ from typing import Any
 from agentmem._storage.files import atomic_write_text, file_in, set_aside
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import StoreLock
-from agentmem.scrub import refuse_secret_name
 from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,
@@ -55,6 +54,7 @@ from agentmem.errors import (
     StorageError,
     UnsafePathError,
 )
+from agentmem.scrub import refuse_secret_name
 
 __all__ = ["MAX_KEY_CHARS", "NOTE_FORMAT", "NOTE_VERSION", "PROGRESS_KEY", "KeyValueStore"]
 

@@ -263,7 +263,11 @@ def test_semantic_ids_and_metadata_keys_holding_a_secret_are_refused(tmp_path: P
 
     with agentmem.Memory(root=tmp_path / "r", working_dir=tmp_path) as mem:
         client = LocalMemoryClient(mem, embedder=None)
-        for scope in ({"user_id": KEY}, {"user_id": "u", "agent_id": KEY}, {"user_id": "u", "run_id": KEY}):
+        for scope in (
+            {"user_id": KEY},
+            {"user_id": "u", "agent_id": KEY},
+            {"user_id": "u", "run_id": KEY},
+        ):
             with pytest.raises(InvalidArgumentError, match="_id") as caught:
                 client.add("I like tea", infer=False, **scope)
             assert not leaks(str(caught.value))

@@ -47,9 +47,11 @@ def b62_mixed(rng: random.Random, n: int) -> str:
     """Random base62 that has upper, lower and digits (as real keys do)."""
     while True:
         s = pick(rng, B62, n)
-        if any(c.isupper() for c in s) and any(c.islower() for c in s) and sum(
-            c.isdigit() for c in s
-        ) >= 2:
+        if (
+            any(c.isupper() for c in s)
+            and any(c.islower() for c in s)
+            and sum(c.isdigit() for c in s) >= 2
+        ):
             return s
 
 
@@ -221,8 +223,10 @@ def in_context(rng: random.Random) -> Iterator[tuple[str, str, tuple[str, ...]]]
     aws_secret = pick(rng, B64, 40)
     yield "aws_secret_ini", f"[default]\naws_secret_access_key = {aws_secret}\n", (aws_secret,)
     yield "aws_secret_env", f"AWS_SECRET_ACCESS_KEY={aws_secret}", (aws_secret,)
-    yield "aws_secret_json", json.dumps({"SecretAccessKey": aws_secret, "Expiration": "x"}), (
-        aws_secret,
+    yield (
+        "aws_secret_json",
+        json.dumps({"SecretAccessKey": aws_secret, "Expiration": "x"}),
+        (aws_secret,),
     )
     account_key = base64.b64encode(rng.randbytes(64)).decode()
     yield (
@@ -247,10 +251,14 @@ def in_context(rng: random.Random) -> Iterator[tuple[str, str, tuple[str, ...]]]
     )
     password = password_material(rng)
     host = rng.choice(["db.internal", "10.0.0.5", "localhost", "pg-1.example.com"])
-    scheme = rng.choice(["postgres", "postgresql", "mysql", "mongodb+srv", "redis", "amqp", "https"])
+    scheme = rng.choice(
+        ["postgres", "postgresql", "mysql", "mongodb+srv", "redis", "amqp", "https"]
+    )
     yield "url_password", f"DATABASE_URL={scheme}://admin:{password}@{host}:5432/app", (password,)
-    yield "url_password_prose", f"connect with {scheme}://svc:{password}@{host}/db then", (
-        password,
+    yield (
+        "url_password_prose",
+        f"connect with {scheme}://svc:{password}@{host}/db then",
+        (password,),
     )
     phrase = multiword(rng)
     yield "quoted_multiword", f'password: "{phrase}"', (phrase,)
@@ -261,12 +269,16 @@ def in_context(rng: random.Random) -> Iterator[tuple[str, str, tuple[str, ...]]]
     yield "semicolon_password_inline", f"then set DB_PASSWORD={semi} and restart", (semi,)
     spaced = f"{b62_mixed(rng, 6)} {b62_mixed(rng, 6)}"
     yield "env_line_to_end", f"# app\nSECRET_KEY={spaced}\nDEBUG=false", (spaced,)
-    django = "django-insecure-" + pick(rng, string.ascii_lowercase + string.digits + "!@#%^&*(-_=+)", 50)
+    django = "django-insecure-" + pick(
+        rng, string.ascii_lowercase + string.digits + "!@#%^&*(-_=+)", 50
+    )
     yield "env_secret_key", f"SECRET_KEY={django}", (django,)
     opaque = b62_mixed(rng, rng.randrange(32, 64))
     yield "bearer", f"Authorization: Bearer {opaque}", (opaque,)
-    yield "bearer_curl", f"curl -H \"Authorization: Bearer {opaque}\" https://api.example.com", (
-        opaque,
+    yield (
+        "bearer_curl",
+        f'curl -H "Authorization: Bearer {opaque}" https://api.example.com',
+        (opaque,),
     )
     basic = base64.b64encode(f"admin:{password}".encode()).decode()
     yield "basic", f"Authorization: Basic {basic}", (basic,)
@@ -343,7 +355,7 @@ def lookalike_cases() -> list[str]:
             f"{{{u}}}",
             f"![chart]({png_data_uri(rng)})",
             f"git checkout {sha1[: rng.randrange(7, 13)]}",
-            f"ETag: W/\"{hashlib.md5(blob).hexdigest()}\"",
+            f'ETag: W/"{hashlib.md5(blob).hexdigest()}"',
             f"The key fingerprint is SHA256:{b64u(hashlib.sha256(blob).digest())}.",
         ]
     out += [
@@ -487,4 +499,6 @@ def test_each_key_kind_is_redacted_amid_lookalikes(kind: str) -> None:
     ident = str(uuid.UUID(int=rng.getrandbits(128)))
     out = scrub_secrets(f"digest {digest}\n{value}\nsession {ident}")
     assert digest in out and ident in out
-    assert not any(leaked_runs(m, MARK.sub("", out), f"digest {digest}\n\nsession {ident}") for m in material)
+    assert not any(
+        leaked_runs(m, MARK.sub("", out), f"digest {digest}\n\nsession {ident}") for m in material
+    )

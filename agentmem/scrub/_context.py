@@ -53,8 +53,11 @@ _PLACEHOLDER = re.compile(
     """
 )
 _KEEP_WORDS = frozenset(
-    "none null nil true false undefined required optional string str bytes int float bool "
-    "number any object secretstr hidden masked redacted unset empty omitted".split()
+    {
+        *("none", "null", "nil", "true", "false", "undefined", "required", "optional"),
+        *("string", "str", "bytes", "int", "float", "bool", "number", "any", "object"),
+        *("secretstr", "hidden", "masked", "redacted", "unset", "empty", "omitted"),
+    }
 )
 _CODE_NAME = re.compile(r"[a-z_]+(?:\.[A-Za-z_]\w*)+")  # self.password, os.environ, args.token
 _CALL_OR_INDEX = re.compile(r"[A-Za-z_][\w.]*[(\[]")  # getpass(), os.getenv(, config[
@@ -101,7 +104,9 @@ def _is_secret(value: str, strength: str, *, quoted: bool, keyword: str) -> bool
 
 # Keywords are searched in the lower-cased text (a case-sensitive search is 5x faster
 # than an IGNORECASE one); the separator is then matched in the original text.
-_KEYWORD = re.compile(r"(?:pass(?:word|wd|phrase)?|pwd|secret|credentials?|token|key|auth|sig)(?![a-z0-9_])")
+_KEYWORD = re.compile(
+    r"(?:pass(?:word|wd|phrase)?|pwd|secret|credentials?|token|key|auth|sig)(?![a-z0-9_])"
+)
 _KEYWORD_ANY_CASE = re.compile(_KEYWORD.pattern, re.IGNORECASE)
 _SEP = re.compile(r"\\?[\"']?[ \t]*(?::=|=>|:|=(?!=))[ \t]*|[ \t]+")
 # The names that make "key" a secret's name: api_key, AccountKey, x-api-key, SharedAccessKey...
@@ -295,13 +300,14 @@ def _url(m: re.Match[str]) -> str:
     return f"{head}{mark('password')}@"
 
 
-
 _AUTH_HEADER = re.compile(
     r"(?i)(?P<head>\b(?:proxy-)?authorization\\?[\"']?[ \t]*[:=][ \t]*[fF]?\\?[\"']?[ \t]*"
     r"(?:(?:bearer|basic|token|digest|apikey|api-key|sso-key|negotiate|ntlm|sharedaccesssignature)"
     r"[ \t]+)?)(?P<value>[^\s\"'\\`,;]+)"
 )
-_BARE_SCHEME = re.compile(r"(?i)\b(?P<head>(?:bearer|basic)[ \t]+)(?P<value>[A-Za-z0-9._~+/-]{16,}=*)")
+_BARE_SCHEME = re.compile(
+    r"(?i)\b(?P<head>(?:bearer|basic)[ \t]+)(?P<value>[A-Za-z0-9._~+/-]{16,}=*)"
+)
 
 
 def _auth_header(m: re.Match[str]) -> str:
@@ -360,7 +366,9 @@ def _xml(m: re.Match[str]) -> str:
     return m.group(0)[: m.start("value") - m.start()] + mark("secret") + f"</{m.group('tag')}>"
 
 
-_NETRC = re.compile(r"(?m)\b(?P<head>machine[ \t]+\S+[ \t]+login[ \t]+\S+[ \t]+password[ \t]+)(?P<value>\S+)")
+_NETRC = re.compile(
+    r"(?m)\b(?P<head>machine[ \t]+\S+[ \t]+login[ \t]+\S+[ \t]+password[ \t]+)(?P<value>\S+)"
+)
 
 
 def scrub_context(text: str) -> str:

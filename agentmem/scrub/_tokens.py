@@ -120,10 +120,17 @@ RULES: tuple[TokenRule, ...] = (
         "gl",
     ),
     _rule("gitlab_runner_token", r"GR1348941[A-Za-z0-9_-]{20,}", "GR1348941"),
-    _rule("slack_token", r"(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})", "xox", "xapp-"),
+    _rule(
+        "slack_token",
+        r"(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})",
+        "xox",
+        "xapp-",
+    ),
     TokenRule(
         "slack_webhook",
-        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{10,}"),
+        re.compile(
+            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{10,}"
+        ),
         ("hooks.slack.com",),
     ),
     _rule(
@@ -184,7 +191,12 @@ RULES: tuple[TokenRule, ...] = (
     _rule("databricks_token", r"dapi[0-9a-f]{32}(?:-\d)?" + _END, "dapi"),
     _rule("atlassian_token", r"ATATT3[A-Za-z0-9_=-]{100,}", "ATATT3"),
     _rule("postman_key", r"PMAK-[0-9a-f]{24}-[0-9a-f]{34}" + _END, "PMAK-"),
-    _rule("grafana_token", r"(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", "glc_", "glsa_"),
+    _rule(
+        "grafana_token",
+        r"(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})",
+        "glc_",
+        "glsa_",
+    ),
     _rule("sentry_token", r"sntry[su]_[A-Za-z0-9+/=_-]{40,}", "sntry"),
     _rule("newrelic_key", r"NRAK-[A-Z0-9]{27}" + _END, "NRAK-"),
     _rule("linear_key", r"lin_api_[A-Za-z0-9]{40}" + _END, "lin_api_"),
@@ -234,10 +246,13 @@ def scrub_tokens(text: str) -> str:
         rule = RULES[index]
         if rule.hint is not None and rule.hint.search(text) is None:
             continue
-        replacement = mark(rule.kind)
-        if rule.check is None:
-            text = rule.pattern.sub(replacement, text)
-        else:
-            check = rule.check
-            text = rule.pattern.sub(lambda m: replacement if check(m) else m.group(0), text)
+        text = rule.pattern.sub(_replacer(rule), text)
     return text
+
+
+def _replacer(rule: TokenRule) -> str | Callable[[re.Match[str]], str]:
+    replacement = mark(rule.kind)
+    check = rule.check
+    if check is None:
+        return replacement
+    return lambda m: replacement if check(m) else m.group(0)
