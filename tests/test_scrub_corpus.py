@@ -357,6 +357,9 @@ def lookalike_cases() -> list[str]:
             f"git checkout {sha1[: rng.randrange(7, 13)]}",
             f'ETag: W/"{hashlib.md5(blob).hexdigest()}"',
             f"The key fingerprint is SHA256:{b64u(hashlib.sha256(blob).digest())}.",
+            f"cache_key={sha1}",
+            f'{{"key": "{sha256}", "size": 12}}',
+            f"idempotency_key: {u}",
         ]
     out += [
         "test_password_reset_token_expires_after_one_hour",
@@ -421,6 +424,13 @@ def lookalike_cases() -> list[str]:
         "user@example.com wrote: see jane.doe+filter@mail.example.org",
         '{"password": {"type": "string", "minLength": 8}}',
         "Set the password in the settings page, then press Save.",
+        "Password: at least 12 characters, one of them a digit.",
+        "apiKey: process.env.API_KEY!",
+        "password: z.string().min(8),",
+        "const password = req.body.password;",
+        "secret_file: /etc/app/secret.key",
+        "credentials: ~/.aws/credentials",
+        "secret: https://vault.example.com/v1/kv/app",
     ]
     for _ in range(30):
         words = rng.sample(

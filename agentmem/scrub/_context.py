@@ -38,6 +38,7 @@ value of 8+ characters.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from agentmem.scrub._tokens import mark, random_enough
 
@@ -62,6 +63,20 @@ _KEEP_WORDS = frozenset(
 _CODE_NAME = re.compile(r"[a-z_]+(?:\.[A-Za-z_]\w*)+")  # self.password, os.environ, args.token
 _CALL_OR_INDEX = re.compile(r"[A-Za-z_][\w.]*[(\[]")  # getpass(), os.getenv(, config[
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A file path or a URL without credentials is where a secret lives, not the secret.
+_LOCATION = re.compile(
+    r"(?:~|\.{1,2})?/[\w.~-]|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://[^\s:@/]+(?:[/:]|$)"
+)
+# A digest or a UUID under a bare "key" is a cache or lookup key.
+_DIGEST = re.compile(r"[0-9a-fA-F]{16,}|[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+# "Password: at least 12 characters" is prose, not a password.
+_PROSE_WORDS = frozenset(
+    {
+        *("is", "the", "a", "an", "at", "must", "should", "will", "can", "be", "was", "and"),
+        *("or", "not", "for", "to", "of", "in", "on", "with", "see", "use", "set", "your"),
+        *("change", "reset", "enter", "field", "none", "same", "as"),
+    }
+)
 _SYMBOL = re.compile(r"[^A-Za-z0-9\s._-]")
 
 PASSWORD, STRONG, WEAK = "password", "secret", "weak"
@@ -90,11 +105,13 @@ def _is_secret(value: str, strength: str, *, quoted: bool, keyword: str) -> bool
     if not quoted and _code(value, keyword):
         return False
     if strength == PASSWORD:
-        return True
+        return quoted or value.lower() not in _PROSE_WORDS
+    if not quoted and _LOCATION.match(value):
+        return False
     if len(value) < 8:
         return False
     if strength == WEAK:
-        return random_enough(value)
+        return random_enough(value) and not _DIGEST.fullmatch(value)
     if quoted:
         return True
     return random_enough(value) or bool(_SYMBOL.search(value))
@@ -121,7 +138,7 @@ _ENV_NAME = re.compile(r"[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]*")
 # A backslash escape (\n, \" inside a JSON string) ends an unquoted value.
 _TOKEN = re.compile(r"<[^<>\s]*>|(?:[^\s\"'`<>\\]|\\(?![nrt\"'\\]))+")
 _NEXT_PAIR = re.compile(r"[;&,](?=[A-Za-z_][\w.-]*=)")
-_TRAILING = re.compile(r"[.,;:)\]}>]+$")
+_TRAILING = re.compile(r"[.,;:!)\]}>]+$")
 _BRACED = re.compile(r"\{[^{}\n\"':]*\}")  # Password={a;b}, not {"type": "string"}
 _QUOTE_PREFIX = re.compile(r"(?:[fbrFBR]{1,2})?(\\?[\"'`])")
 
@@ -244,11 +261,12 @@ def scrub_assignments(text: str) -> str:
     keywords = _KEYWORD if len(lowered) == len(text) else _KEYWORD_ANY_CASE
     haystack = lowered if keywords is _KEYWORD else text
     out: list[str] = []
-    pos = 0
+    pos = 0  # end of the text already copied to out
+    seen = 0  # end of the last value looked at: a value is never also a name
     for m in keywords.finditer(haystack):
         kw_start, kw_end = m.span()
-        if kw_start < pos:
-            continue  # inside a value already redacted
+        if kw_start < seen:
+            continue
         keyword = text[kw_start:kw_end]
         if not _boundary_ok(text, kw_start, keyword):
             continue
@@ -263,6 +281,7 @@ def scrub_assignments(text: str) -> str:
         if span is None:
             continue
         start, end, quoted = span
+        seen = end
         value = text[start:end]
         if keyword.lower() == "pwd" and value.startswith(("/", "~")):
             continue  # PWD=/home/user is a directory
@@ -371,21 +390,41 @@ _NETRC = re.compile(
 )
 
 
+_MARK = re.compile(r"\[REDACTED:\w+\]")
+
+
+def _between_marks(rule: Callable[[str], str], text: str) -> str:
+    """Apply ``rule`` to the text between redaction marks: a mark is opaque (its ``:`` is
+    not a separator, its ``]`` not punctuation), so scrubbing scrubbed text changes nothing."""
+    if "[REDACTED:" not in text:
+        return rule(text)
+    pieces: list[str] = []
+    last = 0
+    for m in _MARK.finditer(text):
+        pieces.append(rule(text[last : m.start()]))
+        pieces.append(m.group(0))
+        last = m.end()
+    pieces.append(rule(text[last:]))
+    return "".join(pieces)
+
+
 def scrub_context(text: str) -> str:
     """``text`` with every context-revealed credential redacted (see the module docstring)."""
     if "://" in text:
-        text = _URL.sub(_url, text)
+        text = _between_marks(lambda t: _URL.sub(_url, t), text)
     lowered = text.lower()
     if "authorization" in lowered:
-        text = _AUTH_HEADER.sub(_auth_header, text)
+        text = _between_marks(lambda t: _AUTH_HEADER.sub(_auth_header, t), text)
     if "bearer" in lowered or "basic" in lowered:
-        text = _BARE_SCHEME.sub(_bare_scheme, text)
+        text = _between_marks(lambda t: _BARE_SCHEME.sub(_bare_scheme, t), text)
     if "-u" in text or "--user" in text or "--proxy-user" in text:
-        text = _CURL_USER.sub(_curl_user, text)
+        text = _between_marks(lambda t: _CURL_USER.sub(_curl_user, t), text)
     if "auth" in lowered:
-        text = _AUTH_PAIR.sub(_auth_pair, text)
+        text = _between_marks(lambda t: _AUTH_PAIR.sub(_auth_pair, t), text)
     if "</" in text:
-        text = _XML.sub(_xml, text)
+        text = _between_marks(lambda t: _XML.sub(_xml, t), text)
     if "machine" in text:
-        text = _NETRC.sub(lambda m: m.group("head") + mark("password"), text)
-    return scrub_assignments(text)
+        text = _between_marks(
+            lambda t: _NETRC.sub(lambda m: m.group("head") + mark("password"), t), text
+        )
+    return _between_marks(scrub_assignments, text)

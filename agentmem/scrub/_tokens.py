@@ -24,8 +24,15 @@ from typing import NamedTuple
 
 __all__ = ["START", "TokenRule", "mark", "random_enough", "scrub_tokens"]
 
-START = r"(?<![A-Za-z0-9_+.-])(?<![A-Za-z0-9_+.=-]/)"
-"""A key starts here: not after a token character, nor after ``x/`` (a path or base64)."""
+START = r"(?<![A-Za-z0-9_+.\]-])(?<![A-Za-z0-9_+.=\]-]/)"
+"""Where a key with an alphanumeric prefix (``AKIA``, ``AIza``) starts: not after a token
+character, nor after ``x/``, since such a prefix may occur inside a base64 run or a path."""
+
+LOOSE_START = r"(?<![A-Za-z0-9_\]-])"
+"""Where a key whose prefix holds ``_``, ``-`` or ``.`` (``ghp_``, ``glpat-``) starts: such a
+prefix cannot occur inside standard base64, so ``/``, ``+``, ``.`` and ``=`` may precede it
+(``https://ghp_...@github.com``, ``--token=ghp_...``). A ``]`` is a token character for both,
+so that a key right after a redaction mark is judged as it was before the redaction."""
 
 _END = r"(?![A-Za-z0-9_-])"
 
@@ -69,9 +76,11 @@ def _rule(
     *triggers: str,
     check: Callable[[re.Match[str]], bool] | None = None,
     hint: str | None = None,
+    strict: bool = False,
 ) -> TokenRule:
+    start = START if strict else LOOSE_START
     return TokenRule(
-        kind, re.compile(START + body), triggers, check, None if hint is None else re.compile(hint)
+        kind, re.compile(start + body), triggers, check, None if hint is None else re.compile(hint)
     )
 
 
@@ -95,7 +104,9 @@ RULES: tuple[TokenRule, ...] = (
         ("PRIVATE KEY",),
     ),
     _rule("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{50,}", "AGE-SECRET-KEY-"),
-    _rule("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyJ"),
+    _rule(
+        "jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyJ", strict=True
+    ),
     _rule("mapbox_token", r"[sp]k\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}", "k.eyJ"),
     _rule("anthropic_key", r"sk-ant-[A-Za-z0-9_-]{20,}" + _END, "sk-ant-"),
     # Real keys are random base62 and carry digits; a long kebab-case slug ("sk-...") does not.
@@ -119,7 +130,7 @@ RULES: tuple[TokenRule, ...] = (
         r"gl(?:pat|dt|rt|ptt|soat|cbt|ft|imt|agent|oas|ffct)-[A-Za-z0-9_-]{20,}",
         "gl",
     ),
-    _rule("gitlab_runner_token", r"GR1348941[A-Za-z0-9_-]{20,}", "GR1348941"),
+    _rule("gitlab_runner_token", r"GR1348941[A-Za-z0-9_-]{20,}", "GR1348941", strict=True),
     _rule(
         "slack_token",
         r"(?:xox[abposre]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})",
@@ -140,7 +151,7 @@ RULES: tuple[TokenRule, ...] = (
         "_test_",
         "whsec_",
     ),
-    _rule("google_api_key", r"AIza[0-9A-Za-z_-]{35}" + _END, "AIza"),
+    _rule("google_api_key", r"AIza[0-9A-Za-z_-]{35}" + _END, "AIza", strict=True),
     _rule("google_oauth_secret", r"GOCSPX-[A-Za-z0-9_-]{20,}", "GOCSPX-"),
     _rule("google_oauth_token", r"ya29\.[A-Za-z0-9_-]{30,}", "ya29."),
     _rule(
@@ -157,6 +168,7 @@ RULES: tuple[TokenRule, ...] = (
         "ANPA",
         "ANVA",
         "APKA",
+        strict=True,
     ),
     _rule(
         "huggingface_token",
@@ -167,7 +179,7 @@ RULES: tuple[TokenRule, ...] = (
     ),
     _rule("npm_token", r"npm_[A-Za-z0-9]{36}" + _END, "npm_"),
     _rule("pypi_token", r"pypi-AgE[A-Za-z0-9_-]{50,}", "pypi-AgE"),
-    _rule("twilio_api_key", r"SK[0-9a-fA-F]{32}" + _END, "SK"),
+    _rule("twilio_api_key", r"SK[0-9a-fA-F]{32}" + _END, "SK", strict=True),
     _rule("sendgrid_key", r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,50}", "SG."),
     _rule("mailgun_key", r"key-[0-9a-f]{32}" + _END, "key-"),
     _rule("heroku_key", r"HRKU-[A-Za-z0-9_-]{20,}", "HRKU-"),
@@ -178,18 +190,19 @@ RULES: tuple[TokenRule, ...] = (
         ".",
         check=_discord,
         hint=r"\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27}",
+        strict=True,
     ),
     # Often inside an API URL (``https://api.telegram.org/bot<token>/...``): "bot" is a boundary.
     TokenRule(
         "telegram_bot_token",
-        re.compile(r"(?:(?<=bot)|(?<![A-Za-z0-9_]))\d{8,10}:([A-Za-z0-9_-]{35})" + _END),
+        re.compile(r"(?:(?<=bot)|(?<![A-Za-z0-9_\]]))\d{8,10}:([A-Za-z0-9_-]{35})" + _END),
         (":",),
         _body_random(),
         re.compile(r":[A-Za-z0-9_-]{35}"),
     ),
     _rule("shopify_token", r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}" + _END, "shp"),
-    _rule("databricks_token", r"dapi[0-9a-f]{32}(?:-\d)?" + _END, "dapi"),
-    _rule("atlassian_token", r"ATATT3[A-Za-z0-9_=-]{100,}", "ATATT3"),
+    _rule("databricks_token", r"dapi[0-9a-f]{32}(?:-\d)?" + _END, "dapi", strict=True),
+    _rule("atlassian_token", r"ATATT3[A-Za-z0-9_=-]{100,}", "ATATT3", strict=True),
     _rule("postman_key", r"PMAK-[0-9a-f]{24}-[0-9a-f]{34}" + _END, "PMAK-"),
     _rule(
         "grafana_token",
@@ -221,7 +234,12 @@ RULES: tuple[TokenRule, ...] = (
         "dp.",
     ),
     _rule("pulumi_token", r"pul-[a-f0-9]{40}" + _END, "pul-"),
-    _rule("terraform_token", r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}", ".atlasv1."),
+    _rule(
+        "terraform_token",
+        r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}",
+        ".atlasv1.",
+        strict=True,
+    ),
     _rule("vault_token", r"hv[sb]\.[A-Za-z0-9_-]{24,}" + _END, "hvs.", "hvb."),
 )
 
