@@ -343,6 +343,7 @@ _FRAGMENTS = [
     "-----BEGIN PRIVATE KEY-----",
     "None",
     "self.password",
+    "İ",  # lower-cases to two characters: positions in the lowered text shift
 ]
 
 

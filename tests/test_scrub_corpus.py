@@ -417,6 +417,7 @@ def lookalike_cases() -> list[str]:
         "PWD=/home/dev/project",
         "docker run -u 1000:1000 image:latest",
         "git push -u origin main",
+        "python -u app.py:main",
         "2024-01-01T12:00:00Z fe80::1ff:fe23:4567:890a 00:1B:44:11:3A:B7 #1e90ff",
         "[REDACTED:openai_key] already",
         "AKIA alone and ghp_ alone and sk- alone",

@@ -26,7 +26,7 @@ prefix inside a longer base64 or hex run does not match), and code that
 merely names a secret (``password=None``, ``api_key = os.environ[...]``).
 Scrubbing is idempotent: scrubbing scrubbed text changes nothing.
 ``tests/test_scrub_corpus.py`` holds both promises to a generated corpus of
-several hundred secrets of 40+ kinds and as many look-alikes.
+several hundred secrets of 60+ kinds and as many look-alikes.
 
 Names cannot be redacted the same way: a note key, a topic name or a semantic
 ``user_id`` is a file name or a lookup key, and a redacted one would collide

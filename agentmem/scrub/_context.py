@@ -354,6 +354,10 @@ def _curl_user(m: re.Match[str]) -> str:
     password = m.group("password")
     if (password.isdigit() and m.group("user").isdigit()) or _placeholder(password):
         return m.group(0)
+    text, at = m.string, m.start()
+    line = text[text.rfind("\n", 0, at) + 1 : _line_end(text, at)]
+    if m.group(0).startswith("-u") and "curl" not in line and "://" not in line:
+        return m.group(0)  # python -u app.py:main, sort -u a:b: not a credential
     head = m.group(0)[: m.start("password") - m.start()]
     return head + mark("password") + m.group("q")
 
