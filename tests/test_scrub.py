@@ -16,7 +16,7 @@ from profiles import scaled
 
 import agentmem
 from agentmem.errors import InvalidArgumentError
-from agentmem.scrub import scrub_secrets
+from agentmem.scrub import scrub_near, scrub_secrets
 
 # Realistic shapes, assembled at run time so no scanner mistakes this file for a leak.
 SECRETS = {
@@ -353,3 +353,27 @@ def test_scrubbing_secret_shaped_text_is_idempotent(text: str) -> None:
     """Text built from the pieces the rules look for: a second pass finds nothing new."""
     once = scrub_secrets(text)
     assert scrub_secrets(once) == once
+
+
+def test_scrub_near_scrubs_the_neighbourhood_of_a_long_text() -> None:
+    """Previews of long hits scrub a window around the match; no key is cut in two inside it."""
+    filler = "lorem ipsum dolor sit amet " * 400  # ~10.8 KB
+    body = base64.b64encode(bytes(range(256)) * 12).decode()
+    pem = "-----BEGIN RSA PRIVATE KEY-----\n" + body + "\n-----END RSA PRIVATE KEY-----"
+    text = filler + pem + " deploy " + KEY + " " + filler
+    near = scrub_near(text, ["deploy"])
+    assert "deploy" in near and len(near) < len(text) / 2
+    assert not leaks(near) and body[-40:] not in near and "[REDACTED:private_key]" in near
+    short = "deploy " + KEY
+    assert scrub_near(short, ["deploy"]) == scrub_secrets(short)
+
+
+def test_recall_previews_of_long_messages_are_scrubbed(tmp_path: Path) -> None:
+    with agentmem.Memory(root=tmp_path / "r", working_dir=tmp_path) as mem:
+        s = mem.session()
+        s.start_task("run the deploy")
+        tool_round(s, 0)
+        s.append({"role": "user", "content": "x " * 6000 + f"deploy token {KEY} " + "y " * 6000})
+        s.close()
+        hits = mem.recall("deploy token")
+        assert hits and not leaks(json.dumps([(h.preview, h.previous, h.next) for h in hits]))

@@ -43,7 +43,7 @@ as given.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentmem.errors import AgentMemError, ConfigurationError, InvalidArgumentError
@@ -57,6 +57,7 @@ __all__ = [
     "refuse_secret_names",
     "resolve_scrubber",
     "scrub_json",
+    "scrub_near",
     "scrub_secrets",
     "scrub_with",
 ]
@@ -94,6 +95,32 @@ def scrub_secrets(text: str) -> str:
         last = match.end()
     pieces.append(_scrub_plain(text[last:]))
     return "".join(pieces)
+
+
+NEAR_MARGIN = 4096
+"""Characters kept on each side of the match by :func:`scrub_near` (longer than any key
+but a PEM block, which is found whole)."""
+
+
+def scrub_near(text: str, words: Sequence[str], margin: int = NEAR_MARGIN) -> str:
+    """The scrubbed part of ``text`` around the first of ``words`` found (lower-case).
+
+    For previews of long texts (recall hits): scrubbing a 100 KB tool output
+    costs milliseconds, its 200-character preview needs only the neighbourhood.
+    Up to ``margin`` characters are kept on each side of the first match (from
+    the start when none is found), and the window reaches back to a PEM block's
+    ``-----BEGIN`` line that starts before it, so no key is cut in two inside
+    the part a preview can show.
+    """
+    if len(text) <= 2 * margin:
+        return scrub_secrets(text)
+    lowered = text.lower()
+    at = min((i for i in (lowered.find(w) for w in words if w) if i >= 0), default=0)
+    start, end = max(0, at - margin), at + margin
+    begin = text.rfind("-----BEGIN", max(0, start - 64 * margin), start)
+    if begin >= 0 and "-----END" not in text[begin:start]:
+        start = begin
+    return scrub_secrets(text[start:end])
 
 
 def scrub_with(scrubber: Scrubber | None, text: str) -> str:
