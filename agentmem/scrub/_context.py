@@ -26,13 +26,18 @@ Not every ``password = ...`` holds a password. Kept as they are: code
 (``password=None``, ``password=self.password``, ``api_key = os.environ[...]``,
 ``token = get_token()``, ``password: str``, snake_case variables such as
 ``password=new_password``), placeholders (``${DB_PASSWORD}``, ``<password>``,
-``{{ secrets.X }}``, ``***``) and names that only contain a keyword
-(``token_count=1234``, ``max_tokens=4096``, ``secretName: x``, ``monkey=...``).
-A password-like name (``password``, ``passwd``, ``pwd``, ``passphrase``,
-``*_pass``) redacts any other value; ``secret``, ``token``, ``credentials`` and
-``api_key``-like names a quoted value of 8+ characters or an unquoted one
-that looks random; a bare ``key``, ``auth`` or ``sig`` only a random-looking
-value of 8+ characters.
+``{{ secrets.X }}``, ``***``), names that only contain a keyword
+(``token_count=1234``, ``max_tokens=4096``, ``secretName: x``, ``monkey=...``)
+and prose (``Password: at least 12 characters``). A password-like name
+(``password``, ``passwd``, ``pwd``, ``passphrase``, ``*_pass``) redacts any
+other value; ``secret``, ``token``, ``credentials`` and ``api_key``-like names
+a quoted value of 8+ characters or an unquoted one that looks random and is
+not a path or a URL (``credentials: ~/.aws/credentials``); a bare ``key``,
+``auth`` or ``sig`` only a random-looking value of 8+ characters that is not a
+digest or a UUID (``cache_key=<sha1>``).
+
+Every rule here works between redaction marks (:func:`_between_marks`): a mark
+is opaque, so scrubbing scrubbed text changes nothing.
 """
 
 from __future__ import annotations
