@@ -306,6 +306,8 @@ def in_context(rng: random.Random) -> Iterator[tuple[str, str, tuple[str, ...]]]
     yield "cli_flag", f"deploy --password {password} --verbose", (password,)
     yield "requests_auth", f'requests.get(url, auth=("admin", "{phrase}"))', (phrase,)
     yield "xml", f"<config><password>{password}</password></config>", (password,)
+    yield "environ_item", f'os.environ["DB_PASSWORD"] = "{password}"', (password,)
+    yield "settings_item", f"settings['api_key'] = '{api}'", (api,)
     yield "netrc", f"machine api.example.com login bot password {password}", (password,)
 
 

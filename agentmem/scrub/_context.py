@@ -130,7 +130,8 @@ _KEYWORD = re.compile(
     r"(?:pass(?:word|wd|phrase)?|pwd|secret|credentials?|token|key|auth|sig)(?![a-z0-9_])"
 )
 _KEYWORD_ANY_CASE = re.compile(_KEYWORD.pattern, re.IGNORECASE)
-_SEP = re.compile(r"\\?[\"']?[ \t]*(?::=|=>|:|=(?!=))[ \t]*|[ \t]+")
+# ": ", "=", ":=", "=>", after a closing quote and bracket too (os.environ["X_PASSWORD"] = ...)
+_SEP = re.compile(r"\\?[\"']?\]?[ \t]*(?::=|=>|:|=(?!=))[ \t]*|[ \t]+")
 # The names that make "key" a secret's name: api_key, AccountKey, x-api-key, SharedAccessKey...
 _KEY_PREFIX = re.compile(
     r"(?:api|access|secret|private|account|auth|master|signing|encryption|client|app|license"
