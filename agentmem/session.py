@@ -105,7 +105,7 @@ class Session:
         context_manager: Builds each payload.
         token_counter: Counts tokens for this session's model (a calibrating
             counter is this session's own copy).
-        tasks: Per-task iteration counts and the finished marker (task ids and the
+        tasks: Per-task iteration counts and the finished tasks (task ids and the
             active task belong to ``time_machine``; see :mod:`agentmem.tasks`).
         ltm_prompt: The long-term memory rendered when the session opened (``""`` with
             ``ltm_enabled=False``, in incognito mode, or when there is none); added to
@@ -323,7 +323,7 @@ class Session:
         message.setdefault("created_at", time.time())
         with self._gate.writing(), self._gate.switching():
             # The turn is stored first: a kill before the tree has the task is finished
-            # on the next open (_finish_interrupted_start), so the turn is never orphaned.
+            # on the next open (tasks.finish_interrupted_start): the turn is never orphaned.
             task_id = self.time_machine.next_task_id
             message["task_id"] = task_id
             stored = self.history.append(message)
@@ -702,9 +702,9 @@ class Session:
         """Finish the open task; returns its id (``None`` when no task was open).
 
         The task stays the active one (later appends still belong to it) but
-        is no longer open: :attr:`open_task_id` is ``None`` and iterations
-        are not counted until the next :meth:`start_task`, :meth:`undo` or
-        :meth:`switch_to_task` (to another task).
+        is never open again: :attr:`open_task_id` is ``None`` and iterations
+        are not counted while it is active (an undo or a switch back to it
+        does not reopen it; the next :meth:`start_task` opens a new task).
 
         At the end of a long task (see :mod:`agentmem.memory_updater`: the
         Memory has an ``llm``, the task took at least

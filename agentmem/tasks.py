@@ -10,10 +10,11 @@ Who owns what:
   belong to it). Nothing here keeps a copy of those, so a process killed
   between two writes cannot leave two disagreeing answers behind.
 * :class:`TaskTracker` keeps only what the tree does not: how many LLM
-  iterations each task took, and which task ``finish_task()`` ended (the
-  *finished marker*). The marker names a task id, so it needs no update
-  when the active task changes: a task is *open* while it is the active
-  one and not the one finished.
+  iterations each task took, and which tasks ``finish_task()`` ended. Both
+  are keyed by task id, so neither needs an update when the active task
+  changes: the *open* task is the active one unless it was finished (a
+  task is open from its start until it is finished; an undo or a switch
+  never reopens a finished task).
 * :class:`TaskGate` serialises every change of the active task with every
   write that goes through a :class:`TaskHandle`, so a writer that holds a
   handle either writes before the change or is refused with
@@ -22,12 +23,13 @@ Who owns what:
   someone else's task (the seed's "self-terminates before it can write to
   history").
 
-The tracker's state is a JSON-safe mapping ``{"finished", "iterations"}``
-inside the session state (which carries the format version). Malformed
-entries are dropped field by field, never raised: the messages, which
-matter most, are intact either way. State written before the time machine
-owned the ids (``{"next_id", "current", "iterations"}``) is read too: a
-``current`` of ``None`` meant the task had been finished.
+The tracker's state is a JSON-safe mapping ``{"finished": [ids],
+"iterations": {id: n}}`` inside the session state (which carries the
+format version). Malformed entries are dropped one by one, never raised:
+the messages, which matter most, are intact either way. State written
+before the time machine owned the ids (``{"next_id", "current",
+"iterations"}``) is read too: a ``current`` of ``None`` meant the active
+task had been finished.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class TaskTracker:
     """Per-task LLM iteration counts and the finished marker. Thread-safe.
 
     Attributes:
-        finished: The task ``finish_task()`` ended last (``None``: none).
+        finished: The tasks ``finish_task()`` ended.
     """
 
     def __init__(
@@ -73,8 +75,10 @@ class TaskTracker:
         state = state if isinstance(state, Mapping) else {}
         finished = state.get("finished")
         if "finished" not in state and "current" in state:
-            finished = active if state["current"] is None else None
-        self.finished: int | None = finished if _is_int(finished) else None
+            finished = [active] if state["current"] is None else []
+        self.finished: set[int] = {
+            i for i in (finished if isinstance(finished, list) else ()) if _is_int(i)
+        }
         iterations = state.get("iterations")
         self._iterations: dict[str, int] = {
             str(k): v
@@ -84,8 +88,8 @@ class TaskTracker:
         self._lock = threading.Lock()
 
     def open_task(self, active: int | None) -> int | None:
-        """``active`` while it is open (not the finished task), else ``None``."""
-        return None if active is None or active == self.finished else active
+        """``active`` while it is open (not finished), else ``None``."""
+        return None if active is None or active in self.finished else active
 
     def start(self, task_id: int) -> None:
         """A new task starts at 0 iterations."""
@@ -93,9 +97,9 @@ class TaskTracker:
             self._iterations[str(task_id)] = 0
 
     def finish(self, task_id: int) -> None:
-        """Mark ``task_id`` finished: it is no longer open, even while it stays active."""
+        """Mark ``task_id`` finished: never open again, even while it stays active."""
         with self._lock:
-            self.finished = task_id
+            self.finished.add(task_id)
 
     def count_iteration(self, task_id: int | None) -> None:
         """Count one LLM iteration of ``task_id`` (nothing for ``None``)."""
@@ -120,10 +124,10 @@ class TaskTracker:
     def state(self) -> dict[str, Any]:
         """JSON-safe state for the session to persist."""
         with self._lock:
-            return {"finished": self.finished, "iterations": dict(self._iterations)}
+            return {"finished": sorted(self.finished), "iterations": dict(self._iterations)}
 
     def __repr__(self) -> str:
-        return f"TaskTracker(finished={self.finished!r}, tasks={len(self._iterations)})"
+        return f"TaskTracker(finished={sorted(self.finished)}, tasks={len(self._iterations)})"
 
 
 def finish_interrupted_start(

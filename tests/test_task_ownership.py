@@ -177,6 +177,8 @@ def test_a_turn_after_finish_task_belongs_to_the_finished_task(tmp_path: Path) -
         assert "one more word" not in _texts(s.context())  # it left with its task
         assert s.switch_to_task(task) == task
         assert s.open_task_id is None  # still finished: switching back does not reopen it
+        s.record_usage(5)
+        assert s.task_iterations(task) == 0 and s.finish_task() is None
 
 
 def test_an_interrupted_start_task_is_finished_on_open(tmp_path: Path) -> None:
