@@ -21,7 +21,7 @@ The tree::
     ├── ScriptExhaustedError       (AssertionError) a ScriptedLLM (agentmem.testing) ran out
     ├── LLMError                                 an LLM call could not be made or its reply used
     ├── RemoteMemoryError                        a memory server (mem0) refused, failed or timed out
-    ├── StaleTaskError                           a write through a task handle after another task became active
+    ├── StaleTaskError                           a task handle wrote after its task was left
     └── StorageError               (OSError)     a store could not be read or written
         ├── CorruptStoreError                    unreadable data, moved aside
         ├── StoreLockedError                     another process holds the store

@@ -159,7 +159,7 @@ def fork_run(
         os.close(read_end)
         try:
             grandchild(work, ops, kill_at, write_end)
-        except BaseException as exc:  # noqa: BLE001 - report and leave without cleanup
+        except BaseException as exc:  # report it and leave without any cleanup
             sys.stderr.write(f"grandchild failed: {exc!r}\n")
             os._exit(3)
     os.close(write_end)
