@@ -357,27 +357,21 @@ class Session:
             return self.time_machine.active_task_id
 
     def task_handle(self) -> TaskHandle[Message]:
-        """A handle that appends into the active task, refused once another task is active.
+        """A handle whose appends land in the active task, or raise once the user moved on.
 
-        Take it right after :meth:`start_task`, in the thread that started the
-        task, and give it to whatever works on the task (a worker thread, a
-        sub-agent). ``handle.append(message)`` is :meth:`append` into that
-        task, or :class:`~agentmem.errors.StaleTaskError` once
-        :meth:`start_task`, :meth:`undo` or :meth:`switch_to_task` ran (even
-        one that came back to the same task): a late writer never lands in
-        the task the user moved on to. See :class:`agentmem.tasks.TaskHandle`.
+        Take it right after :meth:`start_task`, in that thread; its appends
+        raise :class:`~agentmem.errors.StaleTaskError` once :meth:`start_task`,
+        :meth:`undo` or :meth:`switch_to_task` ran (:class:`agentmem.tasks.TaskHandle`).
         """
         self._check_open()
         return self._gate.handle(self.append)
 
     def tie_to(self, handle: TaskHandle[Any]) -> None:
-        """Tie this (sub-agent's) session to another session's task.
+        """Tie this (sub-agent's) session to another session's task (``handle``).
 
-        From then on :meth:`append` and :meth:`start_task` here raise
-        :class:`~agentmem.errors.StaleTaskError` (and store nothing) once
-        ``handle`` is stale: a sub-agent whose parent task was undone or
-        replaced stops writing. Billing (:meth:`record_usage`) is still
-        recorded, since the requests were made and paid for.
+        :meth:`append` and :meth:`start_task` here then raise
+        :class:`~agentmem.errors.StaleTaskError` once ``handle`` is stale;
+        :meth:`record_usage` still records (the requests were paid for).
 
         Raises:
             InvalidArgumentError: ``handle`` is not a task handle.
