@@ -15,6 +15,7 @@ switch or not at all.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -33,7 +34,7 @@ CHILD = Path(__file__).with_name("_task_kill9_child.py")
 ROOT = ".agentmem"
 
 posix_kill = pytest.mark.skipif(
-    not hasattr(signal, "SIGKILL") or not hasattr(__import__("os"), "fork"),
+    not hasattr(signal, "SIGKILL") or not hasattr(os, "fork"),
     reason="needs POSIX SIGKILL and fork",
 )
 
@@ -80,7 +81,6 @@ def _run_child(tmp_path: Path, *args: str) -> list[dict[str, Any]]:
 
 def _check_reopened(work: Path, label: str) -> int | None:
     """Reopen a killed session; everything agrees on the active task. Returns it."""
-    stored_ids: set[int] = set()
     with agentmem.Memory(root=ROOT, working_dir=work) as mem, mem.session(SESSION) as s:
         tm = s.time_machine
         active = tm.active_task_id
