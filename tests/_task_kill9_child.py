@@ -74,7 +74,7 @@ def build_template(work: Path) -> None:
     work.mkdir(parents=True)
     for name, text in INITIAL.items():
         (work / name).write_text(text)
-    with agentmem.Memory(root=".agentmem", working_dir=work) as mem:
+    with agentmem.Memory(root=".agentmem", working_dir=work, durability="normal") as mem:
         s = mem.session(session_id=SESSION, context_window=4_000)
 
         def one() -> None:
@@ -137,7 +137,7 @@ def instrument(kill_at: int) -> None:
 
 
 def grandchild(work: Path, ops: list[tuple[str, Any]], kill_at: int | None, ready: int) -> None:
-    mem = agentmem.Memory(root=".agentmem", working_dir=work)
+    mem = agentmem.Memory(root=".agentmem", working_dir=work, durability="normal")
     s = mem.session(session_id=SESSION)
     if kill_at is not None:
         instrument(kill_at)
