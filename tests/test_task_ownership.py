@@ -28,6 +28,7 @@ from _task_kill9_child import SESSION, expected_files
 
 import agentmem
 from agentmem import InvalidArgumentError, InvalidMessageError, StaleTaskError
+from agentmem.tasks import TaskHandle
 from agentmem.time_machine import TimeMachine
 
 CHILD = Path(__file__).with_name("_task_kill9_child.py")
@@ -269,51 +270,67 @@ def test_a_tied_subagent_session_stops_writing_when_its_task_is_undone(tmp_path:
         parent.close()
 
 
+def _append_until_refused(
+    handle: TaskHandle[agentmem.Message],
+    prefix: str,
+    signal_after: int,
+    enough: threading.Event,
+    landed: list[tuple[int, Any]],
+    refused: list[int],
+) -> None:
+    """Append through ``handle`` until refused; record (i, stored task id) or the refusal."""
+    i = 0
+    while True:
+        try:
+            stored = handle.append({"role": "assistant", "content": f"{prefix}{i}"})
+        except StaleTaskError:
+            refused.append(i)
+            return
+        landed.append((i, stored["task_id"]))
+        i += 1
+        if i == signal_after:
+            enough.set()
+
+
 @pytest.mark.parametrize("switch", ["undo", "start_task", "switch_to_task"])
 def test_a_stale_writer_racing_a_switch_never_lands_after_it(tmp_path: Path, switch: str) -> None:
-    """A thread appends in a loop through its handle while the main thread switches tasks."""
+    """A thread appends in a loop through its handle while the main thread switches tasks.
+
+    Several rounds, each switching after a different number of appends, so
+    the switch meets the writer at different points of its loop.
+    """
     with agentmem.Memory(root=ROOT, working_dir=tmp_path) as mem, mem.session() as s:
         first = s.start_task("one")
-        s.start_task("two")
-        own = s.start_task("the worker's task")
-        handle = s.task_handle()
-        landed: list[int] = []
-        refused: list[int] = []
-        started = threading.Event()
+        for round_ in range(12):
+            own = s.start_task(f"the worker's task, round {round_}")
+            handle = s.task_handle()
+            landed: list[tuple[int, Any]] = []  # (i, the stored copy's task id)
+            refused: list[int] = []
+            enough = threading.Event()
 
-        def worker() -> None:
-            i = 0
-            while True:
-                try:
-                    stored = handle.append({"role": "assistant", "content": f"worker {i}"})
-                except StaleTaskError:
-                    refused.append(i)
-                    return
-                assert stored["task_id"] == own
-                landed.append(i)
-                i += 1
-                if i == 5:
-                    started.set()
-
-        thread = threading.Thread(target=worker)
-        thread.start()
-        assert started.wait(30)
-        if switch == "undo":
-            now = s.undo()
-        elif switch == "start_task":
-            now = s.start_task("the user moved on")
-        else:
-            now = s.switch_to_task(first)
-        boundary = len(s.history)
-        thread.join(30)
-        assert not thread.is_alive()
-        assert now != own and s.active_task_id == now
-        # Every append either landed before the switch returned or raised; none after it.
-        assert len(s.history) == boundary
-        assert refused == [len(landed)]
-        worker = [m for m in s.history if str(m.get("content")).startswith("worker ")]
-        assert [m["content"] for m in worker] == [f"worker {i}" for i in landed]
-        assert all(m["task_id"] == own for m in worker)  # nothing in another task
-        if switch != "start_task":  # (a new task is a child of the worker's: it sees its turns)
-            sent = _texts(s.context())
-            assert not any(str(c).startswith("worker ") for c in sent)
+            thread = threading.Thread(
+                target=_append_until_refused,
+                args=(handle, f"worker {round_}.", 1 + round_ % 5, enough, landed, refused),
+            )
+            thread.start()
+            assert enough.wait(30)
+            if switch == "undo":
+                now = s.undo()
+            elif switch == "start_task":
+                now = s.start_task(f"the user moved on, round {round_}")
+            else:
+                now = s.switch_to_task(first)
+            boundary = len(s.history)
+            thread.join(30)
+            assert not thread.is_alive()
+            assert now != own and s.active_task_id == now
+            # Every append either landed before the switch returned or raised; none after it.
+            assert len(s.history) == boundary, f"round {round_}"
+            assert refused == [len(landed)]
+            assert all(task == own for _, task in landed)  # nothing in another task
+            mine = [m for m in s.history if str(m.get("content")).startswith(f"worker {round_}.")]
+            assert [m["content"] for m in mine] == [f"worker {round_}.{i}" for i, _ in landed]
+            assert all(m["task_id"] == own for m in mine)
+            if switch != "start_task":  # (a new task is a child of the worker's: it sees its turns)
+                sent = _texts(s.context())
+                assert not any(str(c).startswith(f"worker {round_}.") for c in sent)
