@@ -29,8 +29,8 @@ The facade owns no logic a part should own. It wires:
   :meth:`Session.record_usage` with the provider's own counts; every session
   calibrates its own deep copy of the host's counter, so two sessions, or a
   resume, never overwrite each other's calibration;
-* a :class:`~agentmem.tasks.TaskTracker` for task ids and per-task
-  iteration counts;
+* a :class:`~agentmem.tasks.TaskTracker` for per-task iteration counts
+  (task ids and the active task belong to the session's time machine);
 * the session's semantic memory extensions (``extensions=``, never
   inherited by sub-agents): :class:`~agentmem.semantic.extension.SessionExtensions`
   holds their persona and the ``<memory-context>`` block of each user turn.

@@ -65,7 +65,7 @@ from agentmem.session_store import (
     SessionRecord,
 )
 from agentmem.stm import ShortTermMemory
-from agentmem.tasks import TaskTracker
+from agentmem.tasks import TaskGate, TaskHandle, TaskTracker, finish_interrupted_start
 from agentmem.time_machine import TimeMachine
 from agentmem.yarn import YaRN
 
@@ -105,7 +105,8 @@ class Session:
         context_manager: Builds each payload.
         token_counter: Counts tokens for this session's model (a calibrating
             counter is this session's own copy).
-        tasks: Task ids and per-task iteration counts.
+        tasks: Per-task iteration counts and the finished tasks (task ids and the
+            active task belong to ``time_machine``; see :mod:`agentmem.tasks`).
         ltm_prompt: The long-term memory rendered when the session opened (``""`` with
             ``ltm_enabled=False``, in incognito mode, or when there is none); added to
             every payload's system prompt before the caller's injections.
@@ -202,17 +203,17 @@ class Session:
                 self._calibration.restore(estimator)
             except AgentMemError as exc:
                 _log.warning("session %s: token calibration not restored (%s)", self.id, exc)
-        # Task ids only grow: never reuse one that a stored message (or the tree) carries.
-        used_ids = {m.get("task_id") for m in messages}
+        # The time machine owns task ids and the active task; the session reads both there.
         self.time_machine = TimeMachine(
             memory.working_dir,
             self.id,
             None if memory.incognito else memory.root / SNAPSHOTS_DIR,
             memory_root=memory.root,
-            known_task_ids=used_ids,
+            known_task_ids={m.get("task_id") for m in messages},
         )
-        used_ids.add(self.time_machine.next_task_id - 1)
-        self.tasks = TaskTracker(state.get("tasks"), used_ids)
+        finish_interrupted_start(self.time_machine, messages, message_summary)
+        self.tasks = TaskTracker(state.get("tasks"), active=self.time_machine.active_task_id)
+        self._gate = TaskGate(lambda: self.time_machine.active_task_id)
         self._usage = Usage.of(billing)
         self._closed = False
         # Long-term memory enters the system prompt once per open, not per turn, so the
@@ -319,15 +320,16 @@ class Session:
             raise InvalidMessageError(
                 f"start_task needs a string or a user message, got {type(user_message).__name__}"
             )
-        # A task started on the time machine directly has taken its id already.
-        self.tasks.skip_to(self.time_machine.next_task_id)
-        task_id = self.tasks.next_id
-        message["task_id"] = task_id
         message.setdefault("created_at", time.time())
-        stored = self.history.append(message)
-        self.tasks.start(task_id)
-        self.time_machine.start_new_task(message_summary(message), task_id=task_id)
-        self._save_state()
+        with self._gate.writing(), self._gate.switching():
+            # The turn is stored first: a kill before the tree has the task is finished
+            # on the next open (tasks.finish_interrupted_start): the turn is never orphaned.
+            task_id = self.time_machine.next_task_id
+            message["task_id"] = task_id
+            stored = self.history.append(message)
+            self.time_machine.start_new_task(message_summary(message), task_id=task_id)
+            self.tasks.start(task_id)
+            self._save_state()
         self._ext.on_user_turn(stored)
         return task_id
 
@@ -338,8 +340,9 @@ class Session:
             The task now active (``None``: the session's initial state).
         """
         self._check_open()
-        self.time_machine.undo_last_task()
-        return self._follow_time_machine()
+        with self._gate.switching():
+            self.time_machine.undo_last_task()
+            return self.time_machine.active_task_id
 
     def switch_to_task(self, task_id: int | None) -> int | None:
         """Make ``task_id``'s end state current (redo, or a branch); files and messages follow.
@@ -349,22 +352,39 @@ class Session:
             RestoreError: a snapshot is missing or damaged; nothing changed.
         """
         self._check_open()
-        self.time_machine.switch_to_task(task_id)
-        return self._follow_time_machine()
+        with self._gate.switching():
+            self.time_machine.switch_to_task(task_id)
+            return self.time_machine.active_task_id
 
-    def _follow_time_machine(self) -> int | None:
-        # Later turns (and edits) belong to the task whose state is now on disk.
-        self.tasks.current = self.time_machine.active_task_id
-        self._save_state()
-        return self.tasks.current
+    def task_handle(self) -> TaskHandle[Message]:
+        """A handle whose appends land in the active task, or raise once the user moved on.
+
+        Take it right after :meth:`start_task`, in that thread; its appends
+        raise :class:`~agentmem.errors.StaleTaskError` once :meth:`start_task`,
+        :meth:`undo` or :meth:`switch_to_task` ran (:class:`agentmem.tasks.TaskHandle`).
+        """
+        self._check_open()
+        return self._gate.handle(self.append)
+
+    def tie_to(self, handle: TaskHandle[Any]) -> None:
+        """Tie this (sub-agent's) session to another session's task (``handle``).
+
+        :meth:`append` and :meth:`start_task` here then raise
+        :class:`~agentmem.errors.StaleTaskError` once ``handle`` is stale;
+        :meth:`record_usage` still records (the requests were paid for).
+
+        Raises:
+            InvalidArgumentError: ``handle`` is not a task handle.
+        """
+        self._gate.tie_to(handle)
 
     def append(self, message: Mapping[str, Any]) -> Message:
         """Append a message (OpenAI or Anthropic shape); durable when it returns.
 
-        The message is tagged with the current task id unless it has one; a
-        ``task_id`` it carries must be a task of this session (see
-        :meth:`start_task`), since messages of tasks off the active chain are
-        not sent.
+        The message is tagged with the active task's id (:attr:`active_task_id`)
+        unless it has one; a ``task_id`` it carries must be a task of this
+        session (see :meth:`start_task`), since messages of tasks off the
+        active chain are not sent.
 
         Returns:
             The stored copy.
@@ -376,16 +396,18 @@ class Session:
         self._check_open()
         if not isinstance(message, Mapping):
             raise InvalidMessageError(f"expected a message mapping, got {type(message).__name__}")
-        if "task_id" not in message:
-            if self.current_task_id is not None:
-                message = {**message, "task_id": self.current_task_id}
-        elif self.time_machine.has_tasks and message["task_id"] not in self.time_machine:
-            raise InvalidMessageError(
-                f"task_id {message['task_id']!r} is not a task of this session; "
-                "start tasks with start_task()",
-                field="task_id",
-            )
-        return self.history.append(message)
+        with self._gate.writing():  # no undo or switch between reading the task and storing
+            if "task_id" not in message:
+                active = self.time_machine.active_task_id
+                if active is not None:
+                    message = {**message, "task_id": active}
+            elif self.time_machine.has_tasks and message["task_id"] not in self.time_machine:
+                raise InvalidMessageError(
+                    f"task_id {message['task_id']!r} is not a task of this session; "
+                    "start tasks with start_task()",
+                    field="task_id",
+                )
+            return self.history.append(message)
 
     @overload
     def context(
@@ -633,7 +655,7 @@ class Session:
     ) -> None:
         """Record one LLM request: billing, iteration count, token calibration.
 
-        Each call counts one LLM iteration of the current task. With a
+        Each call counts one LLM iteration of the open task. With a
         learning estimator, ``prompt_tokens`` (what the provider reported for
         the last :meth:`context` payload) calibrates the token counter.
 
@@ -667,11 +689,16 @@ class Session:
         self._writer.add_billing(record)
         self._usage = self._usage.plus(record)
         self._calibrate(prompt_tokens)
-        self.tasks.count_iteration()
+        self.tasks.count_iteration(self.open_task_id)
         self._save_state()
 
     def finish_task(self) -> int | None:
-        """Finish the current task; returns its id (``None`` when no task was running).
+        """Finish the open task; returns its id (``None`` when no task was open).
+
+        The task stays the active one (later appends still belong to it) but
+        is never open again: :attr:`open_task_id` is ``None`` and iterations
+        are not counted while it is active (an undo or a switch back to it
+        does not reopen it; the next :meth:`start_task` opens a new task).
 
         At the end of a long task (see :mod:`agentmem.memory_updater`: the
         Memory has an ``llm``, the task took at least
@@ -699,9 +726,11 @@ class Session:
     def _end_task(self) -> tuple[int | None, MemoryUpdater | None]:
         """Finish and save the task; the updater to run, if the task qualifies."""
         self._check_open()
-        iterations = self.tasks.iterations()
-        task_id = self.tasks.finish()
-        self._save_state()
+        task_id = self.open_task_id
+        iterations = self.tasks.iterations(task_id)
+        if task_id is not None:
+            self.tasks.finish(task_id)
+            self._save_state()
         memory = self._memory
         reason = skip_reason(
             has_llm=memory.llm is not None,
@@ -744,17 +773,22 @@ class Session:
         return self._usage
 
     @property
-    def current_task_id(self) -> int | None:
-        """The running task's id, or ``None``."""
-        return self.tasks.current
+    def active_task_id(self) -> int | None:
+        """The task being worked on (``None``: before any task), read from the time machine."""
+        return self.time_machine.active_task_id
+
+    @property
+    def open_task_id(self) -> int | None:
+        """The active task while it is open: ``None`` once :meth:`finish_task` ended it."""
+        return self.tasks.open_task(self.time_machine.active_task_id)
 
     def task_iterations(self, task_id: int | None = None) -> int:
-        """LLM iterations recorded for a task (default: the current one).
+        """LLM iterations recorded for a task (default: the open one; 0 when none is open).
 
         Raises:
             InvalidArgumentError: ``task_id`` is neither ``None`` nor an int.
         """
-        return self.tasks.iterations(task_id)
+        return self.tasks.iterations(self.open_task_id if task_id is None else task_id)
 
     # ------------------------------------------------------------------ persistence
 

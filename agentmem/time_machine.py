@@ -533,12 +533,23 @@ class TimeMachine:
 
     @property
     def current_task_id(self) -> int | None:
-        """The most recently started task (``None`` before the first)."""
+        """The newest task id issued (``None`` before the first), active or not.
+
+        After an undo it is still the undone task's id; a task that
+        retention removed keeps its id here, so no id is ever issued twice.
+        """
         return self._public(self._latest)
 
     @property
     def active_task_id(self) -> int | None:
-        """The task whose end state is on disk (``None``: the session's initial state)."""
+        """The task being worked on: its end state is on disk and later turns belong to it.
+
+        ``None``: the session's initial state, before any task (or after
+        undoing the first). This is the one owner of the active task: the
+        session reads it from here and keeps no copy, and it changes only
+        together with the tree record that is saved with it (a new task, an
+        undo, a switch, or the completion of an interrupted restore).
+        """
         return self._public(self._active)
 
     @property
@@ -547,8 +558,9 @@ class TimeMachine:
 
     @property
     def next_task_id(self) -> int:
-        """The id :meth:`start_new_task` gives when none is passed."""
-        return max([*self._tasks, *self._absorbed]) + 1
+        """The id :meth:`start_new_task` gives when none is passed: above every id issued."""
+        with self._lock:
+            return max([self._latest, *self._tasks, *self._absorbed]) + 1
 
     def __contains__(self, task_id: object) -> bool:
         """Whether ``task_id`` is a task of this session (the initial state is not)."""
@@ -591,12 +603,29 @@ class TimeMachine:
         return task_id
 
     def start_new_task(self, summary: str = "", *, task_id: int | None = None) -> int:
-        """Start a task as a child of the active one (after an undo: a new branch)."""
+        """Start a task as a child of the active one (after an undo: a new branch).
+
+        Args:
+            summary: What the task is about (the first 200 characters are kept).
+            task_id: The new task's id: :attr:`next_task_id` when omitted,
+                else an id at least that large (ids only grow, so no id is
+                ever issued twice, even one that retention removed).
+
+        Returns:
+            The new task's id, now both :attr:`active_task_id` and
+            :attr:`current_task_id`.
+
+        Raises:
+            InvalidArgumentError: ``task_id`` is not an int of at least
+                :attr:`next_task_id`, or ``summary`` is not a string.
+        """
         with self._lock:
             if task_id is None:
                 task_id = self.next_task_id
-            if type(task_id) is not int or task_id <= ROOT or task_id in self._tasks:
-                raise InvalidArgumentError(f"task_id must be a new positive int, got {task_id!r}")
+            if type(task_id) is not int or task_id < self.next_task_id:
+                raise InvalidArgumentError(
+                    f"task_id must be a new id (an int from {self.next_task_id}), got {task_id!r}"
+                )
             if not isinstance(summary, str):
                 raise InvalidArgumentError(f"summary must be a string, got {summary!r}")
             self._settle()

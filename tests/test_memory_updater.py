@@ -418,9 +418,9 @@ def test_keyboard_interrupt_escapes(root: Path) -> None:
             task = work(s, 12)
             with pytest.raises(KeyboardInterrupt):
                 s.finish_task()
-            assert s.current_task_id is None  # the task was finished and saved first
+            assert s.open_task_id is None  # the task was finished and saved first
         with mem.session(session_id="s1") as s:
-            assert s.current_task_id is None and s.task_iterations(task) == 12
+            assert s.open_task_id is None and s.task_iterations(task) == 12
     assert [e for e, _ in events.events] == ["memory_update_started", "memory_update_finished"]
     assert "KeyboardInterrupt" in events.events[1][1]["error"]
 
