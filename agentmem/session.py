@@ -727,9 +727,8 @@ class Session:
             sent_length=self._sent[0],
             sent_revision=self._sent[1],
             task_chain=chain,
-            tools=tools,
         )
-        return {"task_chain": chain, "request": request}
+        return {"task_chain": chain, "request": request, "tools": tools}
 
     def _rebuild(self, reserve: int) -> TaskRequest:
         """The payload rebuilt by this session's pipeline, on a scratch copy of its window."""

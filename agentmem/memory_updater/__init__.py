@@ -68,6 +68,7 @@ from agentmem.memory_updater._fork import (
     TaskRequest,
     arebuild_request,
     check_tools,
+    choose_tools,
     continued_request,
     plan,
     rebuild_request,
@@ -326,6 +327,7 @@ class _Run:
         self.seen: dict[str, str | None] = {}  # topic -> content this update last read or wrote
         self.fork: Fork | None = None
         self.miss: str | None = None  # why the fork does not continue the task's request
+        self.host_tools: Sequence[Mapping[str, Any]] | None = None
         self.first_tokens = 0
 
 
@@ -383,6 +385,7 @@ class MemoryUpdater:
         *,
         task_chain: Collection[int] | None = None,
         request: TaskRequest | str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         rebuild: Rebuild | None = None,
     ) -> MemoryUpdateResult:
         """Run the update with a synchronous LLM; never raises an ``Exception``.
@@ -395,6 +398,8 @@ class MemoryUpdater:
             task_chain: Active task ids (messages of other tasks are left out); ``None``: all.
             request: The task's last request, which the fork continues
                 (:func:`continued_request`), or why there is none.
+            tools: The OpenAI tool specs the task's request was sent with: sent
+                unchanged when they include the three update tools.
             rebuild: Rebuilds the task's payload smaller when it cannot be continued
                 (:data:`Rebuild`, synchronous here); ``None``: the whole conversation.
         """
@@ -409,6 +414,7 @@ class MemoryUpdater:
                 result = self._result(_Run(), error=error, stopped="error")
             else:
                 run = _Run()
+                run.host_tools = tools
                 step = self._prepare(run, messages, task_chain, request)
                 if isinstance(step, _Refit):
                     rebuilt: Any = None
@@ -435,6 +441,7 @@ class MemoryUpdater:
         *,
         task_chain: Collection[int] | None = None,
         request: TaskRequest | str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         rebuild: Rebuild | None = None,
     ) -> MemoryUpdateResult:
         """Run the update with an async (or sync) LLM; never raises an ``Exception``.
@@ -444,6 +451,7 @@ class MemoryUpdater:
         self._report("memory_update_started", None)
         try:
             run = _Run()
+            run.host_tools = tools
             step = self._prepare(run, messages, task_chain, request)
             if isinstance(step, _Refit):
                 rebuilt: Any = None
@@ -503,15 +511,20 @@ class MemoryUpdater:
             new = self._new_messages()
             if not isinstance(request, TaskRequest):
                 reason = request or "no request of the task was given"
-                return _Refit(self._reserve(new, None), reason)
+                return _Refit(self._reserve(new, run.host_tools), reason)
             fork = plan(
-                request, new, update_specs=tool_specs(), counter=self.token_counter, shared=True
+                request,
+                new,
+                host_tools=run.host_tools,
+                update_specs=tool_specs(),
+                counter=self.token_counter,
+                shared=True,
             )
             tokens = fork.tokens(self.token_counter)
             budget = self._budget()
             if budget is not None and tokens > budget:
                 return _Refit(
-                    self._reserve(new, request.tools),
+                    self._reserve(new, run.host_tools),
                     f"the task's last request plus the update ({tokens} tokens) would leave "
                     f"less than {self.loop_room()} of the {self.context_window}-token window "
                     "for the update's turns",
@@ -527,10 +540,12 @@ class MemoryUpdater:
     def _reserve(self, new: Sequence[Message], host_tools: Any) -> int:
         """Tokens a rebuilt payload must leave free: new messages, tools, the loop's room."""
         counter = self.token_counter
-        tools = tools_tokens(tool_specs(), counter)
-        if host_tools:
-            tools = max(tools, tools_tokens(host_tools, counter))
-        return sum(count_message(m, counter) for m in new) + tools + self.loop_room()
+        tools, _ = choose_tools(host_tools, tool_specs())
+        return (
+            sum(count_message(m, counter) for m in new)
+            + tools_tokens(tools, counter)
+            + self.loop_room()
+        )
 
     def _refitted(
         self,
@@ -556,6 +571,7 @@ class MemoryUpdater:
                 fork = plan(
                     TaskRequest(messages=()),
                     new,
+                    host_tools=run.host_tools,
                     update_specs=tool_specs(),
                     counter=self.token_counter,
                     shared=False,
@@ -567,6 +583,7 @@ class MemoryUpdater:
                 fork = plan(
                     rebuilt,
                     new,
+                    host_tools=run.host_tools,
                     update_specs=tool_specs(),
                     counter=self.token_counter,
                     shared=False,
@@ -603,6 +620,7 @@ class MemoryUpdater:
         *,
         task_chain: Collection[int] | None = None,
         request: TaskRequest | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> Flow[MemoryUpdateResult]:
         """The update as a sans-IO flow (see :mod:`agentmem.llm`); returns its result.
 
@@ -612,8 +630,10 @@ class MemoryUpdater:
             task_chain: Active task ids (messages of other tasks are left out); ``None``: all.
             request: The task's last request, continued (no rebuild here: a request
                 that does not fit ends the update with an error).
+            tools: As for :meth:`run`.
         """
         run = _Run()
+        run.host_tools = tools
         step = self._prepare(run, messages, task_chain, request)
         if isinstance(step, _Refit):
             step = self._refitted(run, step, None, messages, task_chain)

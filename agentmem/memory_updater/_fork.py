@@ -58,6 +58,7 @@ __all__ = [
     "TaskRequest",
     "arebuild_request",
     "check_tools",
+    "choose_tools",
     "continued_request",
     "plan",
     "rebuild_request",
@@ -77,8 +78,6 @@ class TaskRequest:
     """The OpenAI rendering gave every assistant message a ``reasoning_content``."""
     after: tuple[Message, ...] = ()
     """Canonical messages the task added after that request (its final answer, ...)."""
-    tools: tuple[Mapping[str, Any], ...] | None = None
-    """The OpenAI tool specs sent with the request, or ``None`` (none, or not known)."""
 
 
 def check_tools(tools: object) -> None:
@@ -118,7 +117,6 @@ def continued_request(
     sent_length: int,
     sent_revision: int,
     task_chain: Collection[int] | None,
-    tools: Sequence[Mapping[str, Any]] | None,
 ) -> TaskRequest | str:
     """The session's newest build as a :class:`TaskRequest`, or why it cannot be continued.
 
@@ -128,7 +126,6 @@ def continued_request(
         sent_length: ``len(history)`` when ``build`` was made.
         sent_revision: ``history.revision`` when ``build`` was made.
         task_chain: The active task chain (messages added since of other tasks are left out).
-        tools: The tool specs the host sent with that request.
     """
     if build is None:
         return "the task made no request through context()"
@@ -139,7 +136,6 @@ def continued_request(
         messages=tuple(build.messages),
         pad_reasoning=_padded(build),
         after=after,
-        tools=None if tools is None else tuple(tools),
     )
 
 
@@ -228,16 +224,18 @@ def plan(
     request: TaskRequest,
     new: Sequence[Message],
     *,
+    host_tools: Sequence[Mapping[str, Any]] | None,
     update_specs: list[dict[str, Any]],
     counter: TokenCounter,
     shared: bool,
 ) -> Fork:
     """The fork of ``request`` with ``new`` (instructions, "Please proceed.") after it.
 
-    ``shared``: ``request`` is the task's own last request (not a rebuild), so the
-    prefix counts as shared when the tools are the host's too.
+    ``host_tools``: the tool specs the task's request was sent with. ``shared``:
+    ``request`` is the task's own last request (not a rebuild), so the prefix counts
+    as shared when the tools are the host's too.
     """
-    tools, tools_miss = choose_tools(request.tools, update_specs)
+    tools, tools_miss = choose_tools(host_tools, update_specs)
     prefix = render_prefix(request)
     fork = Fork(
         prefix=prefix,
