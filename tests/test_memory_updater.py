@@ -33,7 +33,6 @@ from agentmem.memory_updater import (
     MemoryUpdateResult,
     tool_specs,
 )
-from agentmem.memory_updater._fork import tools_tokens
 from agentmem.message_tokens import count_message, count_messages
 from agentmem.messages import INTERNAL_FIELDS, to_anthropic
 from agentmem.testing import ScriptedLLM, tool_call
@@ -96,6 +95,13 @@ def work(s: Session, iterations: int, *, cost: float = 0.01) -> int:
         s.record_usage(100, 10, cost)
     s.append({"role": "assistant", "content": "Deployed with `make deploy ENV=staging`."})
     return task
+
+
+def tools_tokens(tools: list[dict[str, Any]] | None, counter: Any) -> int:
+    """What a request's tool schemas cost: their compact JSON text."""
+    if not tools:
+        return 0
+    return int(counter.count_text(json.dumps(tools, ensure_ascii=False, separators=(",", ":"))))
 
 
 def snapshot(s: Session) -> list[dict[str, Any]]:
@@ -676,6 +682,17 @@ BASH = {
     },
 }
 HOST_TOOLS = [BASH, *openai_tools(), *tool_specs()]  # the memory tool and the update tools
+MEMORY_TOOL_ONLY = [BASH, *openai_tools()]  # memory_operations, with its topic operations
+
+
+def older_memory_tool() -> dict[str, Any]:
+    """A memory_operations spec without the topic operations (an older agentmem's)."""
+    (spec,) = openai_tools()
+    enum = spec["function"]["parameters"]["properties"]["operation"]["enum"]
+    enum[:] = [op for op in enum if op not in ("list_topics", "read_topic", "write_topic")]
+    return spec
+
+
 STEP_OUTPUT = "building module and running the checks, all green. " * 24
 
 
@@ -745,7 +762,7 @@ def test_later_turns_append_after_the_first_request(root: Path) -> None:
 @pytest.mark.parametrize(
     ("tools", "reason"),
     [
-        ([BASH, *openai_tools()], "lack list_memories, read_memory, write_memory"),
+        ([BASH, older_memory_tool()], "lack list_memories, read_memory, write_memory"),
         ([BASH, *tool_specs()[:2]], "lack write_memory"),
         (None, "sent no tools"),
     ],
@@ -791,7 +808,7 @@ def test_a_small_window_still_sees_the_task_and_its_summary(root: Path) -> None:
 def test_an_overflowing_request_is_rebuilt_by_the_pipeline(root: Path) -> None:
     """The last payload plus the update would overflow: rebuilt smaller, nothing shared."""
     llm = ScriptedLLM([DONE])
-    with memory(root, llm) as mem, mem.session(context_window=1500) as s:
+    with memory(root, llm) as mem, mem.session(context_window=2000) as s:
         last = hosted_task(s, 12, answer=False)
         window, yarn = s.window.state(), s.yarn.state()
         checkpoints = sorted((root / "memory").iterdir())
@@ -806,7 +823,7 @@ def test_an_overflowing_request_is_rebuilt_by_the_pipeline(root: Path) -> None:
     assert result.cache_miss is not None and "rebuilt by the context pipeline" in result.cache_miss
     assert (result.shared_prefix_messages, result.shared_prefix_tokens) == (0, 0)
     assert tools == HOST_TOOLS
-    assert result.first_request_tokens <= 1500 - 150
+    assert result.first_request_tokens <= 2000 - 200
     assert messages[0] == last[0] and "Deploy the app to staging." in json.dumps(messages)
     assert messages[-1] == {"role": "user", "content": PROCEED}
     assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
@@ -864,7 +881,7 @@ def test_bad_tools_are_refused_before_the_task_ends(root: Path) -> None:
     window=st.sampled_from([2500, 4000, 16000]),
     iterations=st.integers(min_value=10, max_value=24),
     answer=st.booleans(),
-    host_tools=st.sampled_from([HOST_TOOLS, [BASH], None]),
+    host_tools=st.sampled_from([HOST_TOOLS, MEMORY_TOOL_ONLY, [BASH], None]),
 )
 def test_the_first_request_continues_or_reports_why(
     tmp_path_factory: pytest.TempPathFactory,
@@ -892,7 +909,7 @@ def test_the_first_request_continues_or_reports_why(
         assert (result.shared_prefix_messages, result.shared_prefix_tokens) == (len(last), shared)
     else:
         assert result.shared_prefix_tokens == 0
-    if continued and host_tools is HOST_TOOLS:
+    if continued and host_tools in (HOST_TOOLS, MEMORY_TOOL_ONLY):
         assert result.cache_miss is None
     sent = count_messages(messages, counter) + tools_tokens(tools, counter)
     assert sent == result.first_request_tokens <= window - room
@@ -900,3 +917,47 @@ def test_the_first_request_continues_or_reports_why(
     assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
     system, turns = to_anthropic(messages)
     assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_the_hosts_memory_tool_does_the_update(root: Path) -> None:
+    """A host that sends memory_operations keeps its tools: the update uses its topic ops."""
+    llm = ScriptedLLM(
+        [
+            tool_call("memory_operations", {"operation": "list_topics"}),
+            tool_call("memory_operations", {"operation": "store", "key": "k", "content": "x"}),
+            tool_call(
+                "memory_operations",
+                {"operation": "write_topic", "topic": "deploy", "content": "make deploy"},
+            ),
+            tool_call("write_memory", {"topic": "direct", "content": "also fine"}),
+            DONE,
+        ]
+    )
+    with memory(root, llm) as mem, mem.session() as s:
+        last = hosted_task(s, 10)
+        s.finish_task(tools=MEMORY_TOOL_ONLY)
+        result = s.last_memory_update
+        assert mem.notes.list() == []  # only the topic operations run during the update
+    messages, tools = llm.calls[0]
+    assert tools == MEMORY_TOOL_ONLY and messages[: len(last)] == last
+    assert "memory_operations tool's topic operations" in messages[-2]["content"]
+    assert result is not None and result.error is None and result.cache_miss is None
+    assert result.shared_prefix_messages == len(last) and result.shared_prefix_tokens > 0
+    assert last_tool_text(llm.calls[1][0]) == "No topics yet."
+    assert "runs only list_topics, read_topic, write_topic" in last_tool_text(llm.calls[2][0])
+    assert result.topics == ("deploy", "direct")
+    assert (root / "memories" / "deploy.md").read_text() == "make deploy"
+
+
+def test_memory_tools_dispatch_the_topic_operations(root: Path) -> None:
+    with memory(root, None) as mem:
+        write = {"operation": "write_topic", "topic": "deploy", "content": "make deploy"}
+        out = mem.tools.dispatch(write)
+        assert out["ok"] and out["result"]["created"] is True
+        listed = mem.tools.dispatch({"operation": "list_topics"})
+        assert [t["topic"] for t in listed["result"]["topics"]] == ["deploy"]
+        read = mem.tools.dispatch({"operation": "read_topic", "topic": "deploy"})
+        assert read["result"] == {"topic": "deploy", "content": "make deploy"}
+        bad = mem.tools.dispatch({"operation": "write_topic", "topic": "../x", "content": "x"})
+        assert bad["ok"] is False and "x" in bad["error"]
+    assert (root / "memories" / "deploy.md").read_text() == "make deploy"

@@ -89,6 +89,8 @@ from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import select_task_chain
 from agentmem.session_store import BillingRecord
 from agentmem.tokens import HeuristicCounter
+from agentmem.tools import TOOL_NAME as MEMORY_TOOL
+from agentmem.tools import TOPIC_OPERATIONS
 from agentmem.topics import (
     DEFAULT_MAX_TOKENS_PER_FILE,
     MIN_TOKENS_PER_FILE,
@@ -130,6 +132,8 @@ DEFAULT_MAX_ITERATIONS = 8
 TOPICS_PROMPT_TOKENS = 2000
 """Default budget of the topic files injected into a later session's system prompt."""
 BILLING_KIND = "memory_update"
+_TOPIC_TOOLS = dict(zip(TOPIC_OPERATIONS, TOOL_NAMES, strict=True))
+"""``memory_operations``' topic operations and the update tool each one is."""
 _MAX_TOOL_TEXT = 200_000  # a read_memory answer longer than this is cut (a hand-edited file)
 
 Rebuild = Callable[[int], "TaskRequest | Awaitable[TaskRequest]"]
@@ -484,7 +488,7 @@ class MemoryUpdater:
         window = self.context_window or 0
         return min(self.settings.max_tokens_per_file, window // 10)
 
-    def _new_messages(self) -> list[Message]:
+    def _new_messages(self, via_memory_tool: bool = False) -> list[Message]:
         """The memory-update instructions (a system message) and "Please proceed."."""
         try:
             existing = [info.topic for info in self.topics.list()]
@@ -493,7 +497,9 @@ class MemoryUpdater:
         return [
             {
                 "role": "system",
-                "content": instructions(self.settings.max_tokens_per_file, existing),
+                "content": instructions(
+                    self.settings.max_tokens_per_file, existing, via_memory_tool=via_memory_tool
+                ),
                 "memory_update": True,
             },
             {"role": "user", "content": PROCEED, "memory_update": True},
@@ -508,13 +514,12 @@ class MemoryUpdater:
     ) -> Fork | _Refit | MemoryUpdateResult:
         """The fork continuing ``request``, or what rebuilding it needs, or a failure."""
         try:
-            new = self._new_messages()
             if not isinstance(request, TaskRequest):
                 reason = request or "no request of the task was given"
-                return _Refit(self._reserve(new, run.host_tools), reason)
+                return _Refit(self._reserve(run.host_tools), reason)
             fork = plan(
                 request,
-                new,
+                self._new_messages,
                 host_tools=run.host_tools,
                 update_specs=tool_specs(),
                 counter=self.token_counter,
@@ -524,7 +529,7 @@ class MemoryUpdater:
             budget = self._budget()
             if budget is not None and tokens > budget:
                 return _Refit(
-                    self._reserve(new, run.host_tools),
+                    self._reserve(run.host_tools),
                     f"the task's last request plus the update ({tokens} tokens) would leave "
                     f"less than {self.loop_room()} of the {self.context_window}-token window "
                     "for the update's turns",
@@ -537,12 +542,12 @@ class MemoryUpdater:
     def _budget(self) -> int | None:
         return None if self.context_window is None else self.context_window - self.loop_room()
 
-    def _reserve(self, new: Sequence[Message], host_tools: Any) -> int:
+    def _reserve(self, host_tools: Any) -> int:
         """Tokens a rebuilt payload must leave free: new messages, tools, the loop's room."""
         counter = self.token_counter
-        tools, _ = choose_tools(host_tools, tool_specs())
+        tools, _, via_memory_tool = choose_tools(host_tools, tool_specs())
         return (
-            sum(count_message(m, counter) for m in new)
+            sum(count_message(m, counter) for m in self._new_messages(via_memory_tool))
             + tools_tokens(tools, counter)
             + self.loop_room()
         )
@@ -564,7 +569,7 @@ class MemoryUpdater:
                 rebuilt,
             )
         try:
-            new = self._new_messages()
+            new = self._new_messages
             if rebuilt is None:
                 # No pipeline to trim with: the whole conversation, when no window bounds it.
                 conversation = tuple(dict(m) for m in select_task_chain(messages, task_chain))
@@ -691,6 +696,17 @@ class MemoryUpdater:
         """Run one tool call; the text for the model. Never raises an ``Exception``."""
         if isinstance(args, str):
             return self._tool_error(run, name, args)
+        if name == MEMORY_TOOL and run.fork is not None and run.fork.via_memory_tool:
+            operation = args.get("operation")
+            target = _TOPIC_TOOLS.get(operation) if isinstance(operation, str) else None
+            if target is None:
+                return self._tool_error(
+                    run,
+                    name,
+                    f"during the memory update {MEMORY_TOOL} runs only "
+                    f"{', '.join(_TOPIC_TOOLS)}, not {operation!r}",
+                )
+            name, args = target, {k: v for k, v in args.items() if k != "operation"}
         try:
             if name == "list_memories":
                 if args:

@@ -36,7 +36,7 @@ addition to the system prompt, and repair runs on the new messages only.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,8 @@ from agentmem.messages import Message
 from agentmem.protocols import Summarizer, TokenCounter
 from agentmem.repair import build_payload, openai_view, select_task_chain
 from agentmem.stm import ShortTermMemory
+from agentmem.tools import TOOL_NAME as MEMORY_TOOL
+from agentmem.tools import TOPIC_OPERATIONS
 from agentmem.yarn import YaRN
 
 __all__ = [
@@ -159,31 +161,54 @@ def tools_tokens(tools: Sequence[Mapping[str, Any]] | None, counter: TokenCounte
     return counter.count_text(json.dumps(list(tools), ensure_ascii=False, separators=(",", ":")))
 
 
-def _function_names(tools: Sequence[Mapping[str, Any]]) -> set[str]:
-    names = set()
+def _functions(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """The function specs of ``tools`` by name."""
+    out: dict[str, Mapping[str, Any]] = {}
     for spec in tools:
-        function = spec.get("function") if isinstance(spec, Mapping) else None
+        function = spec.get("function")
         name = function.get("name") if isinstance(function, Mapping) else None
-        if isinstance(name, str):
-            names.add(name)
-    return names
+        if isinstance(name, str) and isinstance(function, Mapping):
+            out[name] = function
+    return out
+
+
+def _topic_operations(function: Mapping[str, Any] | None) -> bool:
+    """Whether a ``memory_operations`` spec offers the three topic operations."""
+    params = function.get("parameters") if function is not None else None
+    props = params.get("properties") if isinstance(params, Mapping) else None
+    operation = props.get("operation") if isinstance(props, Mapping) else None
+    enum = operation.get("enum") if isinstance(operation, Mapping) else None
+    return isinstance(enum, list) and all(op in enum for op in TOPIC_OPERATIONS)
 
 
 def choose_tools(
     host: Sequence[Mapping[str, Any]] | None, update_specs: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], str | None]:
-    """The fork's tools and, when they are not the host's, why (a cache miss)."""
+) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """The fork's tools, why they are not the host's (a cache miss) or ``None``, and
+    whether the update goes through ``memory_operations``' topic operations.
+
+    The host's tools are kept, unchanged, when they include ``list_memories``,
+    ``read_memory`` and ``write_memory``, or a ``memory_operations`` tool with
+    the topic operations (:data:`agentmem.tools.TOPIC_OPERATIONS`).
+    """
     if host is None:
-        return update_specs, "the task's request sent no tools; the fork sends the update tools"
-    missing = [n for n in TOOL_NAMES if n not in _function_names(host)]
-    if missing:
-        return update_specs, (
-            f"the task's tools lack {', '.join(missing)}; the fork sends the three update "
-            "tools instead of the task's"
+        miss = "the task's request sent no tools; the fork sends the update tools"
+        return update_specs, miss, False
+    functions = _functions(host)
+    missing = [n for n in TOOL_NAMES if n not in functions]
+    via_memory_tool = bool(missing) and _topic_operations(functions.get(MEMORY_TOOL))
+    if missing and not via_memory_tool:
+        return (
+            update_specs,
+            (
+                f"the task's tools lack {', '.join(missing)} (and a {MEMORY_TOOL} tool with "
+                f"{', '.join(TOPIC_OPERATIONS)}); the fork sends the three update tools instead"
+            ),
+            False,
         )
     copied = orjson.loads(orjson.dumps(list(host)))
     assert isinstance(copied, list)
-    return copied, None
+    return copied, None, via_memory_tool
 
 
 @dataclass
@@ -195,6 +220,8 @@ class Fork:
     rest: list[Message]
     """Canonical messages after the prefix (repaired and rendered per request)."""
     tools: list[dict[str, Any]]
+    via_memory_tool: bool = False
+    """The update's tools are ``memory_operations``' topic operations."""
     pad_reasoning: bool = False
     shared_messages: int = 0
     shared_tokens: int = 0
@@ -222,25 +249,27 @@ class Fork:
 
 def plan(
     request: TaskRequest,
-    new: Sequence[Message],
+    new: Callable[[bool], Sequence[Message]],
     *,
     host_tools: Sequence[Mapping[str, Any]] | None,
     update_specs: list[dict[str, Any]],
     counter: TokenCounter,
     shared: bool,
 ) -> Fork:
-    """The fork of ``request`` with ``new`` (instructions, "Please proceed.") after it.
+    """The fork of ``request`` with ``new(via_memory_tool)`` (instructions, "Please
+    proceed.") after it.
 
     ``host_tools``: the tool specs the task's request was sent with. ``shared``:
     ``request`` is the task's own last request (not a rebuild), so the prefix counts
     as shared when the tools are the host's too.
     """
-    tools, tools_miss = choose_tools(host_tools, update_specs)
+    tools, tools_miss, via_memory_tool = choose_tools(host_tools, update_specs)
     prefix = render_prefix(request)
     fork = Fork(
         prefix=prefix,
-        rest=[dict(m) for m in (*request.after, *new)],
+        rest=[dict(m) for m in (*request.after, *new(via_memory_tool))],
         tools=tools,
+        via_memory_tool=via_memory_tool,
         pad_reasoning=request.pad_reasoning,
     )
     if tools_miss is not None:

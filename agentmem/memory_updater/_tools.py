@@ -75,26 +75,43 @@ def tool_specs() -> list[dict[str, Any]]:
     ]
 
 
-def instructions(max_tokens_per_file: int, existing: Sequence[str] = ()) -> str:
-    """The memory-update instructions: the system message after the task's conversation."""
+def instructions(
+    max_tokens_per_file: int, existing: Sequence[str] = (), *, via_memory_tool: bool = False
+) -> str:
+    """The memory-update instructions: the system message after the task's conversation.
+
+    ``via_memory_tool``: the update works through ``memory_operations``' topic
+    operations (the host's tool) instead of the three update tools.
+    """
     known = ", ".join(existing) if existing else "(none yet)"
+    if via_memory_tool:
+        tools = (
+            "Use only the memory_operations tool's topic operations: list_topics, "
+            "read_topic (topic) and write_topic (topic, content); its other operations and "
+            "the task's other tools do not run now."
+        )
+        read, write = "read_topic", "write_topic"
+    else:
+        tools = (
+            "Use only these three tools: list_memories(), read_memory(topic) and "
+            "write_memory(topic, content); the task's other tools do not run now."
+        )
+        read, write = "read_memory", "write_memory"
     return "\n".join(
         [
             "# Memory update",
             "The task above is finished. Before the session moves on, consolidate what it "
-            "taught you into the project's topic files, so later sessions can reuse it. Use "
-            "only these three tools: list_memories(), read_memory(topic) and "
-            "write_memory(topic, content); the task's other tools do not run now.",
+            f"taught you into the project's topic files, so later sessions can reuse it. {tools}",
             "1. Decide the topics the task's lasting knowledge belongs to (for example "
             "deploy, testing, architecture, conventions, user-preferences): facts about the "
             "project, commands that worked, pitfalls and their fixes, decisions and the "
             "user's preferences. Leave out one-off details, secrets and what the code "
             "already says plainly.",
             "2. Choose which files to update and which to create: read a related existing "
-            "topic with read_memory before writing it; prefer updating it over creating a "
+            f"topic with {read} before writing it; prefer updating it over creating a "
             "near-duplicate.",
             "3. Merge: keep what is still true, add the new knowledge, correct what the task "
-            "proved wrong, remove duplicates. write_memory replaces the whole file, so write "
+            f"proved wrong, remove duplicates. {write} replaces the whole file, so write "
             "the complete merged content.",
             f"4. Each topic file is limited to {max_tokens_per_file} tokens (about "
             f"{max_tokens_per_file * 4} characters). When the merged content would exceed "
