@@ -49,12 +49,9 @@ from agentmem.history import MessageHistory, ValidatedMessages
 from agentmem.memory_updater import (
     MemoryUpdater,
     MemoryUpdateResult,
-    TaskRequest,
-    arebuild_request,
     billing_records,
     check_tools,
-    continued_request,
-    rebuild_request,
+    fork_args,
     skip_reason,
 )
 from agentmem.messages import Message
@@ -705,7 +702,7 @@ class Session:
         check_tools(tools)
         task_id, updater = self._end_task()
         if updater is not None:
-            self._take_update(updater.run(self.history, **self._fork(tools), rebuild=self._rebuild))
+            self._take_update(updater.run(self.history, **self._fork(tools)))
         return task_id
 
     async def afinish_task(self, *, tools: Sequence[Mapping[str, Any]] | None = None) -> int | None:
@@ -713,31 +710,23 @@ class Session:
         check_tools(tools)
         task_id, updater = self._end_task()
         if updater is not None:
-            self._take_update(
-                await updater.arun(self.history, **self._fork(tools), rebuild=self._arebuild)
-            )
+            fork = self._fork(tools, asynchronous=True)
+            self._take_update(await updater.arun(self.history, **fork))
         return task_id
 
-    def _fork(self, tools: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
-        """The memory update's task chain and the task's last request, which it continues."""
-        chain = self._chain(None)
-        request = continued_request(
-            self.context_manager.last_build,
-            self.history,
-            sent_length=self._sent[0],
-            sent_revision=self._sent[1],
-            task_chain=chain,
+    def _fork(self, tools: Any, *, asynchronous: bool = False) -> dict[str, Any]:
+        """How the memory update continues the task's last request (see memory_updater)."""
+        args = self._build_args("openai", (), None, False)
+        chain, summarizer = self._chain(None), self._memory.summarizer
+        return fork_args(
+            self.context_manager,
+            self._sent,
+            chain,
+            summarizer,
+            args,
+            tools,
+            asynchronous=asynchronous,
         )
-        return {"task_chain": chain, "request": request, "tools": tools}
-
-    def _rebuild(self, reserve: int) -> TaskRequest:
-        """The payload rebuilt by this session's pipeline, on a scratch copy of its window."""
-        args = self._build_args("openai", (), None, False)
-        return rebuild_request(self.context_manager, self._memory.summarizer, reserve, args)
-
-    async def _arebuild(self, reserve: int) -> TaskRequest:
-        args = self._build_args("openai", (), None, False)
-        return await arebuild_request(self.context_manager, self._memory.summarizer, reserve, args)
 
     def _end_task(self) -> tuple[int | None, MemoryUpdater | None]:
         """Finish and save the task; the updater to run, if the task qualifies."""

@@ -61,7 +61,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from agentmem.errors import AgentMemError, ConfigurationError, StorageError
+from agentmem.errors import AgentMemError, StorageError
 from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, reply_usage, run_flow
 from agentmem.memory_updater._fork import (
     Fork,
@@ -70,9 +70,18 @@ from agentmem.memory_updater._fork import (
     check_tools,
     choose_tools,
     continued_request,
+    fork_args,
     plan,
     rebuild_request,
     tools_tokens,
+)
+from agentmem.memory_updater._settings import (
+    DEFAULT_MAX_ITERATIONS,
+    MEMORY_UPDATE_MIN_ITERATIONS,
+    TOPICS_PROMPT_TOKENS,
+    MemoryUpdateSettings,
+    skip_reason,
+    update_settings,
 )
 from agentmem.memory_updater._tools import (
     PROCEED,
@@ -92,8 +101,6 @@ from agentmem.tokens import HeuristicCounter
 from agentmem.tools import TOOL_NAME as MEMORY_TOOL
 from agentmem.tools import TOPIC_OPERATIONS
 from agentmem.topics import (
-    DEFAULT_MAX_TOKENS_PER_FILE,
-    MIN_TOKENS_PER_FILE,
     TopicStore,
     WriteResult,
     check_topic,
@@ -116,6 +123,7 @@ __all__ = [
     "billing_records",
     "check_tools",
     "continued_request",
+    "fork_args",
     "instructions",
     "rebuild_request",
     "skip_reason",
@@ -125,12 +133,6 @@ __all__ = [
 
 _log = logging.getLogger("agentmem.memory_updater")
 
-MEMORY_UPDATE_MIN_ITERATIONS = 10
-"""A task with fewer LLM iterations (``record_usage`` calls) is not consolidated."""
-DEFAULT_MAX_ITERATIONS = 8
-"""Model calls one memory update may make."""
-TOPICS_PROMPT_TOKENS = 2000
-"""Default budget of the topic files injected into a later session's system prompt."""
 BILLING_KIND = "memory_update"
 _TOPIC_TOOLS = dict(zip(TOPIC_OPERATIONS, TOOL_NAMES, strict=True))
 """``memory_operations``' topic operations and the update tool each one is."""
@@ -140,96 +142,6 @@ Rebuild = Callable[[int], "TaskRequest | Awaitable[TaskRequest]"]
 """``rebuild(reserve)``: the task's payload rebuilt by the host's context pipeline with
 ``reserve`` tokens of the window kept free (sync for :meth:`MemoryUpdater.run`, sync or
 async for :meth:`MemoryUpdater.arun`); raises when it cannot."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class MemoryUpdateSettings:
-    """How a :class:`~agentmem.memory.Memory` runs memory updates (``Memory(memory_update=...)``).
-
-    Raises:
-        ConfigurationError: a field out of range or of the wrong type.
-    """
-
-    enabled: bool = True
-    """Run the updater at the end of long tasks (it also needs ``Memory(llm=...)``)."""
-    min_iterations: int = MEMORY_UPDATE_MIN_ITERATIONS
-    """Fewest LLM iterations a task needs before it is consolidated."""
-    max_iterations: int = DEFAULT_MAX_ITERATIONS
-    """Most model calls one update makes (the tool loop's bound)."""
-    max_tokens_per_file: int = DEFAULT_MAX_TOKENS_PER_FILE
-    """Per-topic-file token limit, told to the model and enforced on every write."""
-    inject_topics: bool = True
-    """Inject the topic files into later sessions' system prompts."""
-    prompt_tokens: int = TOPICS_PROMPT_TOKENS
-    """Token budget of that injection (also capped at a tenth of the context window)."""
-
-    def __post_init__(self) -> None:
-        for name in ("enabled", "inject_topics"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigurationError(
-                    f"memory_update.{name} must be True or False, got {getattr(self, name)!r}"
-                )
-        for name, low in (
-            ("min_iterations", 0),
-            ("max_iterations", 1),
-            ("max_tokens_per_file", MIN_TOKENS_PER_FILE),
-            ("prompt_tokens", 0),
-        ):
-            value = getattr(self, name)
-            if type(value) is not int or not low <= value <= 2**31 - 1:
-                raise ConfigurationError(
-                    f"memory_update.{name} must be an int from {low} to 2**31-1, got {value!r}"
-                )
-
-
-def update_settings(value: object) -> MemoryUpdateSettings:
-    """``Memory(memory_update=...)`` as settings: a bool, MemoryUpdateSettings or a mapping.
-
-    Raises:
-        ConfigurationError: anything else, or a bad field.
-    """
-    if isinstance(value, MemoryUpdateSettings):
-        return value
-    if isinstance(value, bool):
-        return MemoryUpdateSettings(enabled=value)
-    if isinstance(value, Mapping):
-        known = set(MemoryUpdateSettings.__dataclass_fields__)
-        unknown = sorted(str(k) for k in value if k not in known)
-        if unknown:
-            raise ConfigurationError(
-                f"memory_update has unknown settings {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}"
-            )
-        return MemoryUpdateSettings(**{str(k): v for k, v in value.items()})
-    raise ConfigurationError(
-        "memory_update must be True, False, MemoryUpdateSettings or a mapping, "
-        f"got {type(value).__name__}"
-    )
-
-
-def skip_reason(
-    *,
-    has_llm: bool,
-    settings: MemoryUpdateSettings,
-    incognito: bool,
-    subagent: bool,
-    task_id: int | None,
-    iterations: int,
-) -> str | None:
-    """Why a finished task is not consolidated, or ``None`` when the updater should run."""
-    if task_id is None:
-        return "no task was running"
-    if subagent:
-        return "sub-agent sessions never update memory"
-    if not settings.enabled:
-        return "memory updates are disabled"
-    if incognito:
-        return "incognito memory writes nothing"
-    if not has_llm:
-        return "the Memory has no llm"
-    if iterations < settings.min_iterations:
-        return f"the task took {iterations} LLM iterations (fewer than {settings.min_iterations})"
-    return None
 
 
 class RequestUsage(NamedTuple):

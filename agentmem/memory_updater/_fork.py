@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -62,6 +63,7 @@ __all__ = [
     "check_tools",
     "choose_tools",
     "continued_request",
+    "fork_args",
     "plan",
     "rebuild_request",
     "tools_tokens",
@@ -351,3 +353,43 @@ async def arebuild_request(
     """The async twin of :func:`rebuild_request` (a trim awaits an async summarizer)."""
     args = {**build_args, "provider": "openai", "attempt": 0}
     return _rebuilt(await _scratch(manager, summarizer, reserve).abuild_result(**args))
+
+
+def fork_args(
+    manager: ContextManager,
+    sent: tuple[int, int],
+    task_chain: Collection[int] | None,
+    summarizer: Summarizer | None,
+    build_args: Mapping[str, Any],
+    tools: Sequence[Mapping[str, Any]] | None,
+    *,
+    asynchronous: bool = False,
+) -> dict[str, Any]:
+    """The keyword arguments of :meth:`MemoryUpdater.run` (or ``arun``) for a session.
+
+    Args:
+        manager: The session's context manager (its newest build is the task's request).
+        sent: ``(len(history), history.revision)`` when that build was made.
+        task_chain: The active task chain.
+        summarizer: What a rebuild's trims summarize with.
+        build_args: The keyword arguments of the session's builds.
+        tools: The tool specs the host sent with the task's last request.
+        asynchronous: Rebuild with the async pipeline (for ``arun``).
+    """
+    if manager.window is None:
+        request: TaskRequest | str = "the context manager has no window"
+    else:
+        request = continued_request(
+            manager.last_build,
+            manager.window.history,
+            sent_length=sent[0],
+            sent_revision=sent[1],
+            task_chain=task_chain,
+        )
+    rebuild = arebuild_request if asynchronous else rebuild_request
+    return {
+        "task_chain": task_chain,
+        "request": request,
+        "tools": tools,
+        "rebuild": partial(rebuild, manager, summarizer, build_args=build_args),
+    }
