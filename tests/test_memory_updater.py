@@ -961,3 +961,22 @@ def test_memory_tools_dispatch_the_topic_operations(root: Path) -> None:
         bad = mem.tools.dispatch({"operation": "write_topic", "topic": "../x", "content": "x"})
         assert bad["ok"] is False and "x" in bad["error"]
     assert (root / "memories" / "deploy.md").read_text() == "make deploy"
+
+
+def test_an_anthropic_hosts_request_is_continued_too(root: Path) -> None:
+    """The fork speaks the LLM protocol (OpenAI shape); the Anthropic codec of its first
+    request starts with the Anthropic payload the task sent: same system, same turns."""
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        hosted_task(s, 10, answer=False)
+        system, turns = copy.deepcopy(s.context(provider="anthropic"))
+        s.finish_task(tools=HOST_TOOLS)
+        result = s.last_memory_update
+    assert result is not None and result.cache_miss is None
+    fork_system, fork_turns = to_anthropic(llm.calls[0][0])
+    assert fork_system == system
+    # The last turn (tool results) gains the instructions and "Please proceed." as text.
+    assert fork_turns[: len(turns) - 1] == turns[:-1]
+    last, fork_last = turns[-1], fork_turns[len(turns) - 1]
+    assert fork_last["role"] == last["role"] == "user"
+    assert fork_last["content"][: len(last["content"])] == last["content"]
