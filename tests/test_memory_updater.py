@@ -980,3 +980,36 @@ def test_an_anthropic_hosts_request_is_continued_too(root: Path) -> None:
     last, fork_last = turns[-1], fork_turns[len(turns) - 1]
     assert fork_last["role"] == last["role"] == "user"
     assert fork_last["content"][: len(last["content"])] == last["content"]
+
+
+def test_a_window_too_small_for_the_update_is_reported(root: Path) -> None:
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session(context_window=700) as s:
+        hosted_task(s, 10, answer=False)
+        s.finish_task(tools=HOST_TOOLS)
+        result = s.last_memory_update
+        s.append({"role": "user", "content": "the session goes on"})
+    assert llm.calls == []
+    assert result is not None and result.stopped == "error" and result.ran
+    assert result.error is not None and "cannot fit the update into the window" in result.error
+    assert result.cache_miss is not None and "700-token window" in result.cache_miss
+
+
+def test_a_failing_or_async_rebuild_is_reported_not_raised(tmp_path: Path) -> None:
+    store = TopicStore(tmp_path / "memories")
+    history = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+
+    def broken(reserve: int) -> Any:
+        raise RuntimeError(f"no room for {reserve}")
+
+    async def later(reserve: int) -> Any:
+        raise AssertionError("never awaited by a sync run")
+
+    llm = ScriptedLLM([])
+    updater = MemoryUpdater(llm, store, context_window=4000)
+    result = updater.run(history, request="no request here", rebuild=broken)  # type: ignore[arg-type]
+    assert result.error is not None and "no room for" in result.error
+    assert result.cache_miss == "no request here"
+    result = updater.run(history, request="no request here", rebuild=later)  # type: ignore[arg-type]
+    assert result.error is not None and "use arun" in result.error
+    assert llm.calls == []

@@ -339,6 +339,11 @@ class MemoryUpdater:
                             rebuilt = rebuild(step.reserve)
                         except Exception as exc:
                             rebuilt = exc
+                        if inspect.isawaitable(rebuilt):  # an async rebuild: arun's to await
+                            close = getattr(rebuilt, "close", None)
+                            if callable(close):
+                                close()
+                            rebuilt = TypeError("rebuild is async: use arun (afinish_task)")
                     step = self._refitted(run, step, rebuilt, messages, task_chain)
                 result = (
                     step
