@@ -741,6 +741,17 @@ def test_the_fork_continues_the_tasks_last_request(root: Path, answer: bool) -> 
     assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
 
 
+def test_the_first_request_starts_with_the_last_payload(root: Path) -> None:
+    """The same check through the API the old code had (no tools): the messages only."""
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        last = hosted_task(s, 10, answer=False)
+        s.finish_task()
+    messages = llm.calls[0][0]
+    assert messages[: len(last)] == last
+    assert len(messages) == len(last) + 2 and messages[-1] == {"role": "user", "content": PROCEED}
+
+
 def test_later_turns_append_after_the_first_request(root: Path) -> None:
     llm = ScriptedLLM(
         [
