@@ -50,6 +50,8 @@ from agentmem.memory_updater import (
     MemoryUpdater,
     MemoryUpdateResult,
     billing_records,
+    check_tools,
+    fork_args,
     skip_reason,
 )
 from agentmem.messages import Message
@@ -156,6 +158,7 @@ class Session:
         self._memory = memory
         self.subagent = subagent
         self.last_memory_update: MemoryUpdateResult | None = None
+        self._sent = (0, -1)  # (len, revision) of the history at the newest build
         self._lock = lock
         self.id: str = info.id
         self.name = name
@@ -637,6 +640,7 @@ class Session:
     def _finish_build(
         self, result: ContextBuild
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        self._sent = (len(self.history), self.history.revision)  # the memory update continues it
         if result.stats.trims:
             self._save_state()
             # Blocks of user turns the trim evicted are no longer needed (nor counted).
@@ -692,7 +696,7 @@ class Session:
         self.tasks.count_iteration(self.open_task_id)
         self._save_state()
 
-    def finish_task(self) -> int | None:
+    def finish_task(self, *, tools: Sequence[Mapping[str, Any]] | None = None) -> int | None:
         """Finish the open task; returns its id (``None`` when no task was open).
 
         The task stays the active one (later appends still belong to it) but
@@ -704,24 +708,52 @@ class Session:
         Memory has an ``llm``, the task took at least
         ``MEMORY_UPDATE_MIN_ITERATIONS`` iterations, memory updates are
         enabled, not incognito, not a sub-agent) this runs the memory updater
-        with the Memory's (synchronous) llm. Its failures never raise: the
+        with the Memory's (synchronous) llm. Its first request continues the
+        task's last :meth:`context` payload (and ``tools``) unchanged, so the
+        provider's prompt cache serves the task. Its failures never raise: the
         outcome is in :attr:`last_memory_update`; its cost is added to
         :attr:`usage` (``memory_update_*``) and billed as ``"memory_update"``.
         With an async llm use :meth:`afinish_task`; here the result carries
         the error saying so. ``KeyboardInterrupt`` propagates (the task is
         finished and saved first).
+
+        Args:
+            tools: The OpenAI tool specs the host sent with its last request. When
+                they include ``list_memories``, ``read_memory`` and ``write_memory``
+                the update sends them unchanged; otherwise it sends its own three
+                (a cache miss, reported in the result).
+
+        Raises:
+            InvalidArgumentError: ``tools`` is not a list of tool specs (nothing is finished).
         """
+        check_tools(tools)
         task_id, updater = self._end_task()
         if updater is not None:
-            self._take_update(updater.run(self.history, task_chain=self._chain(None)))
+            self._take_update(updater.run(self.history, **self._fork(tools)))
         return task_id
 
-    async def afinish_task(self) -> int | None:
+    async def afinish_task(self, *, tools: Sequence[Mapping[str, Any]] | None = None) -> int | None:
         """The async twin of :meth:`finish_task`: awaits an async (or calls a sync) llm."""
+        check_tools(tools)
         task_id, updater = self._end_task()
         if updater is not None:
-            self._take_update(await updater.arun(self.history, task_chain=self._chain(None)))
+            fork = self._fork(tools, asynchronous=True)
+            self._take_update(await updater.arun(self.history, **fork))
         return task_id
+
+    def _fork(self, tools: Any, *, asynchronous: bool = False) -> dict[str, Any]:
+        """How the memory update continues the task's last request (see memory_updater)."""
+        args = self._build_args("openai", (), None, False)
+        chain, summarizer = self._chain(None), self._memory.summarizer
+        return fork_args(
+            self.context_manager,
+            self._sent,
+            chain,
+            summarizer,
+            args,
+            tools,
+            asynchronous=asynchronous,
+        )
 
     def _end_task(self) -> tuple[int | None, MemoryUpdater | None]:
         """Finish and save the task; the updater to run, if the task qualifies."""
