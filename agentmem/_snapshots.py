@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentmem._storage.files import check_inside, make_dirs
 from agentmem.errors import CorruptStoreError, InvalidArgumentError
 
 __all__ = [
@@ -77,7 +78,8 @@ class BlobStore:
                 return blob, 0
         except FileNotFoundError:
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory.parent.parent, path.parent)  # <root>/snapshots/blobs: no symlinks
+        check_inside(self.directory.parent.parent, path)
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
         packed = zlib.compress(data, 1)
         try:

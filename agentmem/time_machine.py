@@ -58,6 +58,8 @@ from agentmem._snapshots import (
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
+    check_path_text,
+    make_dirs,
     move_aside,
     set_aside,
 )
@@ -261,11 +263,12 @@ class TimeMachine:
             entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
             self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": entries})
 
-    @staticmethod
-    def _write(path: Path, doc: Mapping[str, Any]) -> None:
+    def _write(self, path: Path, doc: Mapping[str, Any]) -> None:
+        assert self.store_dir is not None
+        root = self.store_dir.parent  # the memory root: no symlink below it is followed
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
+            make_dirs(root, path.parent)
+            atomic_write_text(path, json.dumps(doc, separators=(",", ":")), root=root)
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc}", path=path) from exc
 
@@ -374,8 +377,9 @@ class TimeMachine:
 
         Raises:
             UnsafePathError: the path is outside the working directory (or a
-                symlink leads out of it).
+                symlink leads out of it), or has a NUL byte or an over-long name.
         """
+        check_path_text(path, root=self.working_dir)
         with self._lock:
             rel = self._rel(path)
             if rel in self._dirty:
@@ -385,6 +389,8 @@ class TimeMachine:
                 return
             try:
                 before = self._capture(rel, self._active)
+            except UnsafePathError:
+                raise  # the snapshot store is (behind) a symlink: refuse, write nothing
             except (OSError, AgentMemError) as exc:
                 self._note_error(f"{rel}: could not be snapshotted before a change ({exc})")
                 before = _UNREADABLE

@@ -62,6 +62,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "check_inside",
+    "check_path_text",
     "file_in",
     "fsync_directory",
     "make_dirs",
@@ -157,6 +158,41 @@ def check_inside(
         if stat.S_ISLNK(info.st_mode):
             raise refuse(f"{current} is a symbolic link; agentmem follows none under {what}")
     return given
+
+
+def check_path_text(path: object, *, root: str | os.PathLike[str]) -> None:
+    """Refuse a path the operating system would reject with a raw error, before any use.
+
+    A NUL byte, a name that cannot be encoded for the filesystem (a lone
+    surrogate), a component longer than the filesystem allows (``NAME_MAX``,
+    255 bytes where it cannot be asked) or a whole path over ``PATH_MAX``
+    (4096 bytes) raises :class:`UnsafePathError` naming ``root``, instead of
+    the ``ValueError``/``OSError`` a later ``stat`` or ``open`` would raise.
+    Anything that is not ``str``/``os.PathLike`` is left to the caller.
+    """
+    if not isinstance(path, str | os.PathLike):
+        return
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        return
+    if isinstance(text, bytes):
+        return
+    label = text if "\x00" not in text else text.replace("\x00", "\\x00")
+    if "\x00" in text:
+        raise UnsafePathError(label, Path(root), "contains a NUL byte")
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeError as exc:
+        raise UnsafePathError(label, Path(root), f"cannot be encoded: {exc}") from exc
+    try:
+        name_max = os.pathconf(root, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        name_max = 255
+    if any(len(part) > name_max for part in encoded.split(os.fsencode(os.sep))):
+        raise UnsafePathError(label[:80], Path(root), f"a name is longer than {name_max} bytes")
+    if len(encoded) > 4096:
+        raise UnsafePathError(label[:80], Path(root), "longer than 4096 bytes")
 
 
 def make_dirs(root: str | os.PathLike[str], directory: str | os.PathLike[str]) -> Path:
