@@ -42,7 +42,8 @@ __all__ = [
 def check_int(
     label: str, value: object, *, minimum: int | None = None, maximum: int | None = None
 ) -> int:
-    """``value`` when it is an int (not a bool) within the bounds, else :class:`InvalidArgumentError`."""
+    """``value`` when it is an int (not a bool) within the bounds, else
+    :class:`InvalidArgumentError` naming ``label``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgumentError(f"{label} must be an int, got {type(value).__name__}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
@@ -56,7 +57,8 @@ def check_int(
 def check_number(
     label: str, value: object, *, minimum: float | None = None, maximum: float | None = None
 ) -> float:
-    """``value`` as a finite float within the bounds (bools refused), else :class:`InvalidArgumentError`."""
+    """``value`` as a finite float within the bounds (bools refused), else
+    :class:`InvalidArgumentError` naming ``label``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgumentError(f"{label} must be a number, got {type(value).__name__}")
     try:

@@ -386,7 +386,8 @@ class LongTermMemory:
     # ------------------------------------------------------------------ file cycle
 
     def _checked_path(self) -> Path:
-        assert self.path is not None and self._root is not None
+        assert self.path is not None
+        assert self._root is not None
         return check_inside(self._root, self.path, what="the memory root")
 
     def _refresh(self) -> None:

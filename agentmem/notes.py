@@ -359,9 +359,7 @@ class KeyValueStore:
                 keys.append(key)
             return sorted(keys)
 
-    def search(
-        self, query: str, *, limit: int = 20, include_internal: bool = True
-    ) -> NoteHits:
+    def search(self, query: str, *, limit: int = 20, include_internal: bool = True) -> NoteHits:
         """Notes whose key or content contains words of ``query``, best first.
 
         A note that cannot be read is skipped and reported, never fatal: the
@@ -413,9 +411,7 @@ class KeyValueStore:
                 at = max(0, content.casefold().find(next(iter(sorted(words)))) - 60)
                 hits.append((score, key, content[at : at + 200]))
         hits.sort(key=lambda h: (-h[0], h[1]))
-        return NoteHits(
-            ({"key": k, "score": s, "preview": p} for s, k, p in hits[:limit]), skipped
-        )
+        return NoteHits(({"key": k, "score": s, "preview": p} for s, k, p in hits[:limit]), skipped)
 
     # ------------------------------------------------------------------ files
 
