@@ -31,6 +31,7 @@ __all__ = [
     "check_injections",
     "check_int",
     "check_number",
+    "check_path",
     "check_str",
     "check_strings",
     "config_path",
@@ -82,6 +83,15 @@ def check_str(label: str, value: object, *, max_chars: int | None = None) -> str
     if max_chars is not None and len(value) > max_chars:
         raise InvalidArgumentError(f"{label} is longer than {max_chars} characters")
     return value
+
+
+def check_path(label: str, value: object) -> Path:
+    """``value`` as a path, or an :class:`InvalidArgumentError` naming ``label`` (not
+    ``str``/``os.PathLike``, a bytes path, a NUL byte, a name that cannot be encoded)."""
+    try:
+        return config_path(label, value)
+    except ConfigurationError as exc:
+        raise InvalidArgumentError(str(exc)) from exc
 
 
 def check_strings(label: str, value: object) -> tuple[str, ...]:

@@ -61,7 +61,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentmem._facade_args import check_int, check_str
+from agentmem._facade_args import check_int, check_str, config_path
 from agentmem._json import sanitize_text
 from agentmem._storage.files import (
     atomic_write_bytes,
@@ -352,6 +352,9 @@ class LongTermMemory:
             ``None`` stores text as given.
         clock: Returns the current time (tests pass a fake one).
 
+    Raises:
+        ConfigurationError: ``path`` or ``root`` is not a usable path.
+
     Attributes:
         moved_aside: Files that could not be parsed and were moved aside.
         problems: Human-readable reports of what could not be read.
@@ -366,8 +369,12 @@ class LongTermMemory:
         clock: Callable[[], float] = time.time,
         root: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.path = Path(path) if path is not None else None
-        self._root = Path(root) if root is not None else (self.path.parent if self.path else None)
+        self.path = config_path("path", path) if path is not None else None
+        self._root = (
+            config_path("root", root)
+            if root is not None
+            else (self.path.parent if self.path else None)
+        )
         if self.path is not None and lock_path is None:
             lock_path = self.path.parent / "locks" / f"{self.path.name}.lock"
         self._locked = StoreLock(

@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from agentmem._facade_args import check_int, check_str
+from agentmem._facade_args import check_int, check_str, config_path
 from agentmem._json import sanitize_text
 from agentmem._storage.files import (
     atomic_write_text,
@@ -171,6 +171,9 @@ class KeyValueStore:
             scrubbing); ``None`` stores content as given.
         root: The directory nothing may leave (default: ``directory``'s parent).
 
+    Raises:
+        ConfigurationError: ``directory`` or ``root`` is not a usable path.
+
     Attributes:
         moved_aside: Note files that could not be parsed and were moved aside.
         problems: One line per note file left out of a listing or a search
@@ -184,9 +187,11 @@ class KeyValueStore:
         scrubber: Callable[[str], str] | None = None,
         root: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.directory = Path(directory) if directory is not None else None
+        self.directory = config_path("directory", directory) if directory is not None else None
         self._root = (
-            Path(root) if root is not None else (self.directory.parent if self.directory else None)
+            config_path("root", root)
+            if root is not None
+            else (self.directory.parent if self.directory else None)
         )
         self._scrub = scrubber
         self._memory: dict[str, dict[str, Any]] = {}

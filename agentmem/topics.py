@@ -62,7 +62,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentmem._facade_args import check_str
+from agentmem._facade_args import check_str, config_path
 from agentmem._json import sanitize_text
 from agentmem._storage.files import (
     atomic_write_text,
@@ -195,7 +195,8 @@ class TopicStore:
             parent); the lock lives in its ``locks/``.
 
     Raises:
-        ConfigurationError: ``max_tokens_per_file`` is not an int >= :data:`MIN_TOKENS_PER_FILE`.
+        ConfigurationError: ``max_tokens_per_file`` is not an int >= :data:`MIN_TOKENS_PER_FILE`,
+            or ``directory``/``root`` is not a usable path.
     """
 
     def __init__(
@@ -212,9 +213,11 @@ class TopicStore:
                 f"max_tokens_per_file must be an int >= {MIN_TOKENS_PER_FILE}, "
                 f"got {max_tokens_per_file!r}"
             )
-        self.directory = Path(directory) if directory is not None else None
+        self.directory = config_path("directory", directory) if directory is not None else None
         self._root = (
-            Path(root) if root is not None else (self.directory.parent if self.directory else None)
+            config_path("root", root)
+            if root is not None
+            else (self.directory.parent if self.directory else None)
         )
         self._scrub = scrubber
         self.token_counter: TokenCounter = token_counter or HeuristicCounter()

@@ -50,7 +50,7 @@ def _plant(root: Path, rel: str, outside: Path) -> None:
     the outside file."""
     link = root / rel
     link.parent.mkdir(parents=True, exist_ok=True)
-    is_dir = not ("." in Path(rel).name or rel.endswith("-wal") or rel.endswith("-shm"))
+    is_dir = not ("." in Path(rel).name or rel.endswith(("-wal", "-shm")))
     target = outside if is_dir else outside / "victim.txt"
     link.symlink_to(target, target_is_directory=is_dir)
 
