@@ -61,6 +61,7 @@ from agentmem._storage.files import (
     check_path_text,
     make_dirs,
     move_aside,
+    remove_stale_temps,
     set_aside,
 )
 from agentmem._storage.formats import check_format
@@ -148,6 +149,8 @@ class TimeMachine:
         self._skip = [Path(os.path.realpath(memory_root))] if memory_root is not None else []
         if self.store_dir is not None:
             self._skip.append(Path(os.path.realpath(self.store_dir)))
+            # Temp files of records whose writer was killed mid-write (see remove_stale_temps).
+            remove_stale_temps(self.store_dir / "sessions", root=self.store_dir.parent)
         self.max_file_bytes = max_file_bytes
         self.max_tasks = max_tasks
         self.max_bytes = max_bytes

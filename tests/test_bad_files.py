@@ -347,10 +347,12 @@ def test_temp_files_of_killed_writers_are_removed_on_open_and_live_ones_kept(
     root = tmp_path / "root"
     (root / "memory").mkdir(parents=True)
     (root / "memories").mkdir()
+    (root / "snapshots" / "sessions").mkdir(parents=True)
     dead = [
         _killed_temp(root / "ltm.json"),
         _killed_temp(root / "memory" / "plan.json"),
         _killed_temp(root / "memories" / "deploy.md"),
+        _killed_temp(root / "snapshots" / "sessions" / "s1.json"),
     ]
     live = subprocess.Popen(
         [sys.executable, "-c", _LIVE_WRITER, str(root / "memory" / "busy.json")],
@@ -367,6 +369,7 @@ def test_temp_files_of_killed_writers_are_removed_on_open_and_live_ones_kept(
         foreign = root / "memory" / ".other.json.0123abcd4567.tmp"  # not ours: no pid
         foreign.write_text("x")
         mem = agentmem.Memory(root=root, working_dir=tmp_path)
+        mem.session(session_id="s1").close()  # opens the session's time machine
         for temp in dead:
             assert not temp.exists(), temp
         assert live_temp.exists()  # its writer is alive
