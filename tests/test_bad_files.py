@@ -385,3 +385,43 @@ def test_temp_files_of_killed_writers_are_removed_on_open_and_live_ones_kept(
     # Once its writer is gone, the next open removes it.
     KeyValueStore(root / "memory", root=root)
     assert not live_temp.exists()
+
+
+@settings(max_examples=scaled(30), suppress_health_check=[HealthCheck.too_slow])
+@given(
+    good=st.lists(
+        st.from_regex(r"[a-z]{1,8}", fullmatch=True), min_size=1, max_size=4, unique=True
+    ),
+    junk=st.lists(
+        st.one_of(
+            st.binary(max_size=40).map(lambda b: ("bytes", b)),
+            st.just(("dir", None)),
+            st.just(("link", None)),
+        ),
+        max_size=5,
+    ),
+)
+def test_any_junk_in_topic_slots_never_hides_the_good_topics(
+    good: list[str], junk: list[tuple[str, Any]]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "root"
+        store = TopicStore(root / "memories", root=root)
+        for topic in good:
+            store.write(topic, f"zebra topic {topic}\n")
+        outside = Path(tmp) / "outside.md"
+        outside.write_text("outside\n")
+        for index, (kind, value) in enumerate(junk):
+            path = root / "memories" / f"junk{index}.md"
+            if kind == "bytes":
+                path.write_bytes(value)
+            elif kind == "dir":
+                path.mkdir()
+            else:
+                path.symlink_to(outside)
+        assert set(good) <= {t.topic for t in store.list()}
+        prompt = store.render_for_prompt(10_000)
+        for topic in good:
+            assert store.read(topic) == f"zebra topic {topic}\n"
+            assert f"zebra topic {topic}" in prompt
+        assert "outside" not in prompt
