@@ -203,3 +203,24 @@ def test_record_file_before_change_refuses_paths_the_os_cannot_take(
             s.time_machine.record_file_before_change(work / bad)
         (work / "ok.py").write_text("x = 1\n")
         s.time_machine.record_file_before_change("ok.py")  # still works afterwards
+
+
+def test_the_trim_checkpoint_is_not_written_through_a_symlinked_memory_dir(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    outside = _outside(tmp_path)
+    root = tmp_path / "root"
+    root.mkdir()
+    _plant(root, "memory", outside)
+    before = _tree(outside)
+    with (
+        agentmem.Memory(root=root, working_dir=tmp_path) as mem,
+        mem.session(context_window=1024) as s,
+    ):
+        s.start_task("summarise the logs " * 5)
+        for i in range(60):
+            s.append({"role": "assistant", "content": f"step {i}: " + "words " * 30})
+            s.append({"role": "user", "content": f"go on {i}"})
+        s.context()  # trims, and tries to write memory/session_progress.md first
+    assert _tree(outside) == before  # old code wrote session_progress.md out there
+    assert any("checkpoint" in r.getMessage() for r in caplog.records)
