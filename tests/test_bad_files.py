@@ -208,6 +208,25 @@ def test_an_ltm_text_python_cannot_encode_is_sanitised_and_later_adds_work(tmp_p
     assert again.solutions()[0].examples == ("src/\ufffd.py",)
 
 
+def test_an_unreadable_ltm_entry_holding_a_lone_surrogate_is_kept_and_adds_work(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ltm.json"
+    kept = {"kind": "no-such-kind", "text": "\ud800 kept verbatim"}
+    path.write_text(
+        json.dumps({"format": "agentmem.ltm", "version": 1, "entries": [kept]}), "ascii"
+    )
+    ltm = LongTermMemory(path)
+    ltm.add_discovery("a fact added after it")
+    ltm.add_discovery("another one")
+    data = json.loads(path.read_bytes().decode("utf-8"))  # valid UTF-8 on disk
+    assert data["unreadable"] == [kept]
+    assert {e.text for e in LongTermMemory(path).entries()} == {
+        "a fact added after it",
+        "another one",
+    }
+
+
 def test_a_failed_ltm_write_leaves_memory_equal_to_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
