@@ -367,6 +367,8 @@ def test_temp_files_of_killed_writers_are_removed_on_open_and_live_ones_kept(
     (root / "memory").mkdir(parents=True)
     (root / "memories").mkdir()
     (root / "snapshots" / "sessions").mkdir(parents=True)
+    (root / "snapshots" / "blobs" / "ab").mkdir(parents=True)
+    blob_temp = _killed_temp(root / "snapshots" / "blobs" / "ab" / ("c" * 62))
     dead = [
         _killed_temp(root / "ltm.json"),
         _killed_temp(root / "memory" / "plan.json"),
@@ -388,7 +390,10 @@ def test_temp_files_of_killed_writers_are_removed_on_open_and_live_ones_kept(
         foreign = root / "memory" / ".other.json.0123abcd4567.tmp"  # not ours: no pid
         foreign.write_text("x")
         mem = agentmem.Memory(root=root, working_dir=tmp_path)
-        mem.session(session_id="s1").close()  # opens the session's time machine
+        with mem.session(session_id="s1") as s:  # opens the session's time machine
+            assert blob_temp.exists()  # blob temps wait for a collection
+            s.time_machine.collect_garbage()
+            assert not blob_temp.exists()
         for temp in dead:
             assert not temp.exists(), temp
         assert live_temp.exists()  # its writer is alive

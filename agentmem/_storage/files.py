@@ -69,6 +69,7 @@ __all__ = [
     "move_aside",
     "remove_stale_temps",
     "set_aside",
+    "temp_tag",
 ]
 
 SQLITE_COMPANIONS: tuple[str, ...] = ("-wal", "-shm", "-journal")
@@ -280,6 +281,13 @@ def remove_stale_temps(
     return removed
 
 
+def temp_tag() -> str:
+    """``<host>-<pid>.<random>``: the part of a temp file's name that says who wrote it
+    (what :func:`remove_stale_temps` reads). Writers that create their own temp files
+    name them ``.<name>.<temp_tag()>.tmp``."""
+    return f"{_HOST}-{os.getpid()}.{secrets.token_hex(6)}"
+
+
 def _create_temp(target: Path) -> tuple[int, str]:
     """Create ``.<name>.<host>-<pid>.<random>.tmp`` beside ``target``.
 
@@ -294,8 +302,7 @@ def _create_temp(target: Path) -> tuple[int, str]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     flags |= getattr(os, "O_NOFOLLOW", 0)
     for _ in range(100):
-        tag = f"{_HOST}-{os.getpid()}.{secrets.token_hex(6)}"
-        name = str(target.with_name(f".{target.name}.{tag}.tmp"))
+        name = str(target.with_name(f".{target.name}.{temp_tag()}.tmp"))
         try:
             fd = os.open(name, flags, 0o666)
         except FileExistsError:
