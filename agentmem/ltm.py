@@ -336,7 +336,7 @@ def _check_examples(value: object) -> tuple[str, ...]:
     examples = tuple(value)
     for index, example in enumerate(examples):
         _check_text(f"examples[{index}]", example)
-    return examples[-MAX_EXAMPLES:]
+    return tuple(sanitize_text(e) for e in examples[-MAX_EXAMPLES:])
 
 
 class LongTermMemory:

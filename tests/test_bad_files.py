@@ -197,7 +197,12 @@ def test_an_ltm_text_python_cannot_encode_is_sanitised_and_later_adds_work(tmp_p
     ltm = LongTermMemory(tmp_path / "ltm.json")
     entry = ltm.add_discovery("lone \ud800 surrogate in a fact")
     assert entry.text == "lone \ufffd surrogate in a fact"
-    ltm.add_solution("error \udfff here", "fix \ud800 there", examples=["src/\ud800.py"])
+    solved = ltm.add_solution("error \udfff here", "fix \ud800 there", examples=["src/\ud800.py"])
+    assert (solved.text, solved.detail, solved.examples) == (
+        "error \ufffd here",
+        "fix \ufffd there",
+        ("src/\ufffd.py",),
+    )
     ltm.add_discovery("a later fact")
     again = LongTermMemory(tmp_path / "ltm.json")
     assert {e.text for e in again.entries()} == {
