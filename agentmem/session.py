@@ -29,7 +29,7 @@ from agentmem._facade_args import (
     cost_value,
 )
 from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
-from agentmem._storage.files import atomic_write_text
+from agentmem._storage.files import atomic_write_text, make_dirs
 from agentmem._usage import Usage, message_summary, session_counter
 from agentmem.context import (
     ContextBuild,
@@ -859,8 +859,8 @@ class Session:
             "",
         ]
         path = self._memory.root / PROGRESS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, "\n".join(lines))
+        make_dirs(self._memory.root, path.parent)  # refuses a symlinked memory/ (UnsafePathError)
+        atomic_write_text(path, "\n".join(lines), root=self._memory.root)
 
     # ------------------------------------------------------------------ lifecycle
 

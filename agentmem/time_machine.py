@@ -58,7 +58,10 @@ from agentmem._snapshots import (
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
+    check_path_text,
+    make_dirs,
     move_aside,
+    remove_stale_temps,
     set_aside,
 )
 from agentmem._storage.formats import check_format
@@ -146,6 +149,8 @@ class TimeMachine:
         self._skip = [Path(os.path.realpath(memory_root))] if memory_root is not None else []
         if self.store_dir is not None:
             self._skip.append(Path(os.path.realpath(self.store_dir)))
+            # Temp files of records whose writer was killed mid-write (see remove_stale_temps).
+            remove_stale_temps(self.store_dir / "sessions", root=self.store_dir.parent)
         self.max_file_bytes = max_file_bytes
         self.max_tasks = max_tasks
         self.max_bytes = max_bytes
@@ -261,11 +266,12 @@ class TimeMachine:
             entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
             self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": entries})
 
-    @staticmethod
-    def _write(path: Path, doc: Mapping[str, Any]) -> None:
+    def _write(self, path: Path, doc: Mapping[str, Any]) -> None:
+        assert self.store_dir is not None
+        root = self.store_dir.parent  # the memory root: no symlink below it is followed
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
+            make_dirs(root, path.parent)
+            atomic_write_text(path, json.dumps(doc, separators=(",", ":")), root=root)
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc}", path=path) from exc
 
@@ -374,8 +380,9 @@ class TimeMachine:
 
         Raises:
             UnsafePathError: the path is outside the working directory (or a
-                symlink leads out of it).
+                symlink leads out of it), or has a NUL byte or an over-long name.
         """
+        check_path_text(path, root=self.working_dir)
         with self._lock:
             rel = self._rel(path)
             if rel in self._dirty:
@@ -385,6 +392,8 @@ class TimeMachine:
                 return
             try:
                 before = self._capture(rel, self._active)
+            except UnsafePathError:
+                raise  # the snapshot store is (behind) a symlink: refuse, write nothing
             except (OSError, AgentMemError) as exc:
                 self._note_error(f"{rel}: could not be snapshotted before a change ({exc})")
                 before = _UNREADABLE

@@ -111,6 +111,7 @@ class _Delete(_Args):
 class _Search(_Args):
     operation: Literal["search"]
     query: Text
+    include_internal: bool = False
 
 
 class _List(_Args):
@@ -231,6 +232,11 @@ def tool_schema() -> dict[str, Any]:
             "min_confidence": {"type": "number", "minimum": 0, "maximum": 1},
             "max_sessions": {"type": "integer", "minimum": 1, "description": "recall_sessions"},
             "max_results": {"type": "integer", "minimum": 1, "maximum": 100},
+            "include_internal": {
+                "type": "boolean",
+                "description": "search: also match notes agentmem writes itself "
+                "(the session_progress checkpoint). Default false.",
+            },
         },
         "required": ["operation"],
         "additionalProperties": False,
@@ -363,10 +369,7 @@ class MemoryTools:
             _Store: lambda r: notes.store(r.key, r.content),
             _Retrieve: lambda r: {"key": r.key, "content": notes.retrieve(r.key)},
             _Delete: lambda r: {"key": r.key, "deleted": notes.delete(r.key)},
-            _Search: lambda r: {
-                "notes": notes.search(r.query),
-                "ltm": [_entry(e) for e in ltm.search(r.query)],
-            },
+            _Search: self._search,
             _List: lambda r: {"keys": notes.list()},
             _Discovery: lambda r: _entry(ltm.add_discovery(r.fact, r.confidence, r.examples)),
             _Solution: lambda r: _entry(ltm.add_solution(r.error, r.solution, r.examples)),
@@ -381,6 +384,17 @@ class MemoryTools:
             _WriteTopic: self._topics,
         }
         return handlers[type(request)](request)
+
+    def _search(self, request: _Search) -> Any:
+        found = self.memory.notes.search(request.query, include_internal=request.include_internal)
+        result: dict[str, Any] = {
+            "notes": list(found),
+            "ltm": [_entry(e) for e in self.memory.ltm.search(request.query)],
+        }
+        skipped = getattr(found, "skipped", ())
+        if skipped:
+            result["skipped"] = list(skipped)  # unreadable notes, left out: the model is told
+        return result
 
     def _recall(self, request: _Recall) -> Any:
         recall = getattr(self.memory, "recall", None)

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import orjson
 
+from agentmem._facade_args import check_path
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.gc import gc_paused
 from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
@@ -636,11 +637,11 @@ class SessionStore:
             The written path.
 
         Raises:
-            InvalidArgumentError: unknown format or extension.
+            InvalidArgumentError: unknown format or extension, or ``path`` is not a path.
             SessionNotFoundError: no such session.
             StorageError: the file could not be written.
         """
-        target = Path(path)
+        target = check_path("path", path)
         if format is None:
             fmt = _EXPORT_FORMATS.get(target.suffix.lower())
             if fmt is None:
