@@ -169,7 +169,13 @@ class Memory:
         memory_update: bool | MemoryUpdateSettings | Mapping[str, Any] = True,
     ) -> None:
         self.working_dir = config_path("working_dir", working_dir).resolve()
+        if not self.working_dir.is_dir():
+            raise ConfigurationError(
+                f"working_dir {str(self.working_dir)!r} is not an existing directory"
+            )
         root_path = config_path("root", root)
+        if not str(root).strip():  # Path("") is ".": the project itself would become the root
+            raise ConfigurationError("root must not be empty; default: '.agentmem'")
         self.root = root_path if root_path.is_absolute() else self.working_dir / root_path
         check_flag("incognito", incognito)
         check_flag("ltm_enabled", ltm_enabled)

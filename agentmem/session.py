@@ -52,7 +52,7 @@ from agentmem.memory_updater import (
     billing_records,
     skip_reason,
 )
-from agentmem.messages import Message
+from agentmem.messages import Message, message_mapping
 from agentmem.protocols import (
     CalibratingCounter,
     TokenCounter,
@@ -305,6 +305,8 @@ class Session:
             user_message: The user's text, or a full user message dict.
 
         Raises:
+            InvalidArgumentError: the message is empty (``""``, whitespace only,
+                or empty content); nothing is stored.
             InvalidMessageError: the message is not a valid user message.
         """
         self._check_open()
@@ -318,6 +320,12 @@ class Session:
         else:
             raise InvalidMessageError(
                 f"start_task needs a string or a user message, got {type(user_message).__name__}"
+            )
+        content = message.get("content")
+        if content == [] or (isinstance(content, str) and not content.strip()):
+            raise InvalidArgumentError(
+                "start_task needs the user's request: user_message is empty"
+                + (" (whitespace only)" if content else "")
             )
         # A task started on the time machine directly has taken its id already.
         self.tasks.skip_to(self.time_machine.next_task_id)
@@ -358,8 +366,12 @@ class Session:
         self._save_state()
         return self.tasks.current
 
-    def append(self, message: Mapping[str, Any]) -> Message:
+    def append(self, message: Mapping[str, Any] | Any) -> Message:
         """Append a message (OpenAI or Anthropic shape); durable when it returns.
+
+        An SDK message object (a pydantic model such as OpenAI's
+        ``ChatCompletionMessage`` or Anthropic's ``Message``) is read with
+        ``model_dump(exclude_none=True)``.
 
         The message is tagged with the current task id unless it has one; a
         ``task_id`` it carries must be a task of this session (see
@@ -374,8 +386,7 @@ class Session:
             StorageError: the store could not write it; nothing stored.
         """
         self._check_open()
-        if not isinstance(message, Mapping):
-            raise InvalidMessageError(f"expected a message mapping, got {type(message).__name__}")
+        message = message_mapping(message, index=len(self.history))
         if "task_id" not in message:
             if self.current_task_id is not None:
                 message = {**message, "task_id": self.current_task_id}
@@ -383,6 +394,7 @@ class Session:
             raise InvalidMessageError(
                 f"task_id {message['task_id']!r} is not a task of this session; "
                 "start tasks with start_task()",
+                index=len(self.history),
                 field="task_id",
             )
         return self.history.append(message)
