@@ -83,7 +83,7 @@ def openai_reply(content: str | None, calls: list[tuple[str, str, str]] = ()) ->
     try:
         from openai.types.chat import ChatCompletionMessage as Real
     except ImportError:
-        Real = ChatCompletionMessage  # type: ignore[misc,assignment]  # noqa: N806
+        Real = ChatCompletionMessage  # type: ignore[misc,assignment]
     tool_calls = [
         {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls
     ]
@@ -97,7 +97,7 @@ def anthropic_reply(texts: list[str], uses: list[tuple[str, str, dict[str, Any]]
     try:
         from anthropic.types import Message as Real
     except ImportError:
-        Real = AnthropicMessage  # type: ignore[misc,assignment]  # noqa: N806
+        Real = AnthropicMessage  # type: ignore[misc,assignment]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
     blocks += [{"type": "tool_use", "id": i, "name": n, "input": inp} for i, n, inp in uses]
     return Real.model_validate(
@@ -215,7 +215,7 @@ def test_a_text_only_anthropic_reply_reads_like_the_adapters_reply(mem: Memory) 
         [{"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}]
     )
     assert stored["content"] == adapter_shape["content"] == "Hello there."
-    system, turns = s.context(provider="anthropic")
+    _system, turns = s.context(provider="anthropic")
     assert turns[-1] == {"role": "assistant", "content": [{"type": "text", "text": "Hello there."}]}
 
 
