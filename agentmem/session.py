@@ -222,10 +222,14 @@ class Session:
         self.extensions = tuple(extensions)
         # Semantic memory: the persona joins the system prompt once, like LTM; each user
         # turn's <memory-context> block rides in the payload only (SessionExtensions).
+        # Both are in the state, so a resume places them as they were.
         self._ext = SessionExtensions(
             self.extensions,
             token_counter=self.token_counter,
             persona_budget=min(PERSONA_PROMPT_TOKENS, context_window // 10),
+            stored=state.get("extensions"),
+            history=self.history,
+            session_id=self.id,
         )
         self.persona_prompt: str = self._ext.persona
 
@@ -336,7 +340,8 @@ class Session:
         self.tasks.start(task_id)
         self.time_machine.start_new_task(message_summary(message), task_id=task_id)
         self._save_state()
-        self._ext.on_user_turn(stored)
+        if self._ext.on_user_turn(stored):
+            self._save_state()  # the turn's block, for an exact resume
         return task_id
 
     def undo(self) -> int | None:
@@ -628,10 +633,10 @@ class Session:
         self, result: ContextBuild
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         if result.stats.trims:
-            self._save_state()
             # Blocks of user turns the trim evicted are no longer needed (nor counted).
             alive = {id(m) for m in self.window.messages()}  # pins included
             self._ext.keep_only(lambda m: id(m) in alive)
+            self._save_state()
         return result.payload
 
     def _calibrate(self, prompt_tokens: int) -> None:
@@ -780,6 +785,9 @@ class Session:
         }
         if self._calibration is not None:
             state["estimator"] = self._calibration.state()
+        extensions = self._ext.state()
+        if extensions is not None:
+            state["extensions"] = extensions
         # Parts this release could not read (a newer release wrote them) go back as they were.
         state.update(self._kept_state)
         return state
