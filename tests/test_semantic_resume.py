@@ -93,14 +93,16 @@ def test_resume_gives_the_payload_the_session_would_have_given(tmp_path: Path) -
         again.close()
 
 
+@pytest.mark.parametrize(("name", "shown"), [(None, "semantic:martin"), ("prefs", "prefs")])
 def test_reopening_without_the_extension_warns_naming_it_and_keeps_its_state(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str | None, shown: str
 ) -> None:
+    named = {"name": name} if name is not None else {}
     client = FakeClient()
     client.remember("I prefer tabs over spaces.")
     root = tmp_path / ".agentmem"
     with Memory(root=root, working_dir=tmp_path, durability="normal") as mem:
-        s = mem.session(extensions=[make_ext(client, name="prefs")])
+        s = mem.session(extensions=[make_ext(client, **named)])
         sid = s.id
         conversation(s, ["Which indent do I prefer?"])
         before = payloads(s)
@@ -108,15 +110,15 @@ def test_reopening_without_the_extension_warns_naming_it_and_keeps_its_state(
         with caplog.at_level(logging.WARNING):
             bare = mem.session(sid)
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-        assert any("'prefs'" in w and sid in w for w in warnings), warnings
+        assert any(f"'{shown}'" in w and sid in w for w in warnings), warnings
         plain = bare.context()
         assert blocks(plain) == [] and "<user-persona" not in str(plain[0]["content"])
         bare.start_task("unrelated")  # saves the state: the extension's part must survive
         bare.close()
         caplog.clear()
         with caplog.at_level(logging.WARNING):
-            back = mem.session(sid, extensions=[make_ext(client, name="prefs")])
-        assert not [r for r in caplog.records if "prefs" in r.getMessage()]
+            back = mem.session(sid, extensions=[make_ext(client, **named)])
+        assert not [r for r in caplog.records if shown in r.getMessage()]
         now = back.context()
         assert now[: len(before["openai"])] == before["openai"]
         back.close()
@@ -196,3 +198,29 @@ def test_any_close_point_resumes_exactly(
         assert payloads(s) == before
         conversation(s, turns[close_after:])
         s.close()
+
+
+def test_a_turns_block_is_durable_when_start_task_returns(tmp_path: Path) -> None:
+    """A crash right after start_task must not lose the block the turn's payload carries."""
+    client = FakeClient()
+    client.remember("I prefer tabs over spaces.")
+    with Memory(root=tmp_path / ".agentmem", working_dir=tmp_path, durability="normal") as mem:
+        s = mem.session(extensions=[make_ext(client)])
+        s.start_task("tabs or spaces?")
+        (block,) = blocks(s.context())
+        stored = mem.sessions.load(s.id).state["extensions"]
+        assert [pair[1] for turn in stored["turns"] for pair in turn["blocks"]] == [block]
+        s.close()
+
+
+def test_two_extensions_of_a_session_need_different_names(tmp_path: Path) -> None:
+    from agentmem.errors import ConfigurationError
+
+    client = FakeClient()
+    with Memory(root=tmp_path / ".agentmem", working_dir=tmp_path, durability="normal") as mem:
+        with pytest.raises(ConfigurationError, match="name"):
+            mem.session(extensions=[make_ext(client), make_ext(client)])
+        s = mem.session(extensions=[make_ext(client), make_ext(client, name="second")])
+        s.close()
+    with pytest.raises(ConfigurationError, match="name"):
+        make_ext(client, name="")
