@@ -119,7 +119,8 @@ class Session:
             :class:`~agentmem.memory_updater.MemoryUpdateResult` with ``ran=False``
             and ``skipped`` (why) when it did not run, else what the update did.
         persona_prompt: The semantic extensions' resident persona summaries, rendered
-            when the session opened (``""`` without them); added after ``topics_prompt``.
+            when the session was created and restored as they were on resume (``""``
+            without them); added after ``topics_prompt``.
         extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
             passed to :meth:`Memory.session` (never inherited: a sub-agent's session
             has only those passed to its own ``session()`` call).
