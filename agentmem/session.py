@@ -20,10 +20,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from agentmem._events import emit, operation
 from agentmem._facade_args import (
     check_injections,
     cost_value,
@@ -295,7 +297,18 @@ class Session:
         session._kept_state = kept
         session.unreadable_state = reasons
         session.repairs = MappingProxyType(record.reports())
+        session._report_repairs()
         return session
+
+    def _report_repairs(self) -> None:
+        """The ``session.repaired`` progress event, when opening repaired anything."""
+        problems = list(self.time_machine.problems)
+        if self.repairs or problems:
+            emit(
+                self._memory.reporter,
+                "session.repaired",
+                {"session_id": self.id, "repairs": dict(self.repairs), "time_machine": problems},
+            )
 
     # ------------------------------------------------------------------ turns
 
@@ -352,7 +365,9 @@ class Session:
             The task now active (``None``: the session's initial state).
         """
         self._check_open()
-        self.time_machine.undo_last_task()
+        with self._restoring("undo", None) as done:
+            self.time_machine.undo_last_task()
+            done["to_task"] = self.time_machine.active_task_id
         return self._follow_time_machine()
 
     def switch_to_task(self, task_id: int | None) -> int | None:
@@ -363,8 +378,20 @@ class Session:
             RestoreError: a snapshot is missing or damaged; nothing changed.
         """
         self._check_open()
-        self.time_machine.switch_to_task(task_id)
+        with self._restoring("switch", task_id):
+            self.time_machine.switch_to_task(task_id)
         return self._follow_time_machine()
+
+    def _restoring(self, kind: str, to_task: int | None) -> AbstractContextManager[dict[str, Any]]:
+        """``restore.started`` now, ``restore.finished`` when the block ends (progress events)."""
+        return operation(
+            self._memory.reporter,
+            "restore",
+            session_id=self.id,
+            operation=kind,
+            from_task=self.time_machine.active_task_id,
+            to_task=to_task,
+        )
 
     def _follow_time_machine(self) -> int | None:
         # Later turns (and edits) belong to the task whose state is now on disk.
@@ -545,18 +572,18 @@ class Session:
                 ``reported_tokens`` is not ``None`` or a token count, or an
                 argument :meth:`context` refuses.
         """
-        return self._finish_build(
-            self.context_manager.build_result(
-                **self._build_args(
-                    provider,
-                    injections,
-                    task_chain,
-                    force_reasoning_content_pad,
-                    attempt=attempt,
-                    reported_tokens=reported_tokens,
-                )
-            )
+        args = self._build_args(
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            attempt=attempt,
+            reported_tokens=reported_tokens,
         )
+        with self._recovering(attempt, provider) as done:
+            result = self.context_manager.build_result(**args)
+            done.update(tokens=result.stats.tokens, messages=result.stats.messages)
+        return self._finish_build(result)
 
     async def acontext_after_overflow(
         self,
@@ -569,17 +596,27 @@ class Session:
         force_reasoning_content_pad: bool = False,
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The async twin of :meth:`context_after_overflow` (see :meth:`acontext`)."""
-        return self._finish_build(
-            await self.context_manager.abuild_result(
-                **self._build_args(
-                    provider,
-                    injections,
-                    task_chain,
-                    force_reasoning_content_pad,
-                    attempt=attempt,
-                    reported_tokens=reported_tokens,
-                )
-            )
+        args = self._build_args(
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            attempt=attempt,
+            reported_tokens=reported_tokens,
+        )
+        with self._recovering(attempt, provider) as done:
+            result = await self.context_manager.abuild_result(**args)
+            done.update(tokens=result.stats.tokens, messages=result.stats.messages)
+        return self._finish_build(result)
+
+    def _recovering(self, attempt: int, provider: str) -> AbstractContextManager[dict[str, Any]]:
+        """``context.overflow.started``/``.finished`` around one stage-3 build."""
+        return operation(
+            self._memory.reporter,
+            "context.overflow",
+            session_id=self.id,
+            attempt=attempt,
+            provider=provider,
         )
 
     def _build_args(
