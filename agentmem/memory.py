@@ -126,7 +126,9 @@ class Memory:
         context: :class:`~agentmem.context.ContextSettings` (or a mapping) used
             as the default for sessions; ``context_window`` comes from
             :meth:`session`.
-        reporter: Receives progress events (trims).
+        reporter: Receives progress events (:class:`~agentmem.protocols.ProgressReporter`):
+            trims, overflow recovery, undo/switch restores, resume repairs,
+            recall index rebuilds, exports, memory updates (docs/progress.md).
         scrub_secrets: Redact secrets (API keys, tokens, passwords...) before
             anything reaches long-term memory, notes or topic files: ``True``
             (default, see :mod:`agentmem.scrub`), ``False``, or a callable
@@ -212,7 +214,7 @@ class Memory:
         self.reporter = reporter
         self._context = context_settings(context)
         if incognito:
-            self.sessions = SessionStore(None, durability=durability)
+            self.sessions = SessionStore(None, durability=durability, reporter=reporter)
             self.ltm = LongTermMemory(None, scrubber=scrubber)
             self.notes = KeyValueStore(None, scrubber=scrubber)
             topics_dir = None
@@ -225,7 +227,9 @@ class Memory:
                     f"{exc.strerror or exc}",
                     path=self.root,
                 ) from exc
-            self.sessions = SessionStore(self.root / SESSIONS_FILE, durability=durability)
+            self.sessions = SessionStore(
+                self.root / SESSIONS_FILE, durability=durability, reporter=reporter
+            )
             self.ltm = LongTermMemory(self.root / LTM_FILE, scrubber=scrubber)
             self.notes = KeyValueStore(self.root / NOTES_DIR, scrubber=scrubber, root=self.root)
             topics_dir = self.root / TOPICS_DIR

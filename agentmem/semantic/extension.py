@@ -535,8 +535,7 @@ MAX_NAME_CHARS = 200
 def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
         raise ConfigurationError(
-            f"name must be a non-empty string of at most {MAX_NAME_CHARS} characters, "
-            f"got {name!r}"
+            f"name must be a non-empty string of at most {MAX_NAME_CHARS} characters, got {name!r}"
         )
     return name
 
