@@ -45,7 +45,9 @@ def _memory(tmp_path: Path, reporter: Any) -> agentmem.Memory:
     )
 
 
-def _pair(events: list[tuple[str, dict[str, Any]]], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _pair(
+    events: list[tuple[str, dict[str, Any]]], name: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     assert [e for e, _ in events] == [f"{name}.started", f"{name}.finished"], events
     return events[0][1], events[1][1]
 
@@ -146,7 +148,7 @@ def test_resume_repairs_are_reported(tmp_path: Path) -> None:
     conn = sqlite3.connect(root / "sessions.sqlite")
     with conn:
         conn.execute(
-            "UPDATE messages SET body = replace(body, '\"role\":\"user\"', '\"role\":\"usr\"') "
+            'UPDATE messages SET body = replace(body, \'"role":"user"\', \'"role":"usr"\') '
             "WHERE seq = 2"
         )
     conn.close()
