@@ -380,35 +380,57 @@ def is_real_user(message: Mapping[str, Any]) -> bool:
     )
 
 
+def _is_model(value: object) -> bool:
+    return callable(getattr(value, "model_dump", None)) and not isinstance(value, type)
+
+
+def _dump(value: Any, index: int | None, field: str | None) -> Any:
+    """``value.model_dump(mode="json", exclude_none=True)``, its failure a named error."""
+    try:
+        return value.model_dump(mode="json", exclude_none=True)
+    except Exception as exc:  # a host's model may raise anything from its serialiser
+        raise InvalidMessageError(
+            f"{type_name(value)}.model_dump() failed: {exc!r}", index=index, field=field
+        ) from exc
+
+
 def message_mapping(message: object, *, index: int | None = 0) -> Mapping[str, Any]:
-    """``message`` as a mapping: a mapping as is, an SDK object through ``model_dump``.
+    """``message`` as a mapping, SDK objects read through ``model_dump``.
 
     The provider SDKs return pydantic models (OpenAI's ``ChatCompletionMessage``,
     Anthropic's ``Message``); they are read with
     ``model_dump(mode="json", exclude_none=True)``, so the fields the SDK
-    leaves unset (``None``) are not stored.
+    leaves unset (``None``) are not stored. So are SDK objects inside a
+    message dict's ``content`` or ``tool_calls`` list
+    (``{"role": "assistant", "content": response.content}``, as Anthropic's
+    documentation writes it, or ``"tool_calls": message.tool_calls``).
 
     Raises:
         InvalidMessageError: ``message`` is neither a mapping nor an object
-            whose ``model_dump()`` returns one.
+            whose ``model_dump()`` returns one, or a ``model_dump()`` failed.
     """
-    if isinstance(message, Mapping):
-        return message
-    dump = getattr(message, "model_dump", None)
-    if callable(dump) and not isinstance(message, type):
-        try:
-            dumped = dump(mode="json", exclude_none=True)
-        except Exception as exc:  # a host's model may raise anything from its serialiser
+    if not isinstance(message, Mapping):
+        if not _is_model(message):
             raise InvalidMessageError(
-                f"{type_name(message)}.model_dump() failed: {exc!r}", index=index
-            ) from exc
-        if isinstance(dumped, Mapping):
-            return dumped
-        raise InvalidMessageError(
-            f"{type_name(message)}.model_dump() returned {type_name(dumped)}, not a mapping",
-            index=index,
-        )
-    raise InvalidMessageError(f"expected a message mapping, got {type_name(message)}", index=index)
+                f"expected a message mapping, got {type_name(message)}", index=index
+            )
+        dumped = _dump(message, index, None)
+        if not isinstance(dumped, Mapping):
+            raise InvalidMessageError(
+                f"{type_name(message)}.model_dump() returned {type_name(dumped)}, not a mapping",
+                index=index,
+            )
+        return dumped
+    out: dict[str, Any] | None = None
+    for key in ("content", "tool_calls"):
+        items = message.get(key)
+        if isinstance(items, list) and any(_is_model(item) for item in items):
+            out = dict(message) if out is None else out
+            out[key] = [
+                _dump(item, index, f"{key}[{i}]") if _is_model(item) else item
+                for i, item in enumerate(items)
+            ]
+    return message if out is None else out
 
 
 def _is_anthropic_reply(message: Mapping[str, Any]) -> bool:

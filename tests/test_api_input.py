@@ -174,6 +174,10 @@ def test_a_model_whose_dump_is_not_a_mapping_or_fails_is_a_named_error() -> None
     assert len(h) == 1
     with pytest.raises(InvalidArgumentError):
         h.extend(openai_reply("one object, not a batch"))
+    with pytest.raises(InvalidMessageError) as info:
+        h.append({"role": "user", "content": [{"type": "text", "text": "a"}, Broken()]})
+    assert info.value.index == 1 and info.value.field == "content[1]"
+    assert len(h) == 1
 
 
 # --------------------------------------------------------------------------- one Anthropic shape
@@ -286,3 +290,18 @@ def test_memory_refuses_a_working_dir_that_does_not_exist(tmp_path: Path, incogn
     a_file.write_text("x")
     with pytest.raises(ConfigurationError, match="working_dir"):
         Memory(working_dir=a_file, incognito=incognito)
+
+
+def test_sdk_objects_inside_a_message_dict_are_read_too(mem: Memory) -> None:
+    """Anthropic's documented `{"role": "assistant", "content": response.content}` and
+    OpenAI's `"tool_calls": message.tool_calls` carry SDK objects inside a dict."""
+    s = mem.session()
+    s.start_task("list the files")
+    reply = anthropic_reply(["Let me look."], [("toolu_1", "bash", {"cmd": "ls"})])
+    stored = s.append({"role": "assistant", "content": reply.content})
+    assert stored["content"] == "Let me look."
+    assert stored["tool_calls"][0]["function"] == {"name": "bash", "arguments": '{"cmd":"ls"}'}
+    s.append({"role": "tool", "tool_call_id": "toolu_1", "content": "a.py"})
+    oa = openai_reply(None, [("call_2", "bash", '{"cmd": "cat a.py"}')])
+    stored = s.append({"role": "assistant", "content": oa.content, "tool_calls": oa.tool_calls})
+    assert stored["tool_calls"][0]["id"] == "call_2"
