@@ -82,6 +82,8 @@ class SessionStore:
             lost on power loss.
         clock: Returns the current time in epoch seconds; ``time.time`` by
             default. Tests pass a fixed clock for reproducible timestamps.
+        reporter: Told about recall index rebuilds and exports
+            (``recall.index_rebuild.*``, ``export.*``; docs/progress.md).
 
     Raises:
         InvalidArgumentError: unknown ``durability``.
