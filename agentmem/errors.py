@@ -67,8 +67,9 @@ class InvalidMessageError(AgentMemError, ValueError):
     """A message could not be accepted.
 
     Attributes:
-        index: Position of the offending message in the batch being added
-            (0 for a single ``append``), or ``None`` when not applicable.
+        index: Position the offending message has (or would have) in the
+            history it is added to (for a message checked on its own, its
+            position in the batch given), or ``None`` when not applicable.
         field: Dotted path of the offending field inside the message, for
             example ``"tool_calls[0].function.arguments"``.
         reason: Human-readable explanation, without the location prefix.

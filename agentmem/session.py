@@ -20,10 +20,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from agentmem._events import emit, operation
 from agentmem._facade_args import (
     check_injections,
     cost_value,
@@ -54,7 +56,7 @@ from agentmem.memory_updater import (
     fork_args,
     skip_reason,
 )
-from agentmem.messages import Message
+from agentmem.messages import Message, message_mapping
 from agentmem.protocols import (
     CalibratingCounter,
     TokenCounter,
@@ -122,7 +124,8 @@ class Session:
             :class:`~agentmem.memory_updater.MemoryUpdateResult` with ``ran=False``
             and ``skipped`` (why) when it did not run, else what the update did.
         persona_prompt: The semantic extensions' resident persona summaries, rendered
-            when the session opened (``""`` without them); added after ``topics_prompt``.
+            when the session was created and restored as they were on resume (``""``
+            without them); added after ``topics_prompt``.
         extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
             passed to :meth:`Memory.session` (never inherited: a sub-agent's session
             has only those passed to its own ``session()`` call).
@@ -226,10 +229,14 @@ class Session:
         self.extensions = tuple(extensions)
         # Semantic memory: the persona joins the system prompt once, like LTM; each user
         # turn's <memory-context> block rides in the payload only (SessionExtensions).
+        # Both are in the state, so a resume places them as they were.
         self._ext = SessionExtensions(
             self.extensions,
             token_counter=self.token_counter,
             persona_budget=min(PERSONA_PROMPT_TOKENS, context_window // 10),
+            stored=state.get("extensions"),
+            history=self.history,
+            session_id=self.id,
         )
         self.persona_prompt: str = self._ext.persona
 
@@ -294,7 +301,18 @@ class Session:
         session._kept_state = kept
         session.unreadable_state = reasons
         session.repairs = MappingProxyType(record.reports())
+        session._report_repairs()
         return session
+
+    def _report_repairs(self) -> None:
+        """The ``session.repaired`` progress event, when opening repaired anything."""
+        problems = list(self.time_machine.problems)
+        if self.repairs or problems:
+            emit(
+                self._memory.reporter,
+                "session.repaired",
+                {"session_id": self.id, "repairs": dict(self.repairs), "time_machine": problems},
+            )
 
     # ------------------------------------------------------------------ turns
 
@@ -309,6 +327,8 @@ class Session:
             user_message: The user's text, or a full user message dict.
 
         Raises:
+            InvalidArgumentError: the message is empty (``""``, whitespace only,
+                or empty content); nothing is stored.
             InvalidMessageError: the message is not a valid user message.
         """
         self._check_open()
@@ -323,6 +343,12 @@ class Session:
             raise InvalidMessageError(
                 f"start_task needs a string or a user message, got {type(user_message).__name__}"
             )
+        content = message.get("content")
+        if content == [] or (isinstance(content, str) and not content.strip()):
+            raise InvalidArgumentError(
+                "start_task needs the user's request: user_message is empty"
+                + (" (whitespace only)" if content else "")
+            )
         message.setdefault("created_at", time.time())
         with self._gate.writing(), self._gate.switching():
             # The turn is stored first: a kill before the tree has the task is finished
@@ -333,7 +359,8 @@ class Session:
             self.time_machine.start_new_task(message_summary(message), task_id=task_id)
             self.tasks.start(task_id)
             self._save_state()
-        self._ext.on_user_turn(stored)
+        if self._ext.on_user_turn(stored):
+            self._save_state()  # the turn's block, for an exact resume
         return task_id
 
     def undo(self) -> int | None:
@@ -343,8 +370,9 @@ class Session:
             The task now active (``None``: the session's initial state).
         """
         self._check_open()
-        with self._gate.switching():
+        with self._gate.switching(), self._restoring("undo", None) as done:
             self.time_machine.undo_last_task()
+            done["to_task"] = self.time_machine.active_task_id
             return self.time_machine.active_task_id
 
     def switch_to_task(self, task_id: int | None) -> int | None:
@@ -355,7 +383,7 @@ class Session:
             RestoreError: a snapshot is missing or damaged; nothing changed.
         """
         self._check_open()
-        with self._gate.switching():
+        with self._gate.switching(), self._restoring("switch", task_id):
             self.time_machine.switch_to_task(task_id)
             return self.time_machine.active_task_id
 
@@ -381,8 +409,23 @@ class Session:
         """
         self._gate.tie_to(handle)
 
-    def append(self, message: Mapping[str, Any]) -> Message:
+    def _restoring(self, kind: str, to_task: int | None) -> AbstractContextManager[dict[str, Any]]:
+        """``restore.started`` now, ``restore.finished`` when the block ends (progress events)."""
+        return operation(
+            self._memory.reporter,
+            "restore",
+            session_id=self.id,
+            operation=kind,
+            from_task=self.time_machine.active_task_id,
+            to_task=to_task,
+        )
+
+    def append(self, message: Mapping[str, Any] | Any) -> Message:
         """Append a message (OpenAI or Anthropic shape); durable when it returns.
+
+        An SDK message object (a pydantic model such as OpenAI's
+        ``ChatCompletionMessage`` or Anthropic's ``Message``) is read with
+        ``model_dump(exclude_none=True)``.
 
         The message is tagged with the active task's id (:attr:`active_task_id`)
         unless it has one; a ``task_id`` it carries must be a task of this
@@ -397,8 +440,7 @@ class Session:
             StorageError: the store could not write it; nothing stored.
         """
         self._check_open()
-        if not isinstance(message, Mapping):
-            raise InvalidMessageError(f"expected a message mapping, got {type(message).__name__}")
+        message = message_mapping(message, index=len(self.history))
         with self._gate.writing():  # no undo or switch between reading the task and storing
             if "task_id" not in message:
                 active = self.time_machine.active_task_id
@@ -408,6 +450,7 @@ class Session:
                 raise InvalidMessageError(
                     f"task_id {message['task_id']!r} is not a task of this session; "
                     "start tasks with start_task()",
+                    index=len(self.history),
                     field="task_id",
                 )
             return self.history.append(message)
@@ -552,18 +595,18 @@ class Session:
                 ``reported_tokens`` is not ``None`` or a token count, or an
                 argument :meth:`context` refuses.
         """
-        return self._finish_build(
-            self.context_manager.build_result(
-                **self._build_args(
-                    provider,
-                    injections,
-                    task_chain,
-                    force_reasoning_content_pad,
-                    attempt=attempt,
-                    reported_tokens=reported_tokens,
-                )
-            )
+        args = self._build_args(
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            attempt=attempt,
+            reported_tokens=reported_tokens,
         )
+        with self._recovering(attempt, provider) as done:
+            result = self.context_manager.build_result(**args)
+            done.update(tokens=result.stats.tokens, messages=result.stats.messages)
+        return self._finish_build(result)
 
     async def acontext_after_overflow(
         self,
@@ -576,17 +619,27 @@ class Session:
         force_reasoning_content_pad: bool = False,
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The async twin of :meth:`context_after_overflow` (see :meth:`acontext`)."""
-        return self._finish_build(
-            await self.context_manager.abuild_result(
-                **self._build_args(
-                    provider,
-                    injections,
-                    task_chain,
-                    force_reasoning_content_pad,
-                    attempt=attempt,
-                    reported_tokens=reported_tokens,
-                )
-            )
+        args = self._build_args(
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            attempt=attempt,
+            reported_tokens=reported_tokens,
+        )
+        with self._recovering(attempt, provider) as done:
+            result = await self.context_manager.abuild_result(**args)
+            done.update(tokens=result.stats.tokens, messages=result.stats.messages)
+        return self._finish_build(result)
+
+    def _recovering(self, attempt: int, provider: str) -> AbstractContextManager[dict[str, Any]]:
+        """``context.overflow.started``/``.finished`` around one stage-3 build."""
+        return operation(
+            self._memory.reporter,
+            "context.overflow",
+            session_id=self.id,
+            attempt=attempt,
+            provider=provider,
         )
 
     def _build_args(
@@ -642,10 +695,10 @@ class Session:
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         self._sent = (len(self.history), self.history.revision)  # the memory update continues it
         if result.stats.trims:
-            self._save_state()
             # Blocks of user turns the trim evicted are no longer needed (nor counted).
             alive = {id(m) for m in self.window.messages()}  # pins included
             self._ext.keep_only(lambda m: id(m) in alive)
+            self._save_state()
         return result.payload
 
     def _calibrate(self, prompt_tokens: int) -> None:
@@ -834,6 +887,9 @@ class Session:
         }
         if self._calibration is not None:
             state["estimator"] = self._calibration.state()
+        extensions = self._ext.state()
+        if extensions is not None:
+            state["extensions"] = extensions
         # Parts this release could not read (a newer release wrote them) go back as they were.
         state.update(self._kept_state)
         return state

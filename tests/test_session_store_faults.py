@@ -585,6 +585,7 @@ import agentmem
 while not os.path.exists(go):
     time.sleep(0.0005)
 try:
+    os.makedirs(root, exist_ok=True)  # the working directory must exist (not the store in it)
     mem = agentmem.Memory(root=root, working_dir=root)
     try:
         s = mem.session(sid)
