@@ -19,13 +19,13 @@ import contextlib
 import hashlib
 import os
 import re
-import secrets
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentmem._storage.files import check_inside, make_dirs, remove_stale_temps, temp_tag
 from agentmem.errors import CorruptStoreError, InvalidArgumentError
 
 __all__ = [
@@ -77,8 +77,9 @@ class BlobStore:
                 return blob, 0
         except FileNotFoundError:
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        make_dirs(self.directory.parent.parent, path.parent)  # <root>/snapshots/blobs: no symlinks
+        check_inside(self.directory.parent.parent, path)
+        tmp = path.with_name(f".{path.name}.{temp_tag()}.tmp")  # see remove_stale_temps
         packed = zlib.compress(data, 1)
         try:
             with open(tmp, "wb") as handle:
@@ -140,6 +141,9 @@ class BlobStore:
                 del self._memory[b]
             return len(drop)
         removed = 0
+        for sub in self.directory.iterdir() if self.directory.is_dir() else ():
+            if len(sub.name) == 2 and sub.is_dir():
+                remove_stale_temps(sub, root=self.directory.parent.parent)  # killed writers
         for blob, path in list(self.stored()):
             if blob in keep:
                 continue

@@ -58,7 +58,10 @@ from agentmem._snapshots import (
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
+    check_path_text,
+    make_dirs,
     move_aside,
+    remove_stale_temps,
     set_aside,
 )
 from agentmem._storage.formats import check_format
@@ -146,6 +149,8 @@ class TimeMachine:
         self._skip = [Path(os.path.realpath(memory_root))] if memory_root is not None else []
         if self.store_dir is not None:
             self._skip.append(Path(os.path.realpath(self.store_dir)))
+            # Temp files of records whose writer was killed mid-write (see remove_stale_temps).
+            remove_stale_temps(self.store_dir / "sessions", root=self.store_dir.parent)
         self.max_file_bytes = max_file_bytes
         self.max_tasks = max_tasks
         self.max_bytes = max_bytes
@@ -261,11 +266,12 @@ class TimeMachine:
             entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
             self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": entries})
 
-    @staticmethod
-    def _write(path: Path, doc: Mapping[str, Any]) -> None:
+    def _write(self, path: Path, doc: Mapping[str, Any]) -> None:
+        assert self.store_dir is not None
+        root = self.store_dir.parent  # the memory root: no symlink below it is followed
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
+            make_dirs(root, path.parent)
+            atomic_write_text(path, json.dumps(doc, separators=(",", ":")), root=root)
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc}", path=path) from exc
 
@@ -374,8 +380,9 @@ class TimeMachine:
 
         Raises:
             UnsafePathError: the path is outside the working directory (or a
-                symlink leads out of it).
+                symlink leads out of it), or has a NUL byte or an over-long name.
         """
+        check_path_text(path, root=self.working_dir)
         with self._lock:
             rel = self._rel(path)
             if rel in self._dirty:
@@ -385,6 +392,8 @@ class TimeMachine:
                 return
             try:
                 before = self._capture(rel, self._active)
+            except UnsafePathError:
+                raise  # the snapshot store is (behind) a symlink: refuse, write nothing
             except (OSError, AgentMemError) as exc:
                 self._note_error(f"{rel}: could not be snapshotted before a change ({exc})")
                 before = _UNREADABLE
@@ -533,12 +542,23 @@ class TimeMachine:
 
     @property
     def current_task_id(self) -> int | None:
-        """The most recently started task (``None`` before the first)."""
+        """The newest task id issued (``None`` before the first), active or not.
+
+        After an undo it is still the undone task's id; a task that
+        retention removed keeps its id here, so no id is ever issued twice.
+        """
         return self._public(self._latest)
 
     @property
     def active_task_id(self) -> int | None:
-        """The task whose end state is on disk (``None``: the session's initial state)."""
+        """The task being worked on: its end state is on disk and later turns belong to it.
+
+        ``None``: the session's initial state, before any task (or after
+        undoing the first). This is the one owner of the active task: the
+        session reads it from here and keeps no copy, and it changes only
+        together with the tree record that is saved with it (a new task, an
+        undo, a switch, or the completion of an interrupted restore).
+        """
         return self._public(self._active)
 
     @property
@@ -547,8 +567,9 @@ class TimeMachine:
 
     @property
     def next_task_id(self) -> int:
-        """The id :meth:`start_new_task` gives when none is passed."""
-        return max([*self._tasks, *self._absorbed]) + 1
+        """The id :meth:`start_new_task` gives when none is passed: above every id issued."""
+        with self._lock:
+            return max([self._latest, *self._tasks, *self._absorbed]) + 1
 
     def __contains__(self, task_id: object) -> bool:
         """Whether ``task_id`` is a task of this session (the initial state is not)."""
@@ -591,12 +612,29 @@ class TimeMachine:
         return task_id
 
     def start_new_task(self, summary: str = "", *, task_id: int | None = None) -> int:
-        """Start a task as a child of the active one (after an undo: a new branch)."""
+        """Start a task as a child of the active one (after an undo: a new branch).
+
+        Args:
+            summary: What the task is about (the first 200 characters are kept).
+            task_id: The new task's id: :attr:`next_task_id` when omitted,
+                else an id at least that large (ids only grow, so no id is
+                ever issued twice, even one that retention removed).
+
+        Returns:
+            The new task's id, now both :attr:`active_task_id` and
+            :attr:`current_task_id`.
+
+        Raises:
+            InvalidArgumentError: ``task_id`` is not an int of at least
+                :attr:`next_task_id`, or ``summary`` is not a string.
+        """
         with self._lock:
             if task_id is None:
                 task_id = self.next_task_id
-            if type(task_id) is not int or task_id <= ROOT or task_id in self._tasks:
-                raise InvalidArgumentError(f"task_id must be a new positive int, got {task_id!r}")
+            if type(task_id) is not int or task_id < self.next_task_id:
+                raise InvalidArgumentError(
+                    f"task_id must be a new id (an int from {self.next_task_id}), got {task_id!r}"
+                )
             if not isinstance(summary, str):
                 raise InvalidArgumentError(f"summary must be a string, got {summary!r}")
             self._settle()

@@ -27,7 +27,8 @@ def test_schemas_in_both_formats() -> None:
     assert schema["properties"]["operation"]["enum"] == list(OPERATIONS)
     assert set(OPERATIONS) == {
         "store", "retrieve", "search", "list", "delete", "add_discovery", "add_solution",
-        "add_pattern", "prune_ltm", "ltm_stats", "recall_sessions",
+        "add_pattern", "prune_ltm", "ltm_stats", "recall_sessions", "list_topics",
+        "read_topic", "write_topic",
     }  # fmt: skip
     json.dumps([oa, an])  # serialisable
 

@@ -13,10 +13,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import orjson
 
+from agentmem._events import operation
+from agentmem._facade_args import check_path
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.gc import gc_paused
 from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
@@ -57,6 +59,9 @@ from agentmem.session_store.sql import (
 )
 from agentmem.session_store.writer import SessionWriter
 
+if TYPE_CHECKING:
+    from agentmem.protocols import ProgressReporter
+
 __all__ = ["SessionStore"]
 
 logger = logging.getLogger("agentmem.storage")
@@ -78,6 +83,8 @@ class SessionStore:
             lost on power loss.
         clock: Returns the current time in epoch seconds; ``time.time`` by
             default. Tests pass a fixed clock for reproducible timestamps.
+        reporter: Told about recall index rebuilds and exports
+            (``recall.index_rebuild.*``, ``export.*``; docs/progress.md).
 
     Raises:
         InvalidArgumentError: unknown ``durability``.
@@ -95,7 +102,9 @@ class SessionStore:
         *,
         durability: Durability = "full",
         clock: Callable[[], float] | None = None,
+        reporter: ProgressReporter | None = None,
     ) -> None:
+        self.reporter = reporter  # progress events: recall index rebuilds, exports
         if durability not in DURABILITIES:
             raise InvalidArgumentError(
                 f"durability must be one of {', '.join(DURABILITIES)}; got {durability!r}"
@@ -578,9 +587,12 @@ class SessionStore:
             flush_recall_index(sql.conn)
 
     def _rebuild_recall_index(self, why: str) -> None:
-        with self._write("rebuild the recall index") as sql:
-            rebuild_recall_index(sql.conn)
         where = self._path if self._path is not None else ":memory:"
+        with (
+            operation(self.reporter, "recall.index_rebuild", database=str(where), reason=why),
+            self._write("rebuild the recall index") as sql,
+        ):
+            rebuild_recall_index(sql.conn)
         report = f"recall index of {where} rebuilt from the messages: {why}"
         logger.warning(report)
         self.recall_repairs.append(report)
@@ -636,11 +648,11 @@ class SessionStore:
             The written path.
 
         Raises:
-            InvalidArgumentError: unknown format or extension.
+            InvalidArgumentError: unknown format or extension, or ``path`` is not a path.
             SessionNotFoundError: no such session.
             StorageError: the file could not be written.
         """
-        target = Path(path)
+        target = check_path("path", path)
         if format is None:
             fmt = _EXPORT_FORMATS.get(target.suffix.lower())
             if fmt is None:
@@ -653,11 +665,15 @@ class SessionStore:
         else:
             raise InvalidArgumentError(f"format must be 'json' or 'html', got {format!r}")
         record = self.load(session_id)
-        text = export_json(record) if fmt == "json" else export_html(record)
-        try:
-            atomic_write_text(target, text)
-        except OSError as exc:
-            raise StorageError(f"cannot write the export {target}: {exc}", path=target) from exc
+        with operation(
+            self.reporter, "export", session_id=record.info.id, path=str(target), format=fmt
+        ) as done:
+            text = export_json(record) if fmt == "json" else export_html(record)
+            try:
+                atomic_write_text(target, text)
+            except OSError as exc:
+                raise StorageError(f"cannot write the export {target}: {exc}", path=target) from exc
+            done["bytes"] = len(text.encode("utf-8", "surrogatepass"))
         return target
 
     # ------------------------------------------------------------------ lifecycle
