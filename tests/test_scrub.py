@@ -377,3 +377,27 @@ def test_recall_previews_of_long_messages_are_scrubbed(tmp_path: Path) -> None:
         s.close()
         hits = mem.recall("deploy token")
         assert hits and not leaks(json.dumps([(h.preview, h.previous, h.next) for h in hits]))
+
+
+def test_the_summary_of_an_interrupted_start_is_scrubbed(tmp_path: Path) -> None:
+    """A kill between storing the turn and starting the task: the next open writes the
+    summary from the stored turn, scrubbed like start_task's."""
+    with agentmem.Memory(root=tmp_path / "r", working_dir=tmp_path) as mem:
+        s = mem.session("x")
+        s.start_task("one")
+
+        def killed(*args: Any, **kwargs: Any) -> int:
+            raise KeyboardInterrupt  # the process dies between the two writes
+
+        s.time_machine.start_new_task = killed  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            s.start_task(TASK)
+        s.close()
+        again = mem.session("x")
+        summary = again.time_machine.get_task_history()[-1]["summary"]
+        assert summary.startswith("Deploy it:") and not leaks(summary)
+        again.close()
+    snapshots = [p for p in (tmp_path / "r").rglob("*") if p.is_file() and "snapshots" in p.parts]
+    assert snapshots and not any(
+        leaks(p.read_bytes().decode("utf-8", "replace")) for p in snapshots
+    )
