@@ -83,6 +83,7 @@ from agentmem.errors import (
     StorageError,
     UnsafePathError,
 )
+from agentmem.scrub import refuse_secret_name
 
 __all__ = [
     "MAX_KEY_CHARS",
@@ -234,10 +235,12 @@ class KeyValueStore:
 
         Raises:
             UnsafePathError: the key is not a safe file name (see :func:`check_key`).
-            InvalidArgumentError: ``content`` is not a string, or too long.
+            InvalidArgumentError: ``content`` is not a string, or too long; or the key
+                holds a secret (:func:`~agentmem.scrub.refuse_secret_name`).
             StorageError: the file could not be written.
         """
         check_key(key, self._where())
+        refuse_secret_name(self._scrub, key, "note key")
         content = sanitize_text(check_str("content", content, max_chars=MAX_CONTENT_CHARS))
         if self._scrub is not None:
             content = sanitize_text(self._scrub(content))

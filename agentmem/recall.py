@@ -40,6 +40,7 @@ from typing import Any, Final, NamedTuple
 
 from agentmem._porter import Matcher, terms
 from agentmem.errors import InvalidArgumentError
+from agentmem.scrub import scrub_near
 from agentmem.session_store import SessionStore
 
 __all__ = ["STOPWORDS", "Ranking", "RecallHit", "recall"]
@@ -309,7 +310,7 @@ def _informative(
 
 
 def _preview(text: str, words: Sequence[str]) -> str:
-    flat = _SPACE.sub(" ", text).strip()
+    flat = _SPACE.sub(" ", scrub_near(text, words)).strip()
     if len(flat) <= PREVIEW_CHARS:
         return flat
     lowered = flat.lower()

@@ -61,6 +61,7 @@ from agentmem.protocols import (
     CalibratingCounter,
     TokenCounter,
 )
+from agentmem.scrub import scrub_with
 from agentmem.semantic.extension import SemanticMemoryExtension, SessionExtensions
 from agentmem.session_store import (
     BillingRecord,
@@ -217,7 +218,9 @@ class Session:
             memory_root=memory.root,
             known_task_ids={m.get("task_id") for m in messages},
         )
-        finish_interrupted_start(self.time_machine, messages, message_summary)
+        finish_interrupted_start(
+            self.time_machine, messages, lambda m: message_summary(m, memory.scrubber)
+        )
         self.tasks = TaskTracker(state.get("tasks"), active=self.time_machine.active_task_id)
         self._gate = TaskGate(lambda: self.time_machine.active_task_id)
         self._usage = Usage.of(billing)
@@ -356,7 +359,9 @@ class Session:
             task_id = self.time_machine.next_task_id
             message["task_id"] = task_id
             stored = self.history.append(message)
-            self.time_machine.start_new_task(message_summary(message), task_id=task_id)
+            self.time_machine.start_new_task(
+                message_summary(message, self._memory.scrubber), task_id=task_id
+            )
             self.tasks.start(task_id)
             self._save_state()
         if self._ext.on_user_turn(stored):
@@ -916,7 +921,8 @@ class Session:
         ]
         path = self._memory.root / PROGRESS_FILE
         make_dirs(self._memory.root, path.parent)  # refuses a symlinked memory/ (UnsafePathError)
-        atomic_write_text(path, "\n".join(lines), root=self._memory.root)
+        text = scrub_with(self._memory.scrubber, "\n".join(lines))
+        atomic_write_text(path, text, root=self._memory.root)
 
     # ------------------------------------------------------------------ lifecycle
 

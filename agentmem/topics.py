@@ -75,6 +75,7 @@ from agentmem._storage.locks import held_lock
 from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
 from agentmem.notes import check_key
 from agentmem.protocols import TokenCounter
+from agentmem.scrub import refuse_secret_name
 from agentmem.tokens import HeuristicCounter
 
 _log = logging.getLogger("agentmem.storage")
@@ -335,7 +336,7 @@ class TopicStore:
 
         Raises:
             UnsafePathError: the name is not a safe topic name.
-            InvalidArgumentError: ``content`` is not a string.
+            InvalidArgumentError: ``content`` is not a string, or the name holds a secret.
             StorageError: the file could not be written (the old one is intact).
         """
         result = self._write(topic, content, _ANY)
@@ -361,6 +362,7 @@ class TopicStore:
 
     def _write(self, topic: str, content: str, expected: object) -> WriteResult | None:
         topic = check_topic(topic, self._where())
+        refuse_secret_name(self._scrub, topic, "topic name")
         content = sanitize_text(check_str("content", content))
         if self._scrub is not None:
             content = sanitize_text(self._scrub(content))
