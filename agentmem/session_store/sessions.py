@@ -22,6 +22,7 @@ from agentmem._storage.gc import gc_paused
 from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
 from agentmem._storage.sqlite import (
     DURABILITIES,
+    DerivedDamage,
     Durability,
     is_corruption,
     open_database,
@@ -35,6 +36,7 @@ from agentmem.errors import (
 )
 from agentmem.session_store.export import export_html, export_json
 from agentmem.session_store.loading import apply_repairs, check_rows
+from agentmem.session_store import recall_index
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import (
     FORMAT_NAME,
@@ -53,7 +55,6 @@ from agentmem.session_store.sql import (
     MIGRATIONS,
     SessionsSQL,
     flush_recall_index,
-    rebuild_recall_index,
 )
 from agentmem.session_store.writer import SessionWriter
 
@@ -119,6 +120,7 @@ class SessionStore:
         self._conn: sqlite3.Connection | None = (
             self._open_memory() if self._path is None else self._open_file(self._path)
         )
+        self._check_recall_on_open()
 
     # ------------------------------------------------------------------ opening
 
@@ -133,7 +135,15 @@ class SessionStore:
             format_name=FORMAT_NAME,
             format_version=FORMAT_VERSION,
             migrations=MIGRATIONS,
+            derived=recall_index.is_recall_object,
+            rebuild_derived=self._rebuild_damaged_recall_schema,
         )
+
+    def _rebuild_damaged_recall_schema(self, conn: sqlite3.Connection, damage: DerivedDamage) -> None:
+        """Opening found the recall index's schema damaged (a dropped table or trigger): the
+        index is rebuilt from the messages, never the database set aside."""
+        done = recall_index.rebuild(conn)
+        self._report_recall_rebuild(f"{damage.reason}" + (f"; {done}" if done else ""))
 
     def _open_file(self, path: Path) -> sqlite3.Connection:
         try:
@@ -524,9 +534,11 @@ class SessionStore:
     def check_recall_index(self, *, repair: bool = True) -> builtins.list[str]:
         """Check the recall index against the messages; rebuild it when it is wrong.
 
-        Cost: O(messages) (FTS5 ``integrity-check`` and a join of the index rows with the
-        message rows); the index is maintained in the same transaction as every write, so
-        this only finds damage done from outside (a flipped page, a hand edit).
+        Cost: O(messages) (the index's state row, FTS5 ``integrity-check`` and a join of the
+        index rows with the message rows). The index is maintained in the same transaction
+        as every write and checked cheaply on open (see :mod:`.recall_index`), so this
+        only finds damage that check cannot see (a flipped byte in a page, an index row
+        altered together with the flag that would have told).
 
         Args:
             repair: Rebuild a damaged or drifted index from the messages (reported in
@@ -538,12 +550,43 @@ class SessionStore:
         try:
             self._flush_recall_index()
             with self._read("check the recall index", snapshot=True) as sql:
-                problems = sql.recall_problems()
-        except CorruptStoreError as exc:
+                problems, _ = recall_index.quick_problems(sql.conn)
+                problems = [p for p in problems if not p.startswith("it holds")]
+                problems += sql.recall_problems()
+        except StorageError as exc:
             problems = [str(exc)]
         if problems and repair:
             self._rebuild_recall_index("; ".join(problems))
         return problems
+
+    def _check_recall_on_open(self) -> None:
+        """The cheap open-time check of the recall index (:func:`.recall_index.quick_problems`);
+        an index found wrong or unreadable is rebuilt from the messages and reported.
+
+        A failure here never fails the open: an index that cannot be rebuilt (the messages
+        themselves unreadable) is logged, and recall reports the error when it is used.
+        """
+        try:
+            self._flush_recall_index()
+            with self._read("check the recall index") as sql:
+                problems, confirm = recall_index.quick_problems(sql.conn)
+            if confirm:
+                with self._read("check the recall index", snapshot=True) as sql:
+                    found = sql.recall_problems()
+                problems = problems + found if found else []
+        except StorageError as exc:
+            problems = [f"reading it failed ({exc})"]
+        if not problems:
+            return
+        try:
+            self._rebuild_recall_index("; ".join(problems))
+        except StorageError as exc:
+            logger.warning(
+                "recall index of %s is damaged (%s) and could not be rebuilt: %s",
+                self._path or ":memory:",
+                "; ".join(problems),
+                exc,
+            )
 
     def _read_recall_index(
         self, read: Callable[[SessionsSQL], _T], actions: tuple[str, str, str]
@@ -578,8 +621,15 @@ class SessionStore:
             flush_recall_index(sql.conn)
 
     def _rebuild_recall_index(self, why: str) -> None:
-        with self._write("rebuild the recall index") as sql:
-            rebuild_recall_index(sql.conn)
+        with self._lock:
+            conn = self._require_open()
+            try:
+                done = recall_index.rebuild(conn)
+            except sqlite3.Error as exc:
+                raise self._error("rebuild the recall index", exc) from exc
+        self._report_recall_rebuild(why + (f"; {done}" if done else ""))
+
+    def _report_recall_rebuild(self, why: str) -> None:
         where = self._path if self._path is not None else ":memory:"
         report = f"recall index of {where} rebuilt from the messages: {why}"
         logger.warning(report)
