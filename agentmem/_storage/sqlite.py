@@ -467,6 +467,10 @@ class DerivedDamage:
 
     reason: str
     """What differs."""
+    shared_pages: bool = False
+    """A derived object's root page moved and ``quick_check`` failed: it may point at pages
+    another table owns, so it must be removed from the schema, never dropped (a drop would
+    free those pages)."""
 
 
 def _fingerprints(
@@ -489,6 +493,15 @@ def _fingerprints(
         text.update(repr((kind, name, table, sql)).encode("utf-8", "surrogatepass"))
         roots.update(repr((name, root)).encode("utf-8", "surrogatepass"))
     return text.hexdigest(), roots.hexdigest()
+
+
+def _quick_check(conn: sqlite3.Connection) -> list[str]:
+    """``PRAGMA quick_check``'s complaints (empty when it says ok)."""
+    try:
+        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+    except sqlite3.DatabaseError as exc:  # pages too damaged for the check to finish
+        return [str(exc)]
+    return [] if problems == ["ok"] else problems
 
 
 def record_schema(conn: sqlite3.Connection, *, derived: IsDerived | None = None) -> None:
@@ -550,17 +563,22 @@ def verify_schema(
         derived_text, derived_roots = (
             _fingerprints(conn, derived, of_derived=True) if split else ("", "")
         )
+        roots_same = stored.get(_ROOTS_KEY) == roots
+        derived_roots_same = not split or stored.get(_DERIVED_ROOTS_KEY) == derived_roots
         if split and stored[_DERIVED_KEY] != derived_text:
-            return DerivedDamage("the recall index's schema differs from its fingerprint")
-        if stored.get(_ROOTS_KEY) == roots and (
-            not split or stored.get(_DERIVED_ROOTS_KEY) == derived_roots
-        ):
+            problems = [] if derived_roots_same else _quick_check(conn)
+            return DerivedDamage(
+                "the schema of its derived objects differs from its fingerprint"
+                + (f" and quick_check says {problems}" if problems else ""),
+                shared_pages=bool(problems),
+            )
+        if roots_same and derived_roots_same:
             return None
-        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
-        if problems != ["ok"]:
-            if split and stored.get(_ROOTS_KEY) == roots:
+        problems = _quick_check(conn)
+        if problems:
+            if split and roots_same:
                 return DerivedDamage(
-                    f"its root pages moved and quick_check says {problems}"
+                    f"its root pages moved and quick_check says {problems}", shared_pages=True
                 )
             raise SchemaDamageError(
                 f"malformed database schema: root pages moved and quick_check says {problems}"

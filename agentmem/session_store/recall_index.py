@@ -42,7 +42,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from agentmem._storage.sqlite import is_corruption, record_schema, transaction
+from agentmem._storage.sqlite import record_schema, transaction
 
 __all__ = [
     "CHECKPOINT_HEADER",
@@ -407,9 +407,7 @@ def upgrade_to_v2(conn: sqlite3.Connection) -> None:
     try:
         _drop(conn)
         _create(conn)
-    except sqlite3.DatabaseError as exc:
-        if not is_corruption(exc):
-            raise
+    except sqlite3.DatabaseError:  # damaged pages, a table FTS5 cannot open...
         conn.execute("ROLLBACK TO recall_upgrade")
         conn.execute("DROP TABLE IF EXISTS recall_state")
         conn.execute(next(s for s in _SCHEMA if "CREATE TABLE recall_state" in s))
@@ -466,7 +464,7 @@ def quick_problems(conn: sqlite3.Connection) -> tuple[list[str], bool]:
     return [], False
 
 
-def rebuild(conn: sqlite3.Connection) -> str:
+def rebuild(conn: sqlite3.Connection, *, drop: bool = True) -> str:
     """Re-derive the whole index from the messages, in its own transactions.
 
     First the plain way: drop every index object and create them again, then index
@@ -476,21 +474,27 @@ def rebuild(conn: sqlite3.Connection) -> str:
     it without the unowned pages; the messages' pages are only read. The schema's
     fingerprint is recorded again either way.
 
+    Args:
+        conn: The connection (no transaction open).
+        drop: Try the plain way first. ``False`` when an index object may point at pages
+            a table owns (its root page moved): a drop would free them.
+
     Returns:
         ``""`` for the plain way, else what was done about the unowned pages.
 
     Raises:
         sqlite3.Error: the messages themselves could not be read.
     """
-    try:
-        with transaction(conn):
-            _drop(conn)
-            _create(conn)
-            record_schema(conn, derived=is_recall_object)
-        return ""
-    except sqlite3.DatabaseError as exc:
-        if not is_corruption(exc):
-            raise
+    failure = "its root pages may point at other tables' pages"
+    if drop:
+        try:
+            with transaction(conn):
+                _drop(conn)
+                _create(conn)
+                record_schema(conn, derived=is_recall_object)
+            return ""
+        except sqlite3.DatabaseError as exc:  # damaged pages, a table FTS5 cannot open...
+            failure = str(exc)
     with transaction(conn):
         conn.execute("PRAGMA writable_schema = ON")
         try:
@@ -505,9 +509,15 @@ def rebuild(conn: sqlite3.Connection) -> str:
         _create(conn)
     try:
         conn.execute("VACUUM")
-        done = "its damaged pages were dropped from the schema and the file vacuumed"
+        done = (
+            f"its objects could not be dropped ({failure}): they were removed from the "
+            "schema and the file vacuumed"
+        )
     except sqlite3.OperationalError as exc:  # busy: the pages stay unowned until a VACUUM
-        done = f"its damaged pages were dropped from the schema (VACUUM failed: {exc})"
+        done = (
+            f"its objects could not be dropped ({failure}): they were removed from the "
+            f"schema (VACUUM failed: {exc}; their pages stay unused until one runs)"
+        )
     with transaction(conn):
         record_schema(conn, derived=is_recall_object)
     return done

@@ -142,8 +142,8 @@ class SessionStore:
     def _rebuild_damaged_recall_schema(self, conn: sqlite3.Connection, damage: DerivedDamage) -> None:
         """Opening found the recall index's schema damaged (a dropped table or trigger): the
         index is rebuilt from the messages, never the database set aside."""
-        done = recall_index.rebuild(conn)
-        self._report_recall_rebuild(f"{damage.reason}" + (f"; {done}" if done else ""))
+        done = recall_index.rebuild(conn, drop=not damage.shared_pages)
+        self._report_recall_rebuild(damage.reason + (f"; {done}" if done else ""))
 
     def _open_file(self, path: Path) -> sqlite3.Connection:
         try:
