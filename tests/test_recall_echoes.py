@@ -150,13 +150,15 @@ ECHOES: dict[str, list[dict[str, Any]]] = {
         {"role": "tool", "tool_call_id": "a", "content": "README.md"},
         {"role": "tool", "tool_call_id": "m2", "content": f"found {WORD}"},
     ],
-    "checkpoint": [{"role": "tool", "tool_call_id": "x", "content": f"{CHECKPOINT_HEADER}\n{WORD}"}],
+    "checkpoint": [
+        {"role": "tool", "tool_call_id": "x", "content": f"{CHECKPOINT_HEADER}\n{WORD}"}
+    ],
     **{
         f"flag {flag}": [{"role": "user", "content": f"{WORD} injected", flag: True}]
         for flag in INJECTED_FLAGS
     },
     **{
-        f"block {tag}": [{"role": "user", "content": f"hello <{tag} a=\"1\">{WORD}</{tag}> bye"}]
+        f"block {tag}": [{"role": "user", "content": f'hello <{tag} a="1">{WORD}</{tag}> bye'}]
         for tag in INJECTED_TAGS
     },
     **{
@@ -179,7 +181,13 @@ def test_an_echo_is_never_a_hit(kind: str) -> None:
 
 KEPT: dict[str, tuple[list[dict[str, Any]], int]] = {
     "text beside a memory call": (
-        [{"role": "assistant", "content": f"Looking up the {WORD}.", "tool_calls": [_memory_call()]}],
+        [
+            {
+                "role": "assistant",
+                "content": f"Looking up the {WORD}.",
+                "tool_calls": [_memory_call()],
+            }
+        ],
         0,
     ),
     "another tool's result": (

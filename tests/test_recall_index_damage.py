@@ -49,9 +49,7 @@ def _build(path: Path) -> dict[str, list[dict[str, object]]]:
 
 
 def _expected(written: dict[str, list[dict[str, object]]], word: str) -> set[tuple[str, int]]:
-    return {
-        (sid, i) for sid, ms in written.items() for i, m in enumerate(ms) if word in str(m)
-    }
+    return {(sid, i) for sid, ms in written.items() for i, m in enumerate(ms) if word in str(m)}
 
 
 def _recall_objects() -> list[tuple[str, str]]:
@@ -64,7 +62,7 @@ def _recall_objects() -> list[tuple[str, str]]:
 
 OBJECTS = _recall_objects()
 SHADOWS = {"recall_fts_data", "recall_fts_idx", "recall_fts_docsize", "recall_fts_config"}
-assert SHADOWS <= {name for _, name in OBJECTS}
+assert {name for _, name in OBJECTS} >= SHADOWS
 
 
 def _drop(kind: str, name: str) -> list[str]:
@@ -100,7 +98,9 @@ def _corrupt_pages(path: Path, name: str, seed: int) -> None:
     conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages = [int(r[0]) for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,))]
+        pages = [
+            int(r[0]) for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,))
+        ]
         size = int(conn.execute("PRAGMA page_size").fetchone()[0])
     finally:
         conn.close()
@@ -120,22 +120,24 @@ def _assert_repaired(
     *,
     at_open: bool,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="agentmem.storage"):
-        with SessionStore(path) as store:
-            assert store.recovery is None
-            if at_open:  # found by the open-time check, before any search
-                assert store.recall_repairs
-            for word in WORDS:
-                found = {
-                    (h.session_id, h.index)
-                    for h in recall(store, word, max_results=10_000, ranking=ALL)
-                }
-                assert found == _expected(written, word), word
-            for sid, messages in written.items():
-                assert store.load(sid).messages == messages
-            assert store.recall_repairs, "the rebuild was not reported"
-            assert all("rebuilt from the messages" in r for r in store.recall_repairs)
-            assert store.check_recall_index(repair=False) == []
+    with (
+        caplog.at_level(logging.WARNING, logger="agentmem.storage"),
+        SessionStore(path) as store,
+    ):
+        assert store.recovery is None
+        if at_open:  # found by the open-time check, before any search
+            assert store.recall_repairs
+        for word in WORDS:
+            found = {
+                (h.session_id, h.index)
+                for h in recall(store, word, max_results=10_000, ranking=ALL)
+            }
+            assert found == _expected(written, word), word
+        for sid, messages in written.items():
+            assert store.load(sid).messages == messages
+        assert store.recall_repairs, "the rebuild was not reported"
+        assert all("rebuilt from the messages" in r for r in store.recall_repairs)
+        assert store.check_recall_index(repair=False) == []
     assert "rebuilt from the messages" in caplog.text
     assert not list(path.parent.glob("*.corrupt-*")), "the database was set aside"
     conn = sqlite3.connect(path)

@@ -274,8 +274,9 @@ def _cut(inner: str, tag: str) -> str:
     flattened into copies of it).
     """
     o, c = f"instr(j.value, '<{tag}')", f"instr(j.value, '</{tag}>')"
+    after = f"substr(j.value, {c} + {len(tag) + 3})"
     return f"""(SELECT CASE WHEN {o} = 0 THEN j.value
-        WHEN {c} > {o} THEN substr(j.value, 1, {o} - 1) || ' ' || substr(j.value, {c} + {len(tag) + 3})
+        WHEN {c} > {o} THEN substr(j.value, 1, {o} - 1) || ' ' || {after}
         ELSE substr(j.value, 1, {o} - 1) END FROM json_each(json_array({inner})) AS j)"""
 
 
@@ -453,8 +454,10 @@ def quick_problems(conn: sqlite3.Connection) -> tuple[list[str], bool]:
         return ["its state row is missing"], False
     version, busy, dirty = row
     if version != INDEX_VERSION:
-        return [f"it was indexed under rules {version!r}, this release indexes under "
-                f"{INDEX_VERSION} (it leaves out the memory's own messages)"], False
+        return [
+            f"it was indexed under rules {version!r}, this release indexes under "
+            f"{INDEX_VERSION} (it leaves out the memory's own messages)"
+        ], False
     if busy or dirty:
         return ["it was changed by something other than the indexer"], False
     indexed = _averages_rows(conn)

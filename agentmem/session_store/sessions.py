@@ -34,9 +34,9 @@ from agentmem.errors import (
     SessionNotFoundError,
     StorageError,
 )
+from agentmem.session_store import recall_index
 from agentmem.session_store.export import export_html, export_json
 from agentmem.session_store.loading import apply_repairs, check_rows
-from agentmem.session_store import recall_index
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import (
     FORMAT_NAME,
@@ -139,7 +139,9 @@ class SessionStore:
             rebuild_derived=self._rebuild_damaged_recall_schema,
         )
 
-    def _rebuild_damaged_recall_schema(self, conn: sqlite3.Connection, damage: DerivedDamage) -> None:
+    def _rebuild_damaged_recall_schema(
+        self, conn: sqlite3.Connection, damage: DerivedDamage
+    ) -> None:
         """Opening found the recall index's schema damaged (a dropped table or trigger): the
         index is rebuilt from the messages, never the database set aside."""
         done = recall_index.rebuild(conn, drop=not damage.shared_pages)

@@ -32,7 +32,11 @@ def _call(call_id: str, name: str, arguments: dict[str, object]) -> dict[str, ob
 
 MESSAGES: list[dict[str, object]] = [
     {"role": "user", "content": "Please run the tests."},
-    {"role": "assistant", "content": None, "tool_calls": [_call("c1", "shell", {"cmd": "pytest -q"})]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_call("c1", "shell", {"cmd": "pytest -q"})],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "12 passed"},
     {
         "role": "assistant",
@@ -41,7 +45,11 @@ MESSAGES: list[dict[str, object]] = [
             _call("m1", "memory_operations", {"operation": "recall_sessions", "query": "ran tests"})
         ],
     },
-    {"role": "tool", "tool_call_id": "m1", "content": json.dumps({"ok": True, "hits": "ran tests"})},
+    {
+        "role": "tool",
+        "tool_call_id": "m1",
+        "content": json.dumps({"ok": True, "hits": "ran tests"}),
+    },
     {"role": "user", "content": "ran tests before", "system_injected": True},
 ]
 
