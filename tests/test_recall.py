@@ -237,7 +237,7 @@ def test_kill9_never_lets_the_index_drift(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- migration and golden files
 
 
-@pytest.mark.parametrize("name", ["sessions-v1.sqlite", "sessions-v2.sqlite"])
+@pytest.mark.parametrize("name", [f"sessions-v{v}.sqlite" for v in range(1, FORMAT_VERSION + 1)])
 def test_golden_stores_are_indexed_by_the_migration(tmp_path: Path, name: str) -> None:
     db = tmp_path / name
     shutil.copy(GOLDEN / name, db)
