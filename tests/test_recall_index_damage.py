@@ -234,9 +234,9 @@ def test_damaged_message_pages_are_not_hidden_by_the_index_check(tmp_path: Path)
     assert not list(tmp_path.glob("*.corrupt-*"))
 
 
-def test_a_seq_gap_costs_a_full_check_not_a_rebuild(tmp_path: Path) -> None:
-    """Each session's last seq + 1 is the cheap message count; a gap left by damage makes
-    it differ from the index, the full check finds the index right, nothing is rebuilt."""
+def test_a_seq_gap_is_not_index_damage(tmp_path: Path) -> None:
+    """A gap left in a session's seq by damage (repaired when the session is loaded) is
+    indexed like any change: the index matches the messages and nothing is rebuilt."""
     path = tmp_path / "sessions.sqlite"
     _build(path)
     conn = sqlite3.connect(path, isolation_level=None)

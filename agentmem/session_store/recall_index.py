@@ -23,14 +23,14 @@ how damage to it is repaired: never by setting the messages aside.
   ``0004_recall_index_v2`` does it for a store of format 3).
 * **Changes from outside are flagged.** A write to ``recall_docs`` or
   ``recall_pending`` that the indexer did not make (it raises ``recall_state.busy``
-  while it works) sets ``recall_state.dirty``.
-* **Open-time check** (:func:`quick_problems`, a few row reads): the state row
-  exists, has the current version and is clean, and FTS5's row count equals the
-  number of messages (each session's last ``seq`` + 1, one B-tree descent per
-  session). A failed count is confirmed by the full check
-  (:func:`~agentmem.session_store.sql.SessionsSQL.recall_problems`, O(messages))
-  before anything is rebuilt, so a gap in a damaged session's ``seq`` (repaired
-  when it is loaded) costs a full check, never a rebuild loop.
+  while it works) sets ``recall_state.dirty``; ``recall_state.docs`` counts the rows
+  the indexer wrote, and FTS5 keeps its own row count, so a write to the FTS5 table
+  itself shows as a difference.
+* **Open-time check** (:func:`quick_problems`, two single-row reads whatever the
+  size of the store): the state row exists, has the current version, is clean, and
+  FTS5's row count equals ``recall_state.docs``. What it cannot see (a byte changed
+  inside a page that still parses) the full check,
+  :meth:`~agentmem.session_store.SessionStore.check_recall_index`, O(messages), finds.
 * **Rebuild** (:func:`rebuild`): drop every index object and create them again
   from their one definition, then index every message. An index object whose
   pages are too damaged to drop is removed from the schema instead and the file
@@ -322,7 +322,17 @@ _INDEX_ALL: Final = (
 _BUSY: Final = "UPDATE recall_state SET busy = 1"
 _IDLE: Final = "UPDATE recall_state SET busy = 0"
 _MARK_DIRTY: Final = "UPDATE recall_state SET dirty = 1 WHERE busy = 0 AND dirty = 0"
-_FLUSH_STEPS: Final = (_BUSY, _FLUSH_DELETE, _FLUSH_INSERT, "DELETE FROM recall_pending", _IDLE)
+# `docs` counts the index rows as the indexer wrote them (changes(): the rows of the statement
+# before, not those its triggers changed); FTS5's own row count must equal it.
+_FLUSH_STEPS: Final = (
+    _BUSY,
+    _FLUSH_DELETE,
+    "UPDATE recall_state SET docs = docs - changes()",
+    _FLUSH_INSERT,
+    "UPDATE recall_state SET docs = docs + changes()",
+    "DELETE FROM recall_pending",
+    _IDLE,
+)
 
 _SCHEMA: Final = (
     *_TABLES,
@@ -332,7 +342,8 @@ _SCHEMA: Final = (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         version INTEGER NOT NULL,
         busy INTEGER NOT NULL DEFAULT 0,
-        dirty INTEGER NOT NULL DEFAULT 0
+        dirty INTEGER NOT NULL DEFAULT 0,
+        docs INTEGER NOT NULL DEFAULT 0
     )
     """,
     f"""
@@ -379,6 +390,7 @@ def _create(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
     conn.execute("INSERT INTO recall_state (id, version, busy) VALUES (1, ?, 1)", (INDEX_VERSION,))
     conn.execute(_INDEX_ALL)
+    conn.execute("UPDATE recall_state SET docs = (SELECT count(*) FROM recall_docs)")
     conn.execute(_IDLE)
 
 
@@ -435,36 +447,33 @@ def _averages_rows(conn: sqlite3.Connection) -> int:
     return value
 
 
-_SQL_MESSAGE_COUNT: Final = """SELECT COALESCE(SUM((SELECT MAX(m.seq) + 1 FROM messages AS m
-    WHERE m.session_id = s.id)), 0) FROM sessions AS s"""
+def quick_problems(conn: sqlite3.Connection) -> list[str]:
+    """The open-time check (run once the queue is indexed): what is wrong, or ``[]``.
 
-
-def quick_problems(conn: sqlite3.Connection) -> tuple[list[str], bool]:
-    """The open-time check (queue already indexed): ``(problems, confirm)``.
-
-    ``confirm``: the only problem is a count that differs, which a gap in a damaged
-    session's ``seq`` also causes; the full check must confirm it before a rebuild.
-    Cost: the state row, FTS5's averages record, one descent per session.
+    The state row exists, has the current rules' version, is clean (nothing but the
+    indexer wrote ``recall_docs`` or ``recall_pending``), and FTS5's row count (its
+    averages record) equals the rows the indexer wrote (``recall_state.docs``).
+    Cost: two single-row reads, whatever the size of the store.
 
     Raises:
-        sqlite3.DatabaseError: the index (or the messages' last pages) cannot be read.
+        sqlite3.DatabaseError: the index cannot be read.
     """
-    row = conn.execute("SELECT version, busy, dirty FROM recall_state WHERE id = 1").fetchone()
-    if row is None:
-        return ["its state row is missing"], False
-    version, busy, dirty = row
+    row = conn.execute("SELECT version, busy, dirty, docs FROM recall_state WHERE id = 1")
+    state = row.fetchone()
+    if state is None:
+        return ["its state row is missing"]
+    version, busy, dirty, docs = state
     if version != INDEX_VERSION:
         return [
-            f"it was indexed under rules {version!r}, this release indexes under "
-            f"{INDEX_VERSION} (it leaves out the memory's own messages)"
-        ], False
+            f"it was indexed under rules {version!r}; this release indexes under rules "
+            f"{INDEX_VERSION} (the memory's own messages left out)"
+        ]
     if busy or dirty:
-        return ["it was changed by something other than the indexer"], False
+        return ["it was changed by something other than the indexer"]
     indexed = _averages_rows(conn)
-    messages = int(conn.execute(_SQL_MESSAGE_COUNT).fetchone()[0] or 0)
-    if indexed != messages:
-        return [f"it holds {indexed} messages of {messages}"], True
-    return [], False
+    if indexed != docs:
+        return [f"its full-text index holds {indexed} messages, its table {docs}"]
+    return []
 
 
 def rebuild(conn: sqlite3.Connection, *, drop: bool = True) -> str:

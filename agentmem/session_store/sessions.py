@@ -552,9 +552,7 @@ class SessionStore:
         try:
             self._flush_recall_index()
             with self._read("check the recall index", snapshot=True) as sql:
-                problems, _ = recall_index.quick_problems(sql.conn)
-                problems = [p for p in problems if not p.startswith("it holds")]
-                problems += sql.recall_problems()
+                problems = recall_index.quick_problems(sql.conn) + sql.recall_problems()
         except StorageError as exc:
             problems = [str(exc)]
         if problems and repair:
@@ -570,12 +568,8 @@ class SessionStore:
         """
         try:
             self._flush_recall_index()
-            with self._read("check the recall index") as sql:
-                problems, confirm = recall_index.quick_problems(sql.conn)
-            if confirm:
-                with self._read("check the recall index", snapshot=True) as sql:
-                    found = sql.recall_problems()
-                problems = problems + found if found else []
+            with self._read("check the recall index", snapshot=True) as sql:
+                problems = recall_index.quick_problems(sql.conn)
         except StorageError as exc:
             problems = [f"reading it failed ({exc})"]
         if not problems:
