@@ -221,8 +221,15 @@ def create_recall_index_v1(conn: sqlite3.Connection) -> None:
 
 
 def _flag(b: str, field: str) -> str:
-    """SQL: the internal field ``field`` of body ``b`` is truthy (as Python reads it)."""
-    return f"COALESCE(json_extract({b}, '$.{field}'), 0) NOT IN (0, '', '[]', '{{}}')"
+    """SQL: the internal field ``field`` of body ``b`` is truthy (as Python reads it).
+
+    ``instr`` first: SQLite 3.40 parses the JSON again for every ``json_extract``, and
+    most bodies hold none of the flags.
+    """
+    return (
+        f"instr({b}, '\"{field}\"') > 0 AND "
+        f"COALESCE(json_extract({b}, '$.{field}'), 0) NOT IN (0, '', '[]', '{{}}')"
+    )
 
 
 def _answers_memory_call(b: str) -> str:
@@ -258,26 +265,29 @@ def _raw_text(b: str) -> str:
                 THEN json_extract(p.value, '$.content') END, ''), ' ')
             FROM json_each({b}, '$.content') AS p)
     END, '') || ' ' ||
+    CASE WHEN instr({b}, '"tool_calls"') > 0 THEN
     COALESCE((SELECT group_concat(COALESCE(json_extract(t.value, '$.function.name'), '')
             || ' ' || COALESCE(json_extract(t.value, '$.function.arguments'), ''), ' ')
         FROM json_each({b}, '$.tool_calls') AS t
         WHERE json_type({b}, '$.tool_calls') = 'array'
-          AND json_extract(t.value, '$.function.name') IS NOT '{MEMORY_TOOL}'), ''))
+          AND json_extract(t.value, '$.function.name') IS NOT '{MEMORY_TOOL}'), '')
+    ELSE '' END)
     END)"""
 
 
-def _cut(inner: str, tag: str) -> str:
+def _cut(inner: str, tag: str, alias: str) -> str:
     """SQL: the text ``inner`` with its first ``<tag ...>...</tag>`` block cut out.
 
-    ``json_each(json_array(...))`` holds the text in one column, so the expression is
-    evaluated once however many times the cut reads it (a plain subquery would be
-    flattened into copies of it).
+    ``json_each(json_array(...))`` (under ``alias``, unique per level) holds the text in
+    one column, so ``inner`` is evaluated once however many times the cut reads it (a
+    plain subquery would be flattened into copies of it).
     """
-    o, c = f"instr(j.value, '<{tag}')", f"instr(j.value, '</{tag}>')"
-    after = f"substr(j.value, {c} + {len(tag) + 3})"
-    return f"""(SELECT CASE WHEN {o} = 0 THEN j.value
-        WHEN {c} > {o} THEN substr(j.value, 1, {o} - 1) || ' ' || {after}
-        ELSE substr(j.value, 1, {o} - 1) END FROM json_each(json_array({inner})) AS j)"""
+    v = f"{alias}.value"
+    o, c = f"instr({v}, '<{tag}')", f"instr({v}, '</{tag}>')"
+    after = f"substr({v}, {c} + {len(tag) + 3})"
+    return f"""(SELECT CASE WHEN {o} = 0 THEN {v}
+        WHEN {c} > {o} THEN substr({v}, 1, {o} - 1) || ' ' || {after}
+        ELSE substr({v}, 1, {o} - 1) END FROM json_each(json_array({inner})) AS {alias})"""
 
 
 def _views() -> tuple[str, str]:
@@ -291,14 +301,20 @@ def _views() -> tuple[str, str]:
         "CREATE VIEW recall_raw AS SELECT m.session_id AS session_id, m.seq AS seq, "
         f"CAST(m.role AS TEXT) AS role, {_raw_text('m.body')} AS text FROM messages AS m"
     )
-    text = "r.text"
-    for tag in INJECTED_TAGS:
-        text = _cut(text, tag)
+    cut = "j.value"
+    for n, tag in enumerate(INJECTED_TAGS):
+        cut = _cut(cut, tag, f"c{n}")
+
+    def final(x: str) -> str:
+        return f"CASE WHEN ltrim({x}) LIKE '{CHECKPOINT_HEADER}%' THEN '' ELSE trim({x}) END"
+
+    # A text without '<' holds no block: it skips the cuts (most messages).
+    text = f"""(SELECT CASE WHEN instr(j.value, '<') = 0 THEN {final("j.value")}
+        ELSE (SELECT {final("k.value")} FROM json_each(json_array({cut})) AS k) END
+        FROM json_each(json_array(r.text)) AS j)"""
     source = (
         "CREATE VIEW recall_source AS SELECT r.session_id AS session_id, r.seq AS seq, "
-        f"r.role AS role, (SELECT CASE WHEN ltrim(j.value) LIKE '{CHECKPOINT_HEADER}%' "
-        f"THEN '' ELSE trim(j.value) END FROM json_each(json_array({text})) AS j) AS text "
-        "FROM recall_raw AS r"
+        f"r.role AS role, {text} AS text FROM recall_raw AS r"
     )
     return raw, source
 
