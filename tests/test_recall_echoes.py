@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from profiles import scaled
 
 import agentmem
 from agentmem.recall import Ranking, recall
@@ -244,3 +247,69 @@ def test_a_store_indexed_with_its_echoes_is_reindexed_on_open(tmp_path: Path) ->
         assert _found(store, "tests") == {("echoes", 0)}
         assert len(store.load("echoes").messages) == 6
         assert store.check_recall_index(repair=False) == []
+
+
+# ---------------------------------------------------------------- the class, by hypothesis
+
+TERMS = ["zebra", "quartz", "violin"]
+
+
+def _turn(kind: str, words: list[str], n: int) -> tuple[list[dict[str, Any]], list[set[str]]]:
+    """Messages of one turn of ``kind`` and, for each, the words recall must find in it."""
+    text = " ".join(words)
+    found = set(words)
+    if kind == "user":
+        return [{"role": "user", "content": f"say {text}"}], [found]
+    if kind == "tool":
+        call = _call(f"t{n}", "shell", {"cmd": text})
+        return (
+            [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"t{n}", "content": f"out {text}"},
+            ],
+            [found, found],
+        )
+    if kind == "memory":
+        call = _call(f"m{n}", MEMORY_TOOL, {"operation": "search", "query": text})
+        return (
+            [
+                {"role": "assistant", "content": f"note {text}", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"m{n}", "content": f"hits {text}"},
+            ],
+            [found, set()],  # the text beside the call is the agent's own: found
+        )
+    if kind.startswith("flag "):
+        return [{"role": "user", "content": f"x {text}", kind[5:]: True}], [set()]
+    tag = kind[6:]
+    return [{"role": "user", "content": f"<{tag}>{text}</{tag}> kept"}], [set()]
+
+
+KINDS = ["user", "tool", "memory"] + [f"flag {f}" for f in INJECTED_FLAGS[:3]]
+KINDS += [f"block {t}" for t in INJECTED_TAGS]
+
+
+@given(
+    turns=st.lists(
+        st.tuples(st.sampled_from(KINDS), st.lists(st.sampled_from(TERMS), max_size=3)),
+        min_size=1,
+        max_size=12,
+    )
+)
+@settings(max_examples=scaled(60))
+def test_recall_finds_exactly_the_conversation(turns: list[tuple[str, list[str]]]) -> None:
+    """Any mix of conversation and echoes: each word is found in exactly the messages of
+    the conversation that hold it, whatever echoes hold it too."""
+    store = SessionStore(None)
+    sid = store.create().id
+    messages: list[dict[str, Any]] = []
+    searchable: list[set[str]] = []
+    for n, (kind, words) in enumerate(turns):
+        batch, found = _turn(kind, words, n)
+        messages += batch
+        searchable += found
+    store.writer(sid).on_append(messages)
+    for term in TERMS:
+        expected = {(sid, i) for i, words in enumerate(searchable) if term in words}
+        assert _found(store, term) == expected, term
+    assert store.check_recall_index(repair=False) == []
+    store.close()
