@@ -66,6 +66,16 @@ _EXPORT_FORMATS: Final = {".json": "json", ".html": "html", ".htm": "html"}
 _T = TypeVar("_T")
 
 
+_SQLITE_BUSY_CODES: Final = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def _busy(exc: StorageError) -> bool:
+    """Whether a store error is another connection's lock (not damage)."""
+    cause = exc.__cause__
+    code = getattr(cause, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _SQLITE_BUSY_CODES
+
+
 class SessionStore:
     """All sessions of a project, in one SQLite database.
 
@@ -554,6 +564,8 @@ class SessionStore:
             with self._read("check the recall index", snapshot=True) as sql:
                 problems = recall_index.quick_problems(sql.conn) + sql.recall_problems()
         except StorageError as exc:
+            if _busy(exc):
+                raise
             problems = [str(exc)]
         if problems and repair:
             self._rebuild_recall_index("; ".join(problems))
@@ -571,6 +583,9 @@ class SessionStore:
             with self._read("check the recall index", snapshot=True) as sql:
                 problems = recall_index.quick_problems(sql.conn)
         except StorageError as exc:
+            if _busy(exc):  # another process holds the database: not damage, check next time
+                logger.warning("recall index of %s not checked on open: %s", self._path, exc)
+                return
             problems = [f"reading it failed ({exc})"]
         if not problems:
             return
