@@ -186,6 +186,24 @@ def test_recall_index_rebuilds_are_reported(tmp_path: Path) -> None:
         assert finished["ok"] is True
 
 
+def test_a_recall_index_damaged_on_disk_is_rebuilt_on_open_and_reported(tmp_path: Path) -> None:
+    with _memory(tmp_path, Recorder()) as mem:
+        s = mem.session()
+        s.start_task("alpha zebra")
+        s.close()
+    db = tmp_path / ".agentmem" / "sessions.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TABLE recall_docs")  # the index's schema damaged while closed
+    conn.commit()
+    conn.close()
+    rec = Recorder()
+    with _memory(tmp_path, rec) as mem:
+        started, finished = _pair(rec.named("recall.index_rebuild"), "recall.index_rebuild")
+        assert started["database"] == str(db)
+        assert finished["ok"] is True
+        assert [hit.session_id for hit in mem.recall("zebra")] == [s.id]
+
+
 # --------------------------------------------------------------------------- exports
 
 
