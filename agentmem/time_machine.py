@@ -41,8 +41,20 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
+from agentmem._restore import (
+    LINK,
+    ApplyError,
+    RestoreResult,
+    SkippedFile,
+    apply_plan,
+    can_copy,
+    is_marker,
+    is_unknown,
+    marker_reason,
+    preflight,
+)
 from agentmem._snapshots import (
     BlobStore,
     Ref,
@@ -50,9 +62,9 @@ from agentmem._snapshots import (
     blob_of,
     hash_bytes,
     json_refs,
-    mode_of,
     parents,
     stat_of,
+    under,
     walk,
 )
 from agentmem._storage.files import (
@@ -77,6 +89,8 @@ __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_TASKS",
     "RestoreError",
+    "RestoreResult",
+    "SkippedFile",
     "TimeMachine",
 ]
 
@@ -98,6 +112,12 @@ GC_GRACE_SECONDS: Final = 3600.0
 """Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
 ROOT: Final = 0
 _UNREADABLE: Final = "!unreadable"
+_UNSTABLE: Final = "!unstable"
+_UNKNOWN: Final = "!unknown"
+_READ_ATTEMPTS: Final = 3
+"""Reads of a file that keeps changing while read before it is marked ``!unstable``."""
+MAX_ERRORS: Final = 200
+""":attr:`TimeMachine.errors` keeps this many of the newest messages."""
 
 
 class TimeMachine:
@@ -162,6 +182,10 @@ class TimeMachine:
         self._index: dict[str, list[Any]] = {}
         self._index_fresh = False
         self._index_unsaved = False
+        # The intent of a restore that failed half-way and could not be rolled back.
+        self._intent: dict[str, Any] | None = None
+        # What the last walk could not see (unreadable directories, unstat-able entries).
+        self._blind: set[str] = set()
         self.too_large: dict[str, int] = {}
         self.errors: list[str] = []
         self.problems: list[str] = []
@@ -226,6 +250,8 @@ class TimeMachine:
         index_path = self._file(".index.json")
         assert index_path is not None
         index = self._read_json(index_path, INDEX_FORMAT, "time-machine index")
+        if index is not None and isinstance(index.get("blind"), list):
+            self._blind = {str(p) for p in index["blind"]}
         if index is not None and isinstance(index.get("entries"), Mapping):
             self._index = {
                 str(k): [(v[0], v[1], v[2], v[3]), v[4], v[5]]
@@ -259,7 +285,13 @@ class TimeMachine:
         self._index_unsaved = False
         if path is not None:
             entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
-            self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": entries})
+            doc = {
+                "format": INDEX_FORMAT,
+                "version": VERSION,
+                "entries": entries,
+                "blind": sorted(self._blind),
+            }
+            self._write(path, doc)
 
     @staticmethod
     def _write(path: Path, doc: Mapping[str, Any]) -> None:
@@ -309,37 +341,59 @@ class TimeMachine:
     def _note_error(self, message: str) -> None:
         _log.warning(message)
         self.errors.append(message)
+        del self.errors[:-MAX_ERRORS]
 
     def _capture(self, rel: str, task: int) -> Ref:
-        """The current value of ``rel`` on disk (its content stored as a blob)."""
+        """The current value of ``rel`` on disk (its content stored as a blob).
+
+        Never raises for the file itself: content that cannot be known comes
+        back as a marker (``!unreadable``: a read or stat error, a symlink or
+        other non-regular file; ``!unstable``: it kept changing while read;
+        ``!unknown``: it vanished between the stat and the read) and a file
+        that exists is always indexed, marker or not, so a later guard never
+        takes it for a file its command created.
+        """
         full = self.working_dir / rel
-        try:
-            st: os.stat_result | None = os.lstat(full)
-        except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
-            st = None
-        if st is None or stat.S_ISDIR(st.st_mode):  # no file there (or a directory took its place)
-            self._index.pop(rel, None)
-            self._index_unsaved = True
-            return None
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
-            self._note_error(f"{rel}: not a regular file, not snapshotted")
-            return _UNREADABLE
-        if st.st_size > self.max_file_bytes:
-            self.too_large[rel] = st.st_size
-            _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
-            marker = f"!large:{st.st_size}"
-            self._index[rel] = [stat_of(st), time.time_ns(), marker]
-            self._index_unsaved = True
-            return marker
-        with open(full, "rb") as handle:
-            data = handle.read()
-        blob, added = self.blobs.put(data)
-        self._tasks[task].bytes += added
-        ref = f"{blob}:{stat.S_IMODE(st.st_mode):o}"
-        after = os.lstat(full)
-        if stat_of(after) == stat_of(st):
-            self._index[rel] = [stat_of(st), time.time_ns(), ref]
-            self._index_unsaved = True
+        for _ in range(_READ_ATTEMPTS):
+            try:
+                st: os.stat_result | None = os.lstat(full)
+            except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
+                st = None
+            except OSError as exc:
+                self._note_error(f"{rel}: cannot be examined ({exc}), not snapshotted")
+                return _UNREADABLE
+            if st is None or stat.S_ISDIR(st.st_mode):  # no file (or a directory took its place)
+                self._index.pop(rel, None)
+                self._index_unsaved = True
+                return None
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+                self._note_error(f"{rel}: not a regular file, not snapshotted")
+                return _UNREADABLE
+            if st.st_size > self.max_file_bytes:
+                self.too_large[rel] = st.st_size
+                _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
+                return self._indexed(rel, st, f"!large:{st.st_size}")
+            try:
+                with open(full, "rb") as handle:
+                    data = handle.read()
+                after = os.lstat(full)
+            except FileNotFoundError:
+                self._note_error(f"{rel}: vanished while it was read, not snapshotted")
+                return self._indexed(rel, st, _UNKNOWN)
+            except OSError as exc:
+                self._note_error(f"{rel}: cannot be read ({exc}), not snapshotted")
+                return self._indexed(rel, st, _UNREADABLE)
+            if stat_of(after) != stat_of(st):
+                continue  # written while we read it: what we hold may be torn
+            blob, added = self.blobs.put(data)
+            self._tasks[task].bytes += added
+            return self._indexed(rel, st, f"{blob}:{stat.S_IMODE(st.st_mode):o}")
+        self._note_error(f"{rel}: changed while it was read, not snapshotted")
+        return self._indexed(rel, after, _UNSTABLE)
+
+    def _indexed(self, rel: str, st: os.stat_result, ref: str) -> str:
+        self._index[rel] = [stat_of(st), time.time_ns(), ref]
+        self._index_unsaved = True
         return ref
 
     def _touch(self, rel: str, before: Ref) -> None:
@@ -404,15 +458,23 @@ class TimeMachine:
         return bool(entry[0][1] + RACY_NS >= entry[1])
 
     def _refresh_index(self) -> None:
-        """Bring the index up to date with the disk without recording anything."""
-        seen = walk(self.working_dir, self._skip)
-        for rel in [r for r in self._index if r not in seen]:
+        """Bring the index up to date with the disk without recording anything.
+
+        Every file the walk sees gets an entry, a marker when its content
+        cannot be read; what the walk cannot see at all is kept in the
+        *blind* set, so neither is later taken for a file a command created.
+        """
+        blind: set[str] = set()
+        seen = walk(self.working_dir, self._skip, blind=blind)
+        for rel in [r for r in self._index if r not in seen and not under(r, blind)]:
             del self._index[rel]
         for rel, st in seen.items():
             entry = self._index.get(rel)
-            if entry is None or entry[0] != st or self._racy(entry):
-                with contextlib.suppress(OSError):
-                    self._capture(rel, self._active)
+            if entry is None or entry[0] != st or self._racy(entry) or is_marker(entry[2]):
+                self._capture(rel, self._active)
+        if blind != self._blind:
+            self._blind = blind
+            self._index_unsaved = True
         self._index_fresh = True
 
     def _content_changed(self, rel: str, entry: list[Any]) -> bool:
@@ -479,22 +541,29 @@ class TimeMachine:
         self.problems.append(message)
 
     def _after_command(self) -> None:
-        seen = walk(self.working_dir, self._skip)
+        blind: set[str] = set()
+        seen = walk(self.working_dir, self._skip, blind=blind)
         changed: dict[str, Ref] = {}
         for rel, st in seen.items():
             entry = self._index.get(rel)
             if entry is None:
-                changed[rel] = None
+                # New, unless it was where the walk before the command could not see.
+                changed[rel] = _UNKNOWN if under(rel, self._blind) else None
             elif entry[0] != st or (self._racy(entry) and self._content_changed(rel, entry)):
                 changed[rel] = entry[2]
         for rel in [r for r in self._index if r not in seen]:
             full = self.working_dir / rel
+            if under(rel, blind):
+                continue  # hidden now (an unreadable directory): unknown, not deleted
             if os.path.isfile(full) and not os.path.islink(full):
                 del self._index[rel]  # still a file, just not walked (ignored)
                 self._index_unsaved = True
             else:
                 changed[rel] = self._index.pop(rel)[2]
                 self._index_unsaved = True
+        if blind != self._blind:
+            self._blind = blind
+            self._index_unsaved = True
         if not changed:
             return
         # A directory holding no indexed file before the command was made by it.
@@ -509,10 +578,7 @@ class TimeMachine:
                     self._created_dirs.add(parent)
             self._touch(rel, before)
             if rel in seen:
-                try:
-                    self._capture(rel, self._active)
-                except OSError as exc:
-                    self._note_error(f"{rel}: could not be indexed ({exc})")
+                self._capture(rel, self._active)
         self._save()
 
     # ------------------------------------------------------------------ the tree
@@ -663,16 +729,30 @@ class TimeMachine:
                 return after[rel]
         return None
 
-    def restore_to_task_state(self, task_id: int | None) -> None:
+    def restore_to_task_state(self, task_id: int | None) -> RestoreResult:
         """Rebuild the disk state at the end of ``task_id`` and make it the active task.
+
+        A path whose content the time machine never knew (see
+        :mod:`agentmem._restore`), or whose current content it cannot copy
+        first, is left alone and reported in the result's ``skipped`` (and
+        logged). Every other step is checked against the disk before any
+        file changes; a step that still fails half-way is rolled back.
+
+        Returns:
+            What was written, removed and left alone.
 
         Raises:
             InvalidArgumentError: unknown task.
-            RestoreError: a snapshot is missing or damaged, or a path is unsafe;
-                nothing was changed.
+            RestoreError: the restore could not run; ``outcome`` says what the
+                disk holds: ``"unchanged"`` (refused before any change),
+                ``"rolled back"`` (failed half-way, undone) or ``"pending"``
+                (failed half-way and could not be undone: the next open of
+                the session finishes or rolls back the restore).
         """
         with self._lock:
             target = self._known(task_id)
+            if self._intent is not None:
+                self._finish_interrupted_restore(self._intent)
             settled = bool(self._dirty)
             self._settle()
             old_chain, new_chain = self._chain(self._active), self._chain(target)
@@ -682,124 +762,245 @@ class TimeMachine:
                 if t not in common:
                     paths.update(self._tasks[t].after)
             plan: dict[str, Ref] = {}
-            for rel in sorted(paths):
-                new, old = self._value(new_chain, rel), self._value(old_chain, rel)
-                # Markers ("!large") say nothing about content: never assume they are equal.
-                if new != old or (new or "").startswith("!"):
-                    plan[rel] = new
-            contents: dict[str, bytes] = {}
+            prior: dict[str, Ref] = {}
+            skipped: list[SkippedFile] = []
             try:
-                for rel, ref in plan.items():
+                for rel in sorted(paths):
+                    new, old = self._value(new_chain, rel), self._value(old_chain, rel)
+                    if new == old and not is_marker(new):
+                        continue
                     self._target(rel)
-                    blob = blob_of(ref)
-                    if blob is not None:
-                        contents[rel] = self.blobs.get(blob)
+                    why, current = self._why_not(rel, new, old)
+                    if why is not None:
+                        skipped.append(SkippedFile(rel, why))
+                    elif current != new:
+                        plan[rel], prior[rel] = new, current
+                contents = self._contents(plan)
             except (CorruptStoreError, UnsafePathError) as exc:
                 self._save_quietly()
-                raise RestoreError(f"cannot restore task {task_id}: {exc}") from exc
-            if settled:
-                self._save()  # the frozen AFTER record, before any file moves
-            intent = self._file(".restore.json") if plan else None
-            if intent is not None:
-                self._write(
-                    intent,
-                    {"format": INTENT_FORMAT, "version": VERSION, "target": target, "plan": plan},
+                raise RestoreError(
+                    f"cannot restore task {task_id}: {exc}; nothing was changed"
+                ) from exc
+            failures, new_dirs = preflight(self.working_dir, plan, self._target)
+            if failures:
+                self._save_quietly()
+                raise RestoreError(
+                    f"cannot restore task {task_id}, nothing was changed: " + "; ".join(failures)
+                )
+            if settled or prior:
+                self._save()  # the frozen AFTER record and the copies, before any file moves
+            if plan:
+                self._begin_intent(
+                    {
+                        "format": INTENT_FORMAT,
+                        "version": VERSION,
+                        "target": target,
+                        "prior_active": self._active,
+                        "plan": plan,
+                        "prior": prior,
+                        "new_dirs": new_dirs,
+                    }
                 )
             try:
-                self._apply(plan, contents)
-            except (OSError, UnsafePathError) as exc:
-                raise RestoreError(
-                    f"restore of task {task_id} failed half-way ({exc}); it is completed "
-                    f"when this session is opened again"
-                ) from exc
+                written, removed = self._apply(plan, contents)
+            except ApplyError as exc:
+                self._fail_half_way(task_id, exc, prior, new_dirs)
             self._active = target
             self._save()
-            if intent is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    intent.unlink()
+            self._end_intent()
+            result = RestoreResult(
+                self._public(target), tuple(written), tuple(removed), tuple(skipped)
+            )
+            if skipped:
+                listing = "; ".join(f"{f.path} ({f.reason})" for f in skipped)
+                self._note_error(f"restore of task {task_id} left alone: {listing}")
+            return result
 
-    def _apply(self, plan: Mapping[str, Ref], contents: Mapping[str, bytes]) -> None:
-        skipped = []
-        # Removals first, deepest first, so a file may replace a directory and vice versa.
-        for rel, ref in sorted(
-            plan.items(), key=lambda kv: (kv[1] is not None, -kv[0].count("/"), kv[0])
-        ):
-            full = self._target(rel)
-            if ref is not None and ref.startswith("!"):
-                skipped.append(rel)
-                continue
-            if ref is None:
-                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                    if os.path.isdir(full) and not os.path.islink(full):
-                        continue
-                    os.unlink(full)
-                self._index.pop(rel, None)
-                self._index_unsaved = True
-                for parent in parents(rel):
-                    if parent not in self._created_dirs:
-                        break
-                    try:
-                        os.rmdir(self.working_dir / parent)
-                    except OSError:
-                        break
-                continue
-            full.parent.mkdir(parents=True, exist_ok=True)
-            if os.path.islink(full):
-                os.unlink(full)
-            atomic_write_bytes(full, contents[rel])
-            os.chmod(full, mode_of(ref))
+    def _why_not(self, rel: str, new: Ref, old: Ref) -> tuple[str | None, Ref]:
+        """Why ``rel`` must be left alone (``None``: it may change), and its current value."""
+        if new is not None and is_marker(new):
+            return f"its content then is not held: {marker_reason(new)}", None
+        if old is not None and is_unknown(old):
+            return f"what it held before is unknown: {marker_reason(old)}", None
+        current = self._current(rel)
+        if current is not None and not can_copy(current):
+            return f"its current content cannot be copied first: {marker_reason(current)}", None
+        return None, current
+
+    def _current(self, rel: str) -> Ref:
+        """What ``rel`` holds now (a ``LINK`` value for a symlink), stored so it can go back."""
+        full = self.working_dir / rel
+        try:
             st = os.lstat(full)
-            self._index[rel] = [stat_of(st), time.time_ns(), ref]
-            self._index_unsaved = True
-        if skipped:
-            self._note_error(f"restore left alone files too large to snapshot: {skipped}")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            return _UNREADABLE
+        if stat.S_ISLNK(st.st_mode):
+            return LINK + os.readlink(full)
+        entry = self._index.get(rel)
+        if (
+            entry is not None
+            and entry[0] == stat_of(st)
+            and not self._racy(entry)
+            and not is_marker(entry[2])
+        ):
+            return str(entry[2])
+        return self._capture(rel, self._active)
 
-    def _finish_interrupted_restore(self) -> None:
-        intent = self._file(".restore.json")
-        if intent is None:
-            return
-        data = self._read_json(intent, INTENT_FORMAT, "time-machine restore intent")
+    def _contents(self, plan: Mapping[str, Ref]) -> dict[str, bytes]:
+        """The verified blob of every write in ``plan`` (raises CorruptStoreError)."""
+        out = {}
+        for rel, ref in plan.items():
+            blob = blob_of(ref)
+            if blob is not None:
+                out[rel] = self.blobs.get(blob)
+        return out
+
+    def _apply(
+        self, plan: Mapping[str, Ref], contents: Mapping[str, bytes]
+    ) -> tuple[list[str], list[str]]:
+        def wrote(rel: str, ref: Ref) -> None:
+            if ref is None or is_marker(ref):
+                self._index.pop(rel, None)
+            else:
+                self._index[rel] = [stat_of(os.lstat(self.working_dir / rel)), time.time_ns(), ref]
+            self._index_unsaved = True
+
+        def dropped(rel: str) -> None:
+            self._index.pop(rel, None)
+            self._index_unsaved = True
+
+        return apply_plan(
+            self.working_dir,
+            plan,
+            contents,
+            target=self._target,
+            # Looked up at call time: tests stand in for the write step here.
+            write=lambda path, data: atomic_write_bytes(path, data),
+            created_dirs=self._created_dirs,
+            written=wrote,
+            removed=dropped,
+        )
+
+    def _roll_back(self, prior: Mapping[str, Ref], new_dirs: Iterable[str]) -> Exception | None:
+        """Put back what the disk held before a restore; returns what failed (``None``: done)."""
+        try:
+            self._apply(prior, self._contents(prior))
+            for rel in sorted(new_dirs, key=lambda d: -d.count("/")):
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.working_dir / rel)
+        except (ApplyError, AgentMemError) as exc:
+            return exc
+        return None
+
+    def _begin_intent(self, doc: dict[str, Any]) -> None:
+        """Record a restore about to change files (on disk, and in memory for incognito)."""
+        path = self._file(".restore.json")
+        if path is not None:
+            self._write(path, doc)
+        self._intent = doc
+
+    def _end_intent(self) -> None:
+        self._intent = None
+        path = self._file(".restore.json")
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _fail_half_way(
+        self, task_id: int | None, exc: ApplyError, prior: Mapping[str, Ref], new_dirs: list[str]
+    ) -> NoReturn:
+        first = f"restore of task {task_id} failed at {exc}"
+        problem = self._roll_back(prior, new_dirs)
+        if problem is None:
+            self._end_intent()
+            self._save_quietly()
+            raise RestoreError(
+                f"{first}; the files it had changed were put back: nothing was changed",
+                outcome="rolled back",
+            ) from exc
+        where = (
+            "the session is opened again or the next undo/switch"
+            if self.store_dir is not None
+            else "the next undo/switch"
+        )
+        raise RestoreError(
+            f"{first}, and putting the files back failed too ({problem}): the working "
+            f"directory is part-way between two task states until {where} finishes the "
+            f"restore (or, failing that, rolls it back)",
+            outcome="pending",
+        ) from exc
+
+    def _finish_interrupted_restore(self, data: Mapping[str, Any] | None = None) -> None:
+        """Finish (or, failing that, roll back) a restore whose process died or failed."""
         if data is None:
+            path = self._file(".restore.json")
+            if path is None:
+                return
+            data = self._read_json(path, INTENT_FORMAT, "time-machine restore intent")
+            if data is None:
+                return
+        try:
+            plan = _plan(data["plan"])
+            prior = _plan(data["prior"]) if isinstance(data.get("prior"), Mapping) else None
+            new_dirs = [str(d) for d in data.get("new_dirs", ())]
+            target, before = int(data["target"]), data.get("prior_active")
+        except (KeyError, AttributeError, TypeError, ValueError) as exc:
+            self._give_up(f"its record is damaged ({exc})")
             return
         try:
-            plan = {str(k): (v if isinstance(v, str) else None) for k, v in data["plan"].items()}
-            contents = {}
-            for rel, ref in plan.items():
-                blob = blob_of(ref)
-                if blob is not None:
-                    contents[rel] = self.blobs.get(blob)
-            self._apply(plan, contents)
-        except (KeyError, AttributeError, OSError, AgentMemError) as exc:
-            moved = move_aside(intent)
-            message = (
-                f"an interrupted restore could not be completed ({exc}); its record was moved "
-                f"to {moved} and the working directory may mix two task states"
-            )
-            _log.error("session %s: %s", self.session_id, message)
-            self.problems.append(message)
-            return
-        self._active = int(data["target"])
+            failures, _ = preflight(self.working_dir, plan, self._target)
+            if failures:
+                raise RestoreError("; ".join(failures))
+            self._apply(plan, self._contents(plan))
+        except (ApplyError, AgentMemError) as exc:
+            problem = self._roll_back(prior, new_dirs) if prior is not None else exc
+            if problem is not None or type(before) is not int or before not in self._tasks:
+                self._give_up(f"finishing it failed ({exc}); rolling it back failed ({problem})")
+                return
+            self._active = before
+            done = f"rolled back an interrupted restore to task {target} (finishing it: {exc})"
+        else:
+            if target not in self._tasks:
+                self._give_up(f"its task {target} is not in the tree")
+                return
+            self._active = target
+            done = f"completed an interrupted restore to task {target}"
         self._dirty.clear()
         self._save()
-        intent.unlink()
-        _log.warning("session %s: an interrupted restore was completed", self.session_id)
-        self.problems.append(f"completed an interrupted restore to task {data['target']}")
+        self._end_intent()
+        _log.warning("session %s: %s", self.session_id, done)
+        self.problems.append(done)
 
-    def undo_last_task(self) -> int | None:
-        """Go back to the active task's parent; returns the new active task id.
+    def _give_up(self, why: str) -> None:
+        self._intent = None
+        path = self._file(".restore.json")
+        moved = move_aside(path) if path is not None and path.exists() else None
+        message = (
+            f"an interrupted restore could not be completed nor rolled back: {why}; "
+            + (f"its record was moved to {moved} and " if moved is not None else "")
+            + "the working directory may mix two task states"
+        )
+        _log.error("session %s: %s", self.session_id, message)
+        self.problems.append(message)
 
-        Returns ``None`` at the initial state (nothing more to undo).
+    def undo_last_task(self) -> RestoreResult | None:
+        """Go back to the active task's parent (see :meth:`restore_to_task_state`).
+
+        Returns:
+            What the restore did (``result.task_id`` is the task now active),
+            or ``None`` at the initial state (nothing more to undo).
         """
         with self._lock:
             parent = self._tasks[self._active].parent
             if parent is None:
                 return None
-            self.restore_to_task_state(self._public(parent))
-            return self._public(parent)
+            return self.restore_to_task_state(self._public(parent))
 
-    def switch_to_task(self, task_id: int | None) -> None:
+    def switch_to_task(self, task_id: int | None) -> RestoreResult:
         """Make ``task_id``'s end state the disk state (redo, or another branch)."""
-        self.restore_to_task_state(task_id)
+        return self.restore_to_task_state(task_id)
 
     # ------------------------------------------------------------------ retention
 
@@ -879,3 +1080,9 @@ class TimeMachine:
 
     def __repr__(self) -> str:
         return f"TimeMachine(active={self.active_task_id!r}, tasks={len(self._tasks) - 1})"
+
+
+def _plan(data: object) -> dict[str, Ref]:
+    if not isinstance(data, Mapping):
+        raise TypeError("expected a path -> value mapping")
+    return {str(k): (v if isinstance(v, str) else None) for k, v in data.items()}
