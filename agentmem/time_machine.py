@@ -819,12 +819,12 @@ class TimeMachine:
     def _why_not(self, rel: str, new: Ref, old: Ref) -> tuple[str | None, Ref]:
         """Why ``rel`` must be left alone (``None``: it may change), and its current value."""
         if new is not None and is_marker(new):
-            return f"its content then is not held: {marker_reason(new)}", None
+            return f"what it held then is not known: {marker_reason(new)}", None
         if old is not None and is_unknown(old):
-            return f"what it held before is unknown: {marker_reason(old)}", None
+            return f"what it holds now is not known: {marker_reason(old)}", None
         current = self._current(rel)
         if current is not None and not can_copy(current):
-            return f"its current content cannot be copied first: {marker_reason(current)}", None
+            return f"what it holds now cannot be copied first: {marker_reason(current)}", None
         return None, current
 
     def _current(self, rel: str) -> Ref:
