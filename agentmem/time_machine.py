@@ -41,19 +41,16 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from agentmem._restore import (
-    LINK,
-    ApplyError,
+    UNKNOWN,
+    UNREADABLE,
+    UNSTABLE,
+    RestoreMixin,
     RestoreResult,
     SkippedFile,
-    apply_plan,
-    can_copy,
     is_marker,
-    is_unknown,
-    marker_reason,
-    preflight,
 )
 from agentmem._snapshots import (
     BlobStore,
@@ -70,13 +67,11 @@ from agentmem._snapshots import (
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
-    move_aside,
     set_aside,
 )
 from agentmem._storage.formats import check_format
 from agentmem.errors import (
     AgentMemError,
-    CorruptStoreError,
     FormatVersionError,
     InvalidArgumentError,
     RestoreError,
@@ -98,7 +93,6 @@ _log = logging.getLogger("agentmem.time_machine")
 
 FORMAT: Final = "agentmem.time-machine"
 INDEX_FORMAT: Final = "agentmem.time-machine-index"
-INTENT_FORMAT: Final = "agentmem.time-machine-restore"
 VERSION: Final = 1
 DEFAULT_MAX_FILE_BYTES: Final = 50 * 1024 * 1024
 """Files larger than this are recorded as too large to snapshot (and reported)."""
@@ -111,16 +105,13 @@ RACY_NS: Final = 2_000_000_000
 GC_GRACE_SECONDS: Final = 3600.0
 """Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
 ROOT: Final = 0
-_UNREADABLE: Final = "!unreadable"
-_UNSTABLE: Final = "!unstable"
-_UNKNOWN: Final = "!unknown"
 _READ_ATTEMPTS: Final = 3
 """Reads of a file that keeps changing while read before it is marked ``!unstable``."""
 MAX_ERRORS: Final = 200
 """:attr:`TimeMachine.errors` keeps this many of the newest messages."""
 
 
-class TimeMachine:
+class TimeMachine(RestoreMixin):
     """File snapshots, undo/redo and the task tree of one session (see the module docstring).
 
     Args:
@@ -361,14 +352,14 @@ class TimeMachine:
                 st = None
             except OSError as exc:
                 self._note_error(f"{rel}: cannot be examined ({exc}), not snapshotted")
-                return _UNREADABLE
+                return UNREADABLE
             if st is None or stat.S_ISDIR(st.st_mode):  # no file (or a directory took its place)
                 self._index.pop(rel, None)
                 self._index_unsaved = True
                 return None
             if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
                 self._note_error(f"{rel}: not a regular file, not snapshotted")
-                return _UNREADABLE
+                return UNREADABLE
             if st.st_size > self.max_file_bytes:
                 self.too_large[rel] = st.st_size
                 _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
@@ -379,17 +370,17 @@ class TimeMachine:
                 after = os.lstat(full)
             except FileNotFoundError:
                 self._note_error(f"{rel}: vanished while it was read, not snapshotted")
-                return self._indexed(rel, st, _UNKNOWN)
+                return self._indexed(rel, st, UNKNOWN)
             except OSError as exc:
                 self._note_error(f"{rel}: cannot be read ({exc}), not snapshotted")
-                return self._indexed(rel, st, _UNREADABLE)
+                return self._indexed(rel, st, UNREADABLE)
             if stat_of(after) != stat_of(st):
                 continue  # written while we read it: what we hold may be torn
             blob, added = self.blobs.put(data)
             self._tasks[task].bytes += added
             return self._indexed(rel, st, f"{blob}:{stat.S_IMODE(st.st_mode):o}")
         self._note_error(f"{rel}: changed while it was read, not snapshotted")
-        return self._indexed(rel, after, _UNSTABLE)
+        return self._indexed(rel, after, UNSTABLE)
 
     def _indexed(self, rel: str, st: os.stat_result, ref: str) -> str:
         self._index[rel] = [stat_of(st), time.time_ns(), ref]
@@ -441,7 +432,7 @@ class TimeMachine:
                 before = self._capture(rel, self._active)
             except (OSError, AgentMemError) as exc:
                 self._note_error(f"{rel}: could not be snapshotted before a change ({exc})")
-                before = _UNREADABLE
+                before = UNREADABLE
             self._touch(rel, before)
             self._save_quietly()
 
@@ -548,7 +539,7 @@ class TimeMachine:
             entry = self._index.get(rel)
             if entry is None:
                 # New, unless it was where the walk before the command could not see.
-                changed[rel] = _UNKNOWN if under(rel, self._blind) else None
+                changed[rel] = UNKNOWN if under(rel, self._blind) else None
             elif entry[0] != st or (self._racy(entry) and self._content_changed(rel, entry)):
                 changed[rel] = entry[2]
         for rel in [r for r in self._index if r not in seen]:
@@ -682,7 +673,7 @@ class TimeMachine:
                 task.after[rel] = self._capture(rel, self._active)
             except OSError as exc:
                 self._note_error(f"{rel}: could not be snapshotted after the task ({exc})")
-                task.after[rel] = _UNREADABLE
+                task.after[rel] = UNREADABLE
         self._dirty.clear()
 
     def get_task_history(self, limit: int = 10) -> list[dict[str, Any]]:
@@ -722,268 +713,10 @@ class TimeMachine:
 
     # ------------------------------------------------------------------ restore
 
-    def _value(self, chain: list[int], rel: str) -> Ref:
-        for task_id in reversed(chain):
-            after = self._tasks[task_id].after
-            if rel in after:
-                return after[rel]
-        return None
-
-    def restore_to_task_state(self, task_id: int | None) -> RestoreResult:
-        """Rebuild the disk state at the end of ``task_id`` and make it the active task.
-
-        A path whose content the time machine never knew (see
-        :mod:`agentmem._restore`), or whose current content it cannot copy
-        first, is left alone and reported in the result's ``skipped`` (and
-        logged). Every other step is checked against the disk before any
-        file changes; a step that still fails half-way is rolled back.
-
-        Returns:
-            What was written, removed and left alone.
-
-        Raises:
-            InvalidArgumentError: unknown task.
-            RestoreError: the restore could not run; ``outcome`` says what the
-                disk holds: ``"unchanged"`` (refused before any change),
-                ``"rolled back"`` (failed half-way, undone) or ``"pending"``
-                (failed half-way and could not be undone: the next open of
-                the session finishes or rolls back the restore).
-        """
-        with self._lock:
-            target = self._known(task_id)
-            if self._intent is not None:
-                self._finish_interrupted_restore(self._intent)
-            settled = bool(self._dirty)
-            self._settle()
-            old_chain, new_chain = self._chain(self._active), self._chain(target)
-            common = set(old_chain) & set(new_chain)
-            paths: set[str] = set()
-            for t in (*old_chain, *new_chain):
-                if t not in common:
-                    paths.update(self._tasks[t].after)
-            plan: dict[str, Ref] = {}
-            prior: dict[str, Ref] = {}
-            skipped: list[SkippedFile] = []
-            try:
-                for rel in sorted(paths):
-                    new, old = self._value(new_chain, rel), self._value(old_chain, rel)
-                    if new == old and not is_marker(new):
-                        continue
-                    self._target(rel)
-                    why, current = self._why_not(rel, new, old)
-                    if why is not None:
-                        skipped.append(SkippedFile(rel, why))
-                    elif current != new:
-                        plan[rel], prior[rel] = new, current
-                contents = self._contents(plan)
-            except (CorruptStoreError, UnsafePathError) as exc:
-                self._save_quietly()
-                raise RestoreError(
-                    f"cannot restore task {task_id}: {exc}; nothing was changed"
-                ) from exc
-            failures, new_dirs = preflight(self.working_dir, plan, self._target)
-            if failures:
-                self._save_quietly()
-                raise RestoreError(
-                    f"cannot restore task {task_id}, nothing was changed: " + "; ".join(failures)
-                )
-            if settled or prior:
-                self._save()  # the frozen AFTER record and the copies, before any file moves
-            if plan:
-                self._begin_intent(
-                    {
-                        "format": INTENT_FORMAT,
-                        "version": VERSION,
-                        "target": target,
-                        "prior_active": self._active,
-                        "plan": plan,
-                        "prior": prior,
-                        "new_dirs": new_dirs,
-                    }
-                )
-            try:
-                written, removed = self._apply(plan, contents)
-            except ApplyError as exc:
-                self._fail_half_way(task_id, exc, prior, new_dirs)
-            self._active = target
-            self._save()
-            self._end_intent()
-            result = RestoreResult(
-                self._public(target), tuple(written), tuple(removed), tuple(skipped)
-            )
-            if skipped:
-                listing = "; ".join(f"{f.path} ({f.reason})" for f in skipped)
-                self._note_error(f"restore of task {task_id} left alone: {listing}")
-            return result
-
-    def _why_not(self, rel: str, new: Ref, old: Ref) -> tuple[str | None, Ref]:
-        """Why ``rel`` must be left alone (``None``: it may change), and its current value."""
-        if new is not None and is_marker(new):
-            return f"what it held then is not known: {marker_reason(new)}", None
-        if old is not None and is_unknown(old):
-            return f"what it holds now is not known: {marker_reason(old)}", None
-        current = self._current(rel)
-        if current is not None and not can_copy(current):
-            return f"what it holds now cannot be copied first: {marker_reason(current)}", None
-        return None, current
-
-    def _current(self, rel: str) -> Ref:
-        """What ``rel`` holds now (a ``LINK`` value for a symlink), stored so it can go back."""
-        full = self.working_dir / rel
-        try:
-            st = os.lstat(full)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError:
-            return _UNREADABLE
-        if stat.S_ISLNK(st.st_mode):
-            return LINK + os.readlink(full)
-        entry = self._index.get(rel)
-        if (
-            entry is not None
-            and entry[0] == stat_of(st)
-            and not self._racy(entry)
-            and not is_marker(entry[2])
-        ):
-            return str(entry[2])
-        return self._capture(rel, self._active)
-
-    def _contents(self, plan: Mapping[str, Ref]) -> dict[str, bytes]:
-        """The verified blob of every write in ``plan`` (raises CorruptStoreError)."""
-        out = {}
-        for rel, ref in plan.items():
-            blob = blob_of(ref)
-            if blob is not None:
-                out[rel] = self.blobs.get(blob)
-        return out
-
-    def _apply(
-        self, plan: Mapping[str, Ref], contents: Mapping[str, bytes]
-    ) -> tuple[list[str], list[str]]:
-        def wrote(rel: str, ref: Ref) -> None:
-            if ref is None or is_marker(ref):
-                self._index.pop(rel, None)
-            else:
-                self._index[rel] = [stat_of(os.lstat(self.working_dir / rel)), time.time_ns(), ref]
-            self._index_unsaved = True
-
-        def dropped(rel: str) -> None:
-            self._index.pop(rel, None)
-            self._index_unsaved = True
-
-        return apply_plan(
-            self.working_dir,
-            plan,
-            contents,
-            target=self._target,
-            # Looked up at call time: tests stand in for the write step here.
-            write=lambda path, data: atomic_write_bytes(path, data),
-            created_dirs=self._created_dirs,
-            written=wrote,
-            removed=dropped,
-        )
-
-    def _roll_back(self, prior: Mapping[str, Ref], new_dirs: Iterable[str]) -> Exception | None:
-        """Put back what the disk held before a restore; returns what failed (``None``: done)."""
-        try:
-            self._apply(prior, self._contents(prior))
-            for rel in sorted(new_dirs, key=lambda d: -d.count("/")):
-                with contextlib.suppress(OSError):
-                    os.rmdir(self.working_dir / rel)
-        except (ApplyError, AgentMemError) as exc:
-            return exc
-        return None
-
-    def _begin_intent(self, doc: dict[str, Any]) -> None:
-        """Record a restore about to change files (on disk, and in memory for incognito)."""
-        path = self._file(".restore.json")
-        if path is not None:
-            self._write(path, doc)
-        self._intent = doc
-
-    def _end_intent(self) -> None:
-        self._intent = None
-        path = self._file(".restore.json")
-        if path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-
-    def _fail_half_way(
-        self, task_id: int | None, exc: ApplyError, prior: Mapping[str, Ref], new_dirs: list[str]
-    ) -> NoReturn:
-        first = f"restore of task {task_id} failed at {exc}"
-        problem = self._roll_back(prior, new_dirs)
-        if problem is None:
-            self._end_intent()
-            self._save_quietly()
-            raise RestoreError(
-                f"{first}; the files it had changed were put back: nothing was changed",
-                outcome="rolled back",
-            ) from exc
-        where = (
-            "the session is opened again or the next undo/switch"
-            if self.store_dir is not None
-            else "the next undo/switch"
-        )
-        raise RestoreError(
-            f"{first}, and putting the files back failed too ({problem}): the working "
-            f"directory is part-way between two task states until {where} finishes the "
-            f"restore (or, failing that, rolls it back)",
-            outcome="pending",
-        ) from exc
-
-    def _finish_interrupted_restore(self, data: Mapping[str, Any] | None = None) -> None:
-        """Finish (or, failing that, roll back) a restore whose process died or failed."""
-        if data is None:
-            path = self._file(".restore.json")
-            if path is None:
-                return
-            data = self._read_json(path, INTENT_FORMAT, "time-machine restore intent")
-            if data is None:
-                return
-        try:
-            plan = _plan(data["plan"])
-            prior = _plan(data["prior"]) if isinstance(data.get("prior"), Mapping) else None
-            new_dirs = [str(d) for d in data.get("new_dirs", ())]
-            target, before = int(data["target"]), data.get("prior_active")
-        except (KeyError, AttributeError, TypeError, ValueError) as exc:
-            self._give_up(f"its record is damaged ({exc})")
-            return
-        try:
-            failures, _ = preflight(self.working_dir, plan, self._target)
-            if failures:
-                raise RestoreError("; ".join(failures))
-            self._apply(plan, self._contents(plan))
-        except (ApplyError, AgentMemError) as exc:
-            problem = self._roll_back(prior, new_dirs) if prior is not None else exc
-            if problem is not None or type(before) is not int or before not in self._tasks:
-                self._give_up(f"finishing it failed ({exc}); rolling it back failed ({problem})")
-                return
-            self._active = before
-            done = f"rolled back an interrupted restore to task {target} (finishing it: {exc})"
-        else:
-            if target not in self._tasks:
-                self._give_up(f"its task {target} is not in the tree")
-                return
-            self._active = target
-            done = f"completed an interrupted restore to task {target}"
-        self._dirty.clear()
-        self._save()
-        self._end_intent()
-        _log.warning("session %s: %s", self.session_id, done)
-        self.problems.append(done)
-
-    def _give_up(self, why: str) -> None:
-        self._intent = None
-        path = self._file(".restore.json")
-        moved = move_aside(path) if path is not None and path.exists() else None
-        message = (
-            f"an interrupted restore could not be completed nor rolled back: {why}; "
-            + (f"its record was moved to {moved} and " if moved is not None else "")
-            + "the working directory may mix two task states"
-        )
-        _log.error("session %s: %s", self.session_id, message)
-        self.problems.append(message)
+    @staticmethod
+    def _write_file(path: Path, data: bytes) -> None:
+        # The restore's one write step, looked up here at call time so a test can stand in.
+        atomic_write_bytes(path, data)
 
     def undo_last_task(self) -> RestoreResult | None:
         """Go back to the active task's parent (see :meth:`restore_to_task_state`).
@@ -1080,9 +813,3 @@ class TimeMachine:
 
     def __repr__(self) -> str:
         return f"TimeMachine(active={self.active_task_id!r}, tasks={len(self._tasks) - 1})"
-
-
-def _plan(data: object) -> dict[str, Ref]:
-    if not isinstance(data, Mapping):
-        raise TypeError("expected a path -> value mapping")
-    return {str(k): (v if isinstance(v, str) else None) for k, v in data.items()}
