@@ -384,8 +384,11 @@ class RestoreMixin:
             prior: dict[str, Ref] = {}
             skipped: list[SkippedFile] = []
             try:
+                undoing = [t for t in old_chain if t not in common] if target in common else []
                 for rel in sorted(paths):
                     new, old = self._value(new_chain, rel), self._value(old_chain, rel)
+                    if is_marker(new) and undoing:
+                        new = self._seen_before(undoing, rel, new)
                     if new == old and not is_marker(new):
                         continue
                     self._target(rel)
@@ -450,6 +453,19 @@ class RestoreMixin:
             # (Nothing there, or a directory, holds no such content: preflight judges those.)
             return "it changed since the time machine recorded it (not through a task)", None
         return None, current
+
+    def _seen_before(self, undoing: list[int], rel: str, value: Ref) -> Ref:
+        """What ``rel`` held when the first of ``undoing`` touched it (else ``value``).
+
+        Going back to an ancestor whose own value for ``rel`` is unknown, the
+        content the first undone task found there is what the disk held in
+        that state: putting it back replaces only what the undone tasks wrote.
+        """
+        for task_id in undoing:
+            before = self._tasks[task_id].before
+            if rel in before:
+                return before[rel]
+        return value
 
     def _lose_track(self, target: int, rels: Iterable[str]) -> None:
         """The disk does not hold ``target``'s value for ``rels``: mark them unknown there.

@@ -677,3 +677,25 @@ def test_restore_work_is_silent_when_nothing_is_unknown(
         result = tm.switch_to_task(None)
     assert result == RestoreResult(task_id=None, restored=("a.txt",))
     assert caplog.text == ""
+
+
+def test_a_file_changed_outside_the_time_machine_is_never_overwritten(tmp_path: Path) -> None:
+    tm, work = _two_task_tree(tmp_path, ["a.txt", "b.txt"])
+    (work / "b.txt").write_text("the user's edit")  # not through a task
+    result = tm.switch_to_task(None)
+    assert (work / "b.txt").read_text() == "the user's edit"
+    assert (work / "a.txt").read_text() == "initial a.txt"
+    assert [f.path for f in result.skipped] == ["b.txt"]
+    assert "changed since the time machine recorded it" in result.skipped[0].reason
+    # Redo leaves it alone too: the disk never held task one's b.txt again.
+    tm.switch_to_task(1)
+    assert (work / "b.txt").read_text() == "the user's edit"
+    assert (work / "a.txt").read_text() == "task one a.txt"
+    # A task that does rewrite it is undone back to what it found, never to a stale value.
+    tm.start_new_task()
+    with tm.guard():
+        (work / "b.txt").write_text("the agent's")
+    tm.undo_last_task()
+    assert (work / "b.txt").read_text() == "the user's edit"
+    tm.switch_to_task(None)
+    assert (work / "b.txt").read_text() == "the user's edit"
