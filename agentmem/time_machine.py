@@ -5,29 +5,32 @@ Tasks form a tree. Task ``0`` is the *root*: the session's initial state
 (what a path held when the task first touched it) and ``after`` (what it
 held when the task stopped being the active one); a value is a blob
 reference ``"<sha256>:<octal mode>"``, ``None`` for "absent", or a
-``"!large:<size>"`` / ``"!unreadable"`` marker for content that could not be
-snapshotted. The root's ``after`` holds the initial content of every path
-any task ever touched, so the state at the end of task ``t`` is, for each
-path: the ``after`` of the closest task on ``t``'s ancestor chain that
-touched it (DESIGN section 6). Only the *active* task can change: paths it
-touches are *dirty* until it is left (a new task, an undo, a switch), when
-their content is frozen into its ``after``. Editing a task that already has
+``"!..."`` marker for content the time machine does not hold (too large,
+unreadable, changing while read, hidden). The root's ``after`` holds the
+initial content of every path any task ever touched, so the state at the
+end of task ``t`` is, for each path: the ``after`` of the closest task on
+``t``'s ancestor chain that touched it (DESIGN section 6). Only the
+*active* task can change: paths it touches are *dirty* until it is left (a
+new task, an undo, a switch), when their content is frozen into its
+``after``. Editing a task that already has
 children (after an undo) pins the path's old value into each child that had
 not touched it, so no other task's state changes.
 
 A restore writes only the paths touched by the tasks on the two chains
 below their common ancestor: work proportional to the files the tasks
-touched. It first writes an *intent record* (every path and its target
-value), then replaces each file atomically, then saves the tree and drops
-the intent; a restore killed half-way is completed when the session is
-opened again. Storage layout, the guard's stat index and racy-mtime rule,
-retention and garbage collection are described in docs/time-machine.md.
+touched. It never deletes or overwrites a path whose content it does not
+know or cannot copy first, checks every step before changing anything,
+and either completes or changes nothing (rolling back, or leaving an
+intent record the next open finishes or rolls back): that half lives in
+:mod:`agentmem._restore` (:class:`RestoreMixin`). Storage layout, the
+guard's stat index and racy-mtime rule, retention and garbage collection
+are described in docs/time-machine.md.
 
-Why this module is long: the tree, the captures, ``guard()`` and the
-restore mutate one state under one lock, and their invariants (dirty paths,
-pins, the index, the intent record) only hold together; the storage pieces
-that do not touch that state (blobs, task records, the ignore matcher, the
-walk) are already in :mod:`agentmem._snapshots`.
+Why this module is long: the tree, the captures and ``guard()`` mutate one
+state under one lock, and their invariants (dirty paths, pins, the index)
+only hold together; the storage pieces that do not touch that state
+(blobs, task records, the ignore matcher, the walk) are in
+:mod:`agentmem._snapshots`, and the restore in :mod:`agentmem._restore`.
 """
 
 from __future__ import annotations
@@ -128,7 +131,8 @@ class TimeMachine(RestoreMixin):
 
     Attributes:
         too_large: path -> size of every file that was too large to snapshot.
-        errors: What went wrong while capturing (logged too), oldest first.
+        errors: What went wrong while capturing, and what restores left alone (logged
+            too), oldest first; the newest ``MAX_ERRORS`` are kept.
         problems: What opening the store found damaged and moved aside.
     """
 
