@@ -398,7 +398,7 @@ class RestoreMixin:
                     elif current != new:
                         plan[rel], prior[rel] = new, current
                 contents = self._contents(plan)
-            except (CorruptStoreError, UnsafePathError) as exc:
+            except (CorruptStoreError, UnsafePathError, OSError) as exc:
                 self._save_quietly()
                 raise RestoreError(
                     f"cannot restore task {task_id}: {exc}; nothing was changed"
@@ -443,9 +443,11 @@ class RestoreMixin:
         """Why ``rel`` must be left alone (``None``: it may change), and its current value."""
         if new is not None and is_marker(new):
             return f"what it held then is not known: {marker_reason(new)}", None
+        current = self._current(rel)
+        if current == new:
+            return None, current  # already there: nothing to do
         if old is not None and is_unknown(old):
             return f"what it holds now is not known: {marker_reason(old)}", None
-        current = self._current(rel)
         if current is not None and not can_copy(current):
             return f"what it holds now cannot be copied first: {marker_reason(current)}", None
         if current is not None and current not in (old, new):

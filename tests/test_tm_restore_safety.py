@@ -699,3 +699,14 @@ def test_a_file_changed_outside_the_time_machine_is_never_overwritten(tmp_path: 
     assert (work / "b.txt").read_text() == "the user's edit"
     tm.switch_to_task(None)
     assert (work / "b.txt").read_text() == "the user's edit"
+
+
+def test_errors_keep_only_the_newest(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / "dir").mkdir(parents=True)
+    tm = _tm(work, tmp_path / "store")
+    tm.start_new_task()
+    for _ in range(tm_module.MAX_ERRORS + 5):
+        tm.record_file_before_change("dir")  # a directory: noted, each time
+    assert len(tm.errors) == tm_module.MAX_ERRORS
+    assert all("dir" in e for e in tm.errors)
