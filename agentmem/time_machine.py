@@ -465,8 +465,11 @@ class TimeMachine(RestoreMixin):
             del self._index[rel]
         for rel, st in seen.items():
             entry = self._index.get(rel)
-            if entry is None or entry[0] != st or self._racy(entry) or is_marker(entry[2]):
-                self._capture(rel, self._active)
+            stale = entry is None or entry[0] != st or self._racy(entry) or is_marker(entry[2])
+            if stale and self._capture(rel, self._active) is None:
+                # Walked, then gone before it was read (an editor's unlink-and-write?):
+                # what it held is unknown, so a file there later is not a new one.
+                self._index[rel] = [st, time.time_ns(), UNKNOWN]
         if blind != self._blind:
             self._blind = blind
             self._index_unsaved = True

@@ -710,3 +710,31 @@ def test_errors_keep_only_the_newest(tmp_path: Path) -> None:
         tm.record_file_before_change("dir")  # a directory: noted, each time
     assert len(tm.errors) == tm_module.MAX_ERRORS
     assert all("dir" in e for e in tm.errors)
+
+
+def test_a_file_that_vanishes_between_the_walk_and_its_read_is_never_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("v1")
+    tm = _tm(work, tmp_path / "store")
+    real_walk = tm_module.walk
+    walks: list[int] = []
+
+    def walk_then_vanish(*args: Any, **kwargs: Any) -> Any:
+        out = real_walk(*args, **kwargs)
+        if not walks:  # the user's editor saves: unlink, then write (raced with the index)
+            (work / "notes.txt").unlink()
+        walks.append(1)
+        return out
+
+    monkeypatch.setattr(tm_module, "walk", walk_then_vanish)
+    tm.start_new_task()
+    with tm.guard():
+        (work / "notes.txt").write_text("v2, saved by the user's editor")
+        (work / "made.txt").write_text("made by the command")
+    result = tm.undo_last_task()
+    assert (work / "notes.txt").read_text() == "v2, saved by the user's editor"
+    assert not (work / "made.txt").exists()
+    assert result is not None and [f.path for f in result.skipped] == ["notes.txt"]
