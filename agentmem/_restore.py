@@ -42,7 +42,7 @@ from agentmem.errors import AgentMemError, CorruptStoreError, RestoreError, Unsa
 
 __all__ = [
     "INTENT_FORMAT",
-    "LINK",
+    "SYMLINK",
     "UNKNOWN",
     "UNREADABLE",
     "UNSTABLE",
@@ -68,13 +68,14 @@ UNSTABLE: Final = "!unstable"
 """Marker: the file kept changing while it was read."""
 UNKNOWN: Final = "!unknown"
 """Marker: the file vanished while read, or was hidden from the walk (an unreadable directory)."""
-LINK: Final = "!link:"
-"""Prefix of a *prior* value that is a symlink (``"!link:<target>"``); only in intent records."""
+SYMLINK: Final = "!symlink"
+"""What a restore finds at a path that is a symbolic link (never followed nor replaced)."""
 
 _REASONS: Final = {
     UNREADABLE: "it could not be read when the time machine first saw it",
     UNSTABLE: "it was being written by another process while the time machine read it",
     UNKNOWN: "it was hidden from the time machine, or vanished while it was read",
+    SYMLINK: "it is a symbolic link, never followed nor replaced",
 }
 
 
@@ -85,12 +86,12 @@ def is_marker(ref: Ref) -> bool:
 
 def is_unknown(ref: Ref) -> bool:
     """Whether ``ref`` says the content was never known (every marker but ``!large``)."""
-    return is_marker(ref) and not str(ref).startswith(("!large:", LINK))
+    return is_marker(ref) and not str(ref).startswith("!large:")
 
 
 def can_copy(ref: Ref) -> bool:
-    """Whether a current value ``ref`` is held (a blob, absent, or a symlink's target)."""
-    return not is_marker(ref) or str(ref).startswith(LINK)
+    """Whether a current value ``ref`` is held (a blob, or absent)."""
+    return not is_marker(ref)
 
 
 def marker_reason(ref: str) -> str:
@@ -225,7 +226,7 @@ def apply_plan(
     written: Callable[[str, Ref], None],
     removed: Callable[[str], None],
 ) -> tuple[list[str], list[str]]:
-    """Make the disk hold ``plan`` (path -> blob ref, ``None`` or a ``LINK`` value).
+    """Make the disk hold ``plan`` (path -> blob ref or ``None``).
 
     Idempotent: a step already done is a no-op, so a half-applied plan can
     be applied again. Directories in ``created_dirs`` left empty by a
@@ -272,14 +273,9 @@ def apply_plan(
                     os.rmdir(dirpath)
             full.parent.mkdir(parents=True, exist_ok=True)
             if os.path.islink(full):
-                os.unlink(full)
-            if ref.startswith(LINK):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(full)
-                os.symlink(ref[len(LINK) :], full)
-            else:
-                write(full, contents[rel])
-                os.chmod(full, mode_of(ref))
+                os.unlink(full)  # replaced, never followed
+            write(full, contents[rel])
+            os.chmod(full, mode_of(ref))
             done_w.append(rel)
             written(rel, ref)
         except Exception as exc:
@@ -489,7 +485,7 @@ class RestoreMixin:
             task.after[rel] = UNKNOWN
 
     def _current(self, rel: str) -> Ref:
-        """What ``rel`` holds now (a ``LINK`` value for a symlink), stored so it can go back."""
+        """What ``rel`` holds now, its content stored so a restore can put it back."""
         full = self.working_dir / rel
         try:
             st = os.lstat(full)
@@ -498,7 +494,7 @@ class RestoreMixin:
         except OSError:
             return UNREADABLE
         if stat.S_ISLNK(st.st_mode):
-            return LINK + os.readlink(full)
+            return SYMLINK
         entry = self._index.get(rel)
         if (
             entry is not None

@@ -738,3 +738,15 @@ def test_a_file_that_vanishes_between_the_walk_and_its_read_is_never_deleted(
     assert (work / "notes.txt").read_text() == "v2, saved by the user's editor"
     assert not (work / "made.txt").exists()
     assert result is not None and [f.path for f in result.skipped] == ["notes.txt"]
+
+
+def test_a_symlink_put_at_a_tracked_path_is_neither_followed_nor_replaced(tmp_path: Path) -> None:
+    tm, work = _two_task_tree(tmp_path, ["a.txt", "b.txt"])
+    (work / "target.txt").write_text("the user's")
+    (work / "b.txt").unlink()
+    (work / "b.txt").symlink_to(work / "target.txt")
+    result = tm.switch_to_task(None)
+    assert (work / "b.txt").is_symlink()
+    assert (work / "target.txt").read_text() == "the user's"
+    assert (work / "a.txt").read_text() == "initial a.txt"
+    assert [(f.path, "symbolic link" in f.reason) for f in result.skipped] == [("b.txt", True)]
