@@ -103,6 +103,9 @@ DEFAULT_MAX_TASKS: Final = 1000
 """Tasks kept per session before the oldest are pruned."""
 DEFAULT_MAX_BYTES: Final = 1024 * 1024 * 1024
 """New snapshot bytes kept per session before the oldest tasks are pruned."""
+CTIME_MARGIN_NS: Final = 50_000_000
+"""A file whose ctime is this much older than a command's start was not changed by it
+(the margin covers the coarse clock the kernel stamps inodes with)."""
 RACY_NS: Final = 2_000_000_000
 """A file modified this close to when its stat was indexed is re-hashed (racy mtime)."""
 GC_GRACE_SECONDS: Final = 3600.0
@@ -511,12 +514,13 @@ class TimeMachine(RestoreMixin):
                     marker.touch()
             except (OSError, AgentMemError) as exc:
                 self._note_error(f"guard: could not index the working directory ({exc})")
+        started = time.time_ns()
         try:
             yield
         finally:
             with self._lock:
                 try:
-                    self._after_command()
+                    self._after_command(started)
                     if marker is not None:
                         marker.unlink(missing_ok=True)
                 except (OSError, AgentMemError) as exc:
@@ -529,7 +533,7 @@ class TimeMachine(RestoreMixin):
             return
         try:
             self._index_fresh = True  # saved when the command started
-            self._after_command()
+            self._after_command(marker.stat().st_mtime_ns)  # touched as it started
             marker.unlink()
         except (OSError, AgentMemError) as exc:
             self._note_error(f"an interrupted guard could not be recorded ({exc})")
@@ -538,16 +542,32 @@ class TimeMachine(RestoreMixin):
         _log.warning("session %s: %s", self.session_id, message)
         self.problems.append(message)
 
-    def _after_command(self) -> None:
+    def _unchanged_since(self, rel: str, started: int | None) -> bool:
+        """Whether ``rel`` was last changed before ``started`` (its ctime, which no
+        program can set back, older than the command's start by a clock tick)."""
+        if started is None:
+            return False
+        try:
+            return os.lstat(self.working_dir / rel).st_ctime_ns < started - CTIME_MARGIN_NS
+        except OSError:
+            return False
+
+    def _after_command(self, started: int | None) -> None:
         blind: set[str] = set()
         seen = walk(self.working_dir, self._skip, blind=blind)
         changed: dict[str, Ref] = {}
         for rel, st in seen.items():
             entry = self._index.get(rel)
             if entry is None:
+                if self._unchanged_since(rel, started):
+                    self._capture(rel, self._active)  # there before the command: not its file
+                    continue
                 # New, unless it was where the walk before the command could not see.
                 changed[rel] = UNKNOWN if under(rel, self._blind) else None
             elif entry[0] != st or (self._racy(entry) and self._content_changed(rel, entry)):
+                if self._unchanged_since(rel, started):
+                    self._capture(rel, self._active)  # changed before the command: not by it
+                    continue
                 changed[rel] = entry[2]
         for rel in [r for r in self._index if r not in seen]:
             full = self.working_dir / rel

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -177,6 +178,8 @@ def _hidden_directory_scenario(work: Path) -> dict[str, Any]:
     tm.start_new_task()
     with tm.guard():  # the walk cannot list locked/: it is remembered as unseen
         os.chmod(work / "locked", 0o755)
+        with open(work / "locked/data.txt", "a") as out:
+            out.write(", and the command's line")
         (work / "new.txt").write_text("made by the command")
     result = tm.undo_last_task()
     return {
@@ -196,7 +199,7 @@ def test_undo_never_deletes_files_of_a_directory_it_could_not_list(shared_dir: P
             os.chown(p, NOBODY, NOBODY)
     os.chmod(work / "locked", 0)
     out = _as_nobody(work, _hidden_directory_scenario)
-    assert out["data"] == "the user's data"
+    assert out["data"] == "the user's data, and the command's line", "never deleted"
     assert out["skipped"] == ["locked/data.txt"]
     assert not out["new_exists"]
 
@@ -750,3 +753,25 @@ def test_a_symlink_put_at_a_tracked_path_is_neither_followed_nor_replaced(tmp_pa
     assert (work / "target.txt").read_text() == "the user's"
     assert (work / "a.txt").read_text() == "initial a.txt"
     assert [(f.path, "symbolic link" in f.reason) for f in result.skipped] == [("b.txt", True)]
+
+
+def test_files_the_user_changed_before_a_command_are_not_the_commands(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "draft.md").write_text("v1")
+    tm = _tm(work, tmp_path / "store")
+    tm.start_new_task()
+    with tm.guard():  # indexes the tree
+        (work / "a.txt").write_text("a")
+    tm.start_new_task()
+    # Between two commands the user writes a new file and edits another, outside any task.
+    (work / "notes.md").write_text("the user's notes")
+    (work / "draft.md").write_text("v2, the user's edit")
+    time.sleep(3 * tm_module.CTIME_MARGIN_NS / 1e9)  # older than the next command
+    with tm.guard():
+        (work / "b.txt").write_text("b")
+    result = tm.undo_last_task()
+    assert (work / "notes.md").read_text() == "the user's notes", "never deleted"
+    assert (work / "draft.md").read_text() == "v2, the user's edit", "never reverted"
+    assert not (work / "b.txt").exists()
+    assert result is not None and result.removed == ("b.txt",)
