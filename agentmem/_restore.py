@@ -605,6 +605,9 @@ class RestoreMixin:
         except (KeyError, AttributeError, TypeError, ValueError) as exc:
             self._give_up(f"its record is damaged ({exc})")
             return
+        if before is not None and before != self._active:
+            self._give_up(f"task {self._public(self._active)} became active before it finished")
+            return
         try:
             failures, _ = preflight(self.working_dir, plan, self._target)
             if failures:

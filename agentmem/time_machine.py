@@ -347,9 +347,9 @@ class TimeMachine(RestoreMixin):
         Never raises for the file itself: content that cannot be known comes
         back as a marker (``!unreadable``: a read or stat error, a symlink or
         other non-regular file; ``!unstable``: it kept changing while read;
-        ``!unknown``: it vanished between the stat and the read) and a file
-        that exists is always indexed, marker or not, so a later guard never
-        takes it for a file its command created.
+        ``!unknown``: it vanished between the stat and the read) and a regular
+        file that exists is always indexed, marker or not, so a later guard
+        never takes it for a file its command created.
         """
         full = self.working_dir / rel
         for _ in range(_READ_ATTEMPTS):

@@ -775,3 +775,18 @@ def test_files_the_user_changed_before_a_command_are_not_the_commands(tmp_path: 
     assert (work / "draft.md").read_text() == "v2, the user's edit", "never reverted"
     assert not (work / "b.txt").exists()
     assert result is not None and result.removed == ("b.txt",)
+
+
+def test_a_pending_restore_is_not_finished_once_another_task_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tm, _ = _two_task_tree(tmp_path, PATHS)
+    monkeypatch.setattr(tm_module, "atomic_write_bytes", _FailingWrites(2, once=False))
+    with pytest.raises(RestoreError):
+        tm.switch_to_task(None)
+    monkeypatch.undo()
+    third = tm.start_new_task()  # the host carried on regardless
+    tm.undo_last_task()
+    assert tm.active_task_id == 2, "the undo of task 3, not the stale restore's target"
+    assert any("became active before it finished" in p for p in tm.problems)
+    assert third in tm.get_child_tasks(2)
