@@ -26,7 +26,7 @@ The tree::
         ├── CorruptStoreError                    unreadable data, moved aside
         ├── StoreLockedError                     another process holds the store
         ├── SessionClosedError                   a write to a closed session (or its history)
-        ├── RestoreError                         a time-machine restore refused; nothing changed
+        ├── RestoreError                         a time-machine restore refused (or rolled back)
         └── FormatVersionError   (+InvalidArgumentError) stored data in a format version
                                                  this release cannot read (a newer agentmem)
 
@@ -310,7 +310,23 @@ class FormatVersionError(StorageError, InvalidArgumentError):
 class RestoreError(StorageError):
     """The time machine could not restore a task's files.
 
-    Raised before anything is written (a snapshot is missing or damaged, or a
-    path would be written through a symlink leading out of the working
-    directory): the files, the snapshot store and the task tree are unchanged.
+    Every target is checked before any file changes, so most refusals leave
+    the files, the snapshot store and the task tree unchanged (a snapshot is
+    missing or damaged, a path would be written through a symlink leading
+    out of the working directory, a directory stands where a file goes, a
+    directory is not writable). A step that still fails half-way is rolled
+    back; the message and :attr:`outcome` say which happened.
+
+    Attributes:
+        outcome: ``"unchanged"`` (refused before any change), ``"rolled
+            back"`` (failed half-way; what it changed was put back) or
+            ``"pending"`` (failed half-way and could not be put back: the next
+            open of the session, or the next undo/switch, finishes the restore
+            or rolls it back).
     """
+
+    def __init__(
+        self, message: str, *, path: str | Path | None = None, outcome: str = "unchanged"
+    ) -> None:
+        super().__init__(message, path=path)
+        self.outcome = outcome
