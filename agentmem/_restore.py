@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from agentmem._snapshots import BlobStore, Ref, TaskRecord, blob_of, mode_of, parents, stat_of
-from agentmem._storage.files import move_aside
+from agentmem._storage.files import move_aside, remove_stale_temps
 from agentmem.errors import AgentMemError, CorruptStoreError, RestoreError, UnsafePathError
 
 __all__ = [
@@ -604,6 +604,9 @@ class RestoreMixin:
         except (KeyError, AttributeError, TypeError, ValueError) as exc:
             self._give_up(f"its record is damaged ({exc})")
             return
+        # A writer killed between create and rename left its temp file beside the target.
+        for folder in {(self.working_dir / rel).parent for rel in [*plan, *(prior or ())]}:
+            remove_stale_temps(folder, root=self.working_dir)
         if before is not None and before != self._active:
             self._give_up(f"task {self._public(self._active)} became active before it finished")
             return

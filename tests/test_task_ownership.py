@@ -128,11 +128,6 @@ def test_kill9_at_every_write_step_of_undo_switch_and_start(
 
 @posix_kill
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="restore path (not task ownership): a restore killed inside atomic_write_bytes "
-    "leaves its .<name>.<hex>.tmp in the working directory and nothing removes it",
-)
 def test_kill9_during_a_restore_leaves_no_temp_file_in_the_working_dir(
     step_kills: tuple[Path, list[dict[str, Any]]],
 ) -> None:
