@@ -325,6 +325,55 @@ def test_a_semantic_database_with_a_malformed_meta_version_is_moved_aside(tmp_pa
     mem.close()
 
 
+# --------------------------------------------------------------------------- sessions database
+
+
+@pytest.mark.parametrize("version", ["one", "0", "-1", "", "1.5", None])
+def test_a_sessions_database_with_a_malformed_version_is_repaired_from_its_migrations(
+    tmp_path: Path, version: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "root"
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem, mem.session() as s:
+        sid = s.id
+        s.start_task("alpha zebra")
+        s.append({"role": "assistant", "content": "beta"})
+    db = root / "sessions.sqlite"
+    conn = sqlite3.connect(db)
+    if version is None:
+        conn.execute("DELETE FROM meta WHERE key = 'version'")
+    else:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'version'", (version,))
+    conn.commit()
+    conn.close()
+    with (
+        caplog.at_level("WARNING", logger="agentmem.storage"),
+        agentmem.Memory(root=root, working_dir=tmp_path) as mem,
+    ):
+        # Nothing set aside, nothing lost: the version is the migrations table's.
+        assert not list(root.glob("sessions.sqlite.corrupt-*"))
+        with mem.session(sid) as s:
+            assert [m["content"] for m in s.history.to_list()] == ["alpha zebra", "beta"]
+        assert [hit.session_id for hit in mem.recall("zebra")] == [sid]
+    assert any("unreadable agentmem.sessions version" in r.getMessage() for r in caplog.records)
+    conn = sqlite3.connect(db)
+    (stored,) = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+    conn.close()
+    assert stored.isdigit() and int(stored) >= 1
+
+
+def test_a_sessions_database_newer_than_this_release_is_still_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    with agentmem.Memory(root=root, working_dir=tmp_path) as mem, mem.session():
+        pass
+    conn = sqlite3.connect(root / "sessions.sqlite")
+    conn.execute("UPDATE meta SET value = '999' WHERE key = 'version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(FormatVersionError):
+        agentmem.Memory(root=root, working_dir=tmp_path).sessions.list()
+    assert (root / "sessions.sqlite").exists()
+
+
 # --------------------------------------------------------------------------- temp files
 
 _KILLED_WRITER = """

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import sqlite3
 import time
@@ -53,6 +54,8 @@ from pathlib import Path
 from typing import Final, Literal
 
 from agentmem.errors import FormatVersionError, StorageError
+
+logger = logging.getLogger("agentmem.storage")
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -301,6 +304,12 @@ def transaction(
         raise
 
 
+def _version_or_none(value: object) -> int | None:
+    """A stored ``meta.version``: a decimal integer >= 1, else ``None`` (malformed)."""
+    text = str(value) if value is not None else ""
+    return int(text) if text.isascii() and text.isdigit() and int(text) >= 1 else None
+
+
 def _tables(conn: sqlite3.Connection) -> set[str]:
     rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     return {str(row[0]) for row in rows}
@@ -342,14 +351,23 @@ def pending_migrations(
                 f"{where} is not an {format_name} database (its format is {found!r})",
                 path=error_path,
             )
-        try:
-            version = int(meta.get("version", ""))
-        except ValueError:
-            raise FormatVersionError(
-                f"{where}: unreadable {format_name} version {meta.get('version')!r}",
-                path=error_path,
-                supported=format_version,
-            ) from None
+        version = _version_or_none(meta.get("version"))
+        if version is None:
+            # A malformed version (missing, 0, "one"...) is damage to one row, not to the
+            # data: the migrations table says which migrations ran, so the version is
+            # re-derived from it (unknown names still refuse below) and rewritten by migrate.
+            if "migrations" not in tables:
+                raise SchemaDamageError(
+                    f"{where}: unreadable {format_name} version {meta.get('version')!r} "
+                    "and no migrations table to tell it from"
+                )
+            logger.warning(
+                "%s: unreadable %s version %r; taken from its migrations table and rewritten",
+                where,
+                format_name,
+                meta.get("version"),
+            )
+            version = 0
         if version > format_version:
             raise FormatVersionError(
                 f"{where} is {format_name} version {version}, written by a newer agentmem; "
