@@ -302,7 +302,9 @@ def test_a_topic_with_a_lone_surrogate_is_written(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- semantic memory
 
 
-def test_a_semantic_database_with_a_malformed_meta_version_is_moved_aside(tmp_path: Path) -> None:
+def test_a_semantic_database_with_a_malformed_meta_version_is_repaired_in_place(
+    tmp_path: Path,
+) -> None:
     from agentmem.semantic import LocalMemoryClient
 
     root = tmp_path / "root"
@@ -318,9 +320,10 @@ def test_a_semantic_database_with_a_malformed_meta_version_is_moved_aside(tmp_pa
     conn.close()
     mem = agentmem.Memory(root=root, working_dir=tmp_path)
     client = LocalMemoryClient(mem, embedder=None)
-    assert client.recovery is not None and "version" in client.recovery.reason
+    # Re-derived from the migrations table: nothing set aside, nothing lost.
+    assert client.recovery is None
     assert [m.memory for m in client.get_all(user_id="u")] == ["I prefer tabs over spaces"]
-    assert list(root.glob("semantic.sqlite.corrupt-*"))
+    assert not list(root.glob("semantic.sqlite.corrupt-*"))
     client.close()
     mem.close()
 
@@ -361,17 +364,30 @@ def test_a_sessions_database_with_a_malformed_version_is_repaired_from_its_migra
     assert stored.isdigit() and int(stored) >= 1
 
 
-def test_a_sessions_database_newer_than_this_release_is_still_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "newer",
+    [
+        "UPDATE meta SET value = '999' WHERE key = 'version'",
+        "INSERT INTO migrations (name, applied_at) VALUES ('9999_from_the_future', 'x')",
+        # a malformed version does not hide a newer release's migration
+        "UPDATE meta SET value = 'x' WHERE key = 'version';"
+        "INSERT INTO migrations (name, applied_at) VALUES ('9999_from_the_future', 'x')",
+    ],
+)
+def test_a_sessions_database_newer_than_this_release_is_still_refused(
+    tmp_path: Path, newer: str
+) -> None:
     root = tmp_path / "root"
     with agentmem.Memory(root=root, working_dir=tmp_path) as mem, mem.session():
         pass
     conn = sqlite3.connect(root / "sessions.sqlite")
-    conn.execute("UPDATE meta SET value = '999' WHERE key = 'version'")
+    conn.executescript(newer)
     conn.commit()
     conn.close()
     with pytest.raises(FormatVersionError):
         agentmem.Memory(root=root, working_dir=tmp_path).sessions.list()
     assert (root / "sessions.sqlite").exists()
+    assert not list(root.glob("sessions.sqlite.corrupt-*"))
 
 
 # --------------------------------------------------------------------------- temp files
