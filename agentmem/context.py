@@ -78,9 +78,13 @@ from agentmem._context_types import (
     NoteCounts,
     NoteMap,
     Stage,
+    ToolCost,
+    ToolCounts,
     TrimEvent,
     TurnNote,
+    check_max_output_tokens,
     note_map,
+    session_tools,
 )
 from agentmem._progress import (
     TODO_TOOL_NAMES,
@@ -112,6 +116,7 @@ __all__ = [
     "latest_todos",
     "progress_of",
     "render_progress",
+    "session_tools",
     "truncate_text",
 ]
 
@@ -262,6 +267,7 @@ class ContextManager:
         self._prefix: _Prefix | None = None
         self._reasoning = False
         self._note_counts = NoteCounts()
+        self._tool_counts = ToolCounts()
         # The newest turn notes given as a tuple and their checked map: the session
         # passes the same tuple until a turn adds a note, so it is checked once.
         self._notes: tuple[Sequence[TurnNote], NoteMap] = ((), {})
@@ -284,6 +290,8 @@ class ContextManager:
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
         turn_notes: Sequence[TurnNote] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The payload for the next call (stages 1 and 2).
 
@@ -317,6 +325,8 @@ class ContextManager:
             task_chain=task_chain,
             force_reasoning_content_pad=force_reasoning_content_pad,
             turn_notes=turn_notes,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
         ).payload
 
     def build_after_overflow(
@@ -330,6 +340,8 @@ class ContextManager:
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
         turn_notes: Sequence[TurnNote] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The payload after the provider rejected the previous one for length (stage 3).
 
@@ -350,6 +362,8 @@ class ContextManager:
             task_chain=task_chain,
             force_reasoning_content_pad=force_reasoning_content_pad,
             turn_notes=turn_notes,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
         ).payload
 
     def build_result(
@@ -363,6 +377,8 @@ class ContextManager:
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
         turn_notes: Sequence[TurnNote] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> ContextBuild:
         """Like :meth:`build` (``attempt=0``) or :meth:`build_after_overflow`, with the stats.
 
@@ -387,6 +403,8 @@ class ContextManager:
             task_chain,
             force_reasoning_content_pad,
             turn_notes,
+            tools,
+            max_output_tokens,
         )
         try:
             while True:
@@ -410,6 +428,8 @@ class ContextManager:
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
         turn_notes: Sequence[TurnNote] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> ContextBuild:
         """The async twin of :meth:`build_result`: a trim awaits YaRN's summarizer.
 
@@ -426,6 +446,8 @@ class ContextManager:
             task_chain,
             force_reasoning_content_pad,
             turn_notes,
+            tools,
+            max_output_tokens,
         )
         try:
             while True:
@@ -448,10 +470,17 @@ class ContextManager:
         task_chain: Collection[int] | None,
         force_pad: bool,
         turn_notes: Sequence[TurnNote],
+        tools: Sequence[Mapping[str, Any]] | None,
+        max_output_tokens: int | None,
     ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
         """Check a build's arguments (eagerly), then return the pipeline (:meth:`_build`)."""
         if isinstance(attempt, bool) or attempt not in (0, 1, 2, 3):
             raise InvalidArgumentError(f"attempt must be 0, 1, 2 or 3, got {attempt!r}")
+        if provider not in PROVIDERS:
+            raise InvalidArgumentError(
+                f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
+            )
+        reserved_output = check_max_output_tokens(max_output_tokens) or 0
         if window is None:
             window = self.window
         if yarn is None:
@@ -464,6 +493,7 @@ class ContextManager:
         if window is not self._built_from:
             self._reset()
             self._built_from = window
+        tool_cost = self._tool_counts.cost(tools, provider, window.history.token_counter)
         return self._build(
             window,
             yarn,
@@ -473,6 +503,8 @@ class ContextManager:
             force_pad,
             attempt=attempt,
             notes=self._note_map(turn_notes),
+            tool_cost=tool_cost,
+            reserved_output=reserved_output,
         )
 
     def _note_map(self, turn_notes: Sequence[TurnNote]) -> NoteMap:
@@ -506,31 +538,42 @@ class ContextManager:
         *,
         attempt: int,
         notes: NoteMap,
+        tool_cost: ToolCost,
+        reserved_output: int,
     ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
         """The pipeline; yields ``(yarn, request)`` for each summary a trim's compression owes.
 
         The driver settles it (``yarn.summarize`` or ``await yarn.asummarize``)
         and resumes; the return value is the build. Nothing else differs
         between the sync and the async build.
+
+        Every stage works within ``limit``: the window minus what the tool
+        schemas cost and the output reserved for the answer.
         """
-        if provider not in PROVIDERS:
-            raise InvalidArgumentError(
-                f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
-            )
         chain = task_chain_set(task_chain)
         settings = self.settings
-        limit = settings.context_window
+        reserved = tool_cost.tokens + reserved_output
+        limit = settings.context_window - reserved
         history = window.history
         counter = history.token_counter
-        stats = ContextStats()
+        stats = ContextStats(
+            tool_tokens=tool_cost.tokens, reserved_output_tokens=reserved_output, budget=limit
+        )
 
         system, system_tokens = self._system_message(window, injections)
         if system_tokens + REPLY_PRIMING_TOKENS > limit:
+            extra = (
+                f" beside the tool schemas ({tool_cost.tokens} tokens) and the reserved "
+                f"output ({reserved_output} tokens)"
+                if reserved
+                else ""
+            )
             raise ContextOverflowError(
-                f"the system prompt (with injections) costs {system_tokens} tokens, more than "
-                f"the {limit}-token context window; no payload can fit",
-                needed=system_tokens,
-                window=limit,
+                f"the system prompt (with injections) costs {system_tokens} tokens; it does "
+                f"not fit the {settings.context_window}-token context window{extra}, so no "
+                "payload can fit",
+                needed=system_tokens + REPLY_PRIMING_TOKENS + reserved,
+                window=settings.context_window,
             )
 
         # Turn notes (semantic memory blocks) sit beside their turns; trims count them
@@ -539,19 +582,40 @@ class ContextManager:
         if attempt:
             target = int(settings.overflow_targets[attempt - 1] * limit)
             yield from self._trim(
-                window, yarn, fixed_tokens, stats, stage=3, attempt=attempt, target=target
+                window,
+                yarn,
+                fixed_tokens,
+                stats,
+                stage=3,
+                attempt=attempt,
+                target=target,
+                limit=limit,
             )
         elif self._estimate(window, yarn, fixed_tokens) > settings.proactive_threshold * limit:
             target = int(settings.trim_target * limit)
             yield from self._trim(
-                window, yarn, fixed_tokens, stats, stage=1, attempt=0, target=target
+                window,
+                yarn,
+                fixed_tokens,
+                stats,
+                stage=1,
+                attempt=0,
+                target=target,
+                limit=limit,
             )
 
         messages, total = self._repaired(window, yarn, system, chain, notes)
         if not attempt and total > settings.validation_threshold * limit:
             target = int(settings.trim_target * limit)
             yield from self._trim(
-                window, yarn, fixed_tokens, stats, stage=2, attempt=0, target=target
+                window,
+                yarn,
+                fixed_tokens,
+                stats,
+                stage=2,
+                attempt=0,
+                target=target,
+                limit=limit,
             )
             messages, total = self._repaired(window, yarn, system, chain, notes)
 
@@ -583,14 +647,21 @@ class ContextManager:
             messages, total = self._shrink(messages, window, yarn, stats, ceiling, system, limit)
         if total > limit:
             raise ContextOverflowError(
-                f"cannot fit the conversation into {limit} tokens (the minimum is {total})",
-                needed=total,
-                window=limit,
+                f"cannot fit the conversation into {limit} tokens (the minimum is {total})"
+                + (
+                    f"; the {settings.context_window}-token window also holds the tool schemas "
+                    f"({tool_cost.tokens} tokens) and the reserved output ({reserved_output})"
+                    if reserved
+                    else ""
+                ),
+                needed=total + reserved,
+                window=settings.context_window,
             )
         stats.tokens = total
         stats.messages = len(messages)
         pad = force_pad or self._reasoning
-        return ContextBuild(self._render(messages, provider, pad), tuple(messages), stats)
+        payload = self._render(messages, provider, pad)
+        return ContextBuild(payload, tuple(messages), stats, tool_cost.specs)
 
     # ------------------------------------------------------------------ parts
 
@@ -659,6 +730,7 @@ class ContextManager:
         stage: Stage,
         attempt: int,
         target: int,
+        limit: int,
     ) -> Generator[tuple[YaRN, SummaryRequest], None, None]:
         """Evict to ``target`` into YaRN; yields the summary the compression owes, if any."""
         history = window.history
@@ -676,7 +748,7 @@ class ContextManager:
         )
         stats.trims.append(event)
         self._notify(event)
-        reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
+        reserve = int(self.settings.summary_max_fraction * limit)
         budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + _prompt_tokens_in(window)
         if stage == 3 and attempt == 3:
             evicted = window.evict_to(max_messages=1)
@@ -847,7 +919,7 @@ class ContextManager:
             system=system,
             ceiling=ceiling,
             anchor_ceiling=anchor_ceiling,
-            summary_reserve=int(self.settings.summary_max_fraction * self.settings.context_window),
+            summary_reserve=int(self.settings.summary_max_fraction * anchor_ceiling),
         )
         stats.truncated += truncated
         return out, total

@@ -99,6 +99,9 @@ class Session:
         name: Display name (may be ``None``).
         model: Model name.
         context_window: Tokens the model accepts.
+        tools: The default tool specs of :meth:`context` (``None``: no tools), as given
+            to :meth:`Memory.session` (a frozen copy); counted in every payload's window.
+        max_output_tokens: The default output reserve of :meth:`context` (``None``: 0).
         history: Every message of the session (durable on every mutation).
         window: The working window over ``history``.
         yarn: Archive and running summary of what the window evicted.
@@ -151,8 +154,12 @@ class Session:
         name: str | None,
         extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         self._memory = memory
+        self.tools = tools
+        self.max_output_tokens = max_output_tokens
         self.subagent = subagent
         self.last_memory_update: MemoryUpdateResult | None = None
         self._lock = lock
@@ -240,6 +247,8 @@ class Session:
         *,
         extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> Session:
         session = cls(
             memory,
@@ -253,6 +262,8 @@ class Session:
             name=info.name,
             extensions=extensions,
             subagent=subagent,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
         )
         session._save_state()
         return session
@@ -269,6 +280,8 @@ class Session:
         name: str | None,
         extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> Session:
         info = record.info
         state, kept, reasons = read_state(record.state, info.id)
@@ -286,6 +299,8 @@ class Session:
             name=name if name is not None else info.name,
             extensions=extensions,
             subagent=subagent,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
         )
         session._kept_state = kept
         session.unreadable_state = reasons
@@ -391,6 +406,8 @@ class Session:
     def context(
         self,
         provider: Literal["openai"] = ...,
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -401,6 +418,8 @@ class Session:
     def context(
         self,
         provider: Literal["anthropic"],
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -411,6 +430,8 @@ class Session:
     def context(
         self,
         provider: str,
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -420,6 +441,8 @@ class Session:
     def context(
         self,
         provider: str = "openai",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
         *,
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
@@ -433,6 +456,15 @@ class Session:
 
         Args:
             provider: ``"openai"`` or ``"anthropic"``.
+            tools: The tool specs sent with this request (OpenAI Chat, OpenAI
+                Responses or Anthropic shape, any of them for any provider);
+                their cost in ``provider``'s shape is taken off the window
+                first. ``None``: the session's default (:attr:`tools`); ``[]``:
+                none.
+            max_output_tokens: Tokens kept free for the answer (the request's
+                ``max_tokens``); ``None``: the session's default (0 without one).
+                The payload, the tools and this reserve together fit
+                ``context_window``.
             injections: Extra system-prompt texts for this call (persona, memory context).
             task_chain: Active task ids (time machine); ``None`` for all.
             force_reasoning_content_pad: Pad ``reasoning_content`` on every assistant message.
@@ -442,11 +474,21 @@ class Session:
 
         Raises:
             InvalidArgumentError: unknown provider, ``injections`` not a
-                sequence of strings, or a bad ``task_chain``.
+                sequence of strings, a bad ``task_chain``, malformed ``tools``
+                or a ``max_output_tokens`` that is not an int >= 0.
+            ContextOverflowError: the system prompt, the tools and the
+                reserved output alone leave no room in the window.
         """
         return self._finish_build(
             self.context_manager.build_result(
-                **self._build_args(provider, injections, task_chain, force_reasoning_content_pad)
+                **self._build_args(
+                    provider,
+                    injections,
+                    task_chain,
+                    force_reasoning_content_pad,
+                    tools=tools,
+                    max_output_tokens=max_output_tokens,
+                )
             )
         )
 
@@ -454,6 +496,8 @@ class Session:
     async def acontext(
         self,
         provider: Literal["openai"] = ...,
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -464,6 +508,8 @@ class Session:
     async def acontext(
         self,
         provider: Literal["anthropic"],
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -474,6 +520,8 @@ class Session:
     async def acontext(
         self,
         provider: str,
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -483,6 +531,8 @@ class Session:
     async def acontext(
         self,
         provider: str = "openai",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
         *,
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
@@ -497,7 +547,14 @@ class Session:
         """
         return self._finish_build(
             await self.context_manager.abuild_result(
-                **self._build_args(provider, injections, task_chain, force_reasoning_content_pad)
+                **self._build_args(
+                    provider,
+                    injections,
+                    task_chain,
+                    force_reasoning_content_pad,
+                    tools=tools,
+                    max_output_tokens=max_output_tokens,
+                )
             )
         )
 
@@ -505,6 +562,8 @@ class Session:
         self,
         attempt: int,
         provider: str = "openai",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
         *,
         reported_tokens: int | None = None,
         injections: Sequence[str] = (),
@@ -516,6 +575,8 @@ class Session:
         Args:
             attempt: 1, 2 or 3: trims to 50%, 25% and the minimum.
             provider: ``"openai"`` or ``"anthropic"``.
+            tools: As for :meth:`context`.
+            max_output_tokens: As for :meth:`context`.
             reported_tokens: The prompt size the provider's error reported,
                 if it did; calibrates a learning token estimator.
             injections: As for :meth:`context`.
@@ -534,6 +595,8 @@ class Session:
                     injections,
                     task_chain,
                     force_reasoning_content_pad,
+                    tools=tools,
+                    max_output_tokens=max_output_tokens,
                     attempt=attempt,
                     reported_tokens=reported_tokens,
                 )
@@ -544,6 +607,8 @@ class Session:
         self,
         attempt: int,
         provider: str = "openai",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
         *,
         reported_tokens: int | None = None,
         injections: Sequence[str] = (),
@@ -558,6 +623,8 @@ class Session:
                     injections,
                     task_chain,
                     force_reasoning_content_pad,
+                    tools=tools,
+                    max_output_tokens=max_output_tokens,
                     attempt=attempt,
                     reported_tokens=reported_tokens,
                 )
@@ -571,6 +638,8 @@ class Session:
         task_chain: Collection[int] | None,
         force_reasoning_content_pad: bool,
         *,
+        tools: Sequence[Mapping[str, Any]] | None,
+        max_output_tokens: int | None,
         attempt: int | None = None,
         reported_tokens: int | None = None,
     ) -> dict[str, Any]:
@@ -600,6 +669,11 @@ class Session:
             "task_chain": self._chain(task_chain),
             "force_reasoning_content_pad": force_reasoning_content_pad,
             "turn_notes": self._ext.notes(),
+            # The session's defaults (Memory.session) stand in for an omitted argument.
+            "tools": self.tools if tools is None else tools,
+            "max_output_tokens": (
+                self.max_output_tokens if max_output_tokens is None else max_output_tokens
+            ),
         }
 
     def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
@@ -626,7 +700,7 @@ class Session:
         """Teach a learning counter the provider's size of the last payload built (if any)."""
         sent = self.context_manager.last_build
         if self._calibration is not None and sent is not None:
-            self._calibration.observe(sent.messages, prompt_tokens)
+            self._calibration.observe(sent.messages, prompt_tokens, tools=sent.tools or None)
 
     def record_usage(
         self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0

@@ -78,6 +78,10 @@ class SessionStore:
             lost on power loss.
         clock: Returns the current time in epoch seconds; ``time.time`` by
             default. Tests pass a fixed clock for reproducible timestamps.
+        purge: Called by :meth:`delete` with the id of a deleted session, under
+            its lock, to remove what other parts keep for it outside this
+            database (the facade passes the time machine's
+            :func:`~agentmem.time_machine.delete_stored_session`).
 
     Raises:
         InvalidArgumentError: unknown ``durability``.
@@ -95,7 +99,9 @@ class SessionStore:
         *,
         durability: Durability = "full",
         clock: Callable[[], float] | None = None,
+        purge: Callable[[str], object] | None = None,
     ) -> None:
+        self._purge = purge
         if durability not in DURABILITIES:
             raise InvalidArgumentError(
                 f"durability must be one of {', '.join(DURABILITIES)}; got {durability!r}"
@@ -451,17 +457,59 @@ class SessionStore:
         )
 
     def delete(self, session_id: str) -> bool:
-        """Delete a session and everything it owns (messages, billing, threads, quarantine).
+        """Delete a session and everything it owns.
 
-        Locks are not consulted: a writer still holding the session gets
-        :class:`SessionNotFoundError` on its next write.
+        Its rows (messages, billing, threads, quarantine, recall index) go in one
+        transaction; then, still under its lock, what :attr:`purge` removes
+        for it (the time machine's records, and the snapshot blobs no other
+        session refers to) and its lock file. A delete whose rows went but
+        whose files could not be removed raises; deleting the id again
+        removes what was left (and returns ``False``).
 
         Returns:
             ``True`` if the session existed.
+
+        Raises:
+            StoreLockedError: the session is open (in this process or another);
+                nothing was deleted.
+            StorageError: the rows or the session's files could not be removed.
         """
         sid = _check_lookup_id(session_id)
-        with self._write(f"delete session {sid}") as sql:
-            return sql.delete(sid)
+        if not _is_session_id(sid):
+            # No session, lock file or snapshot can carry an id that create() refuses.
+            with self._write(f"delete session {sid}") as sql:
+                return sql.delete(sid)
+        lock = self.lock(sid)
+        try:
+            with self._write(f"delete session {sid}") as sql:
+                existed = sql.delete(sid)
+            if self._purge is not None:
+                self._purge(sid)
+        finally:
+            self.discard_lock(lock)
+        return existed
+
+    def discard_lock(self, lock: SessionLock) -> None:
+        """Release ``lock`` and remove its lock file (the session is gone or was never made).
+
+        The file is removed while the lock is still held, so no other holder
+        can be using it; a later open creates a fresh one.
+
+        Raises:
+            StorageError: the lock file exists but could not be removed (the lock
+                is released all the same).
+        """
+        try:
+            if lock.locked and lock.path is not None:
+                try:
+                    lock.path.unlink(missing_ok=True)
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot remove the lock file of session {lock.session_id}: {exc}",
+                        path=lock.path,
+                    ) from exc
+        finally:
+            lock.release()
 
     def rename(self, session_id: str, name: str | None) -> None:
         """Set a session's name.
@@ -691,3 +739,12 @@ class SessionStore:
         where = str(self._path) if self._path is not None else ":memory:"
         state = " closed" if self._conn is None else ""
         return f"<SessionStore {where} durability={self._durability}{state}>"
+
+
+def _is_session_id(session_id: str) -> bool:
+    """Whether ``session_id`` is one :meth:`SessionStore.create` accepts."""
+    try:
+        _check_session_id(session_id)
+    except InvalidArgumentError:
+        return False
+    return True
