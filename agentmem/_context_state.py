@@ -9,12 +9,19 @@ epoch, so a change to any of them rebuilds it and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentmem._codecs.anthropic import (
+    EMPTY_USER_PLACEHOLDER,
+    LEADING_USER_PLACEHOLDER,
+    SYSTEM_NOTE_TAG,
+)
 from agentmem._context_types import NoteMap
+from agentmem.message_tokens import MESSAGE_OVERHEAD_TOKENS
 from agentmem.messages import Message, content_text
+from agentmem.protocols import TokenCounter
 from agentmem.repair import RepairStream
 from agentmem.stm import ShortTermMemory
 
@@ -23,6 +30,7 @@ __all__ = [
     "PrefixKey",
     "SummaryCache",
     "SystemCache",
+    "anthropic_extra",
     "copy_view",
     "has_reasoning",
     "prompt_tokens_in",
@@ -126,3 +134,34 @@ def prompt_tokens_in(window: ShortTermMemory) -> int:
     """Tokens of the system prompt when the window still starts at it (index 0), else 0."""
     history = window.history
     return history.message_tokens(0) if window.start == 0 and history.has_system_prompt() else 0
+
+
+def anthropic_extra(messages: Sequence[Message], counter: TokenCounter) -> int:
+    """Tokens the Anthropic conversion of repaired ``messages`` adds to their canonical count.
+
+    :func:`agentmem.messages.to_anthropic` sends a system message that follows
+    the first turn as user text wrapped in ``<system-reminder>`` tags, an
+    empty user turn as a placeholder text, and puts a placeholder user turn
+    first when the conversation would start with the assistant. Those texts
+    are not in the canonical messages; each is counted here (a wrapper with
+    one token of slack for where its tags meet the text). Only short
+    constant strings are counted, so this costs a walk over the payload.
+    """
+    tags = counter.count_text(f"<{SYSTEM_NOTE_TAG}>\n") + counter.count_text(
+        f"\n</{SYSTEM_NOTE_TAG}>"
+    )
+    extra = 0
+    leading = True
+    for msg in messages:
+        role = msg["role"]
+        if role == "system":
+            if not leading and content_text(msg.get("content")).strip():
+                extra += tags + 1
+            continue
+        if leading and role != "user":
+            extra += MESSAGE_OVERHEAD_TOKENS + counter.count_text("user")
+            extra += counter.count_text(LEADING_USER_PLACEHOLDER)
+        leading = False
+        if role == "user" and not content_text(msg.get("content")).strip():
+            extra += counter.count_text(EMPTY_USER_PLACEHOLDER)
+    return extra

@@ -80,6 +80,7 @@ from agentmem._context_state import (
     PrefixKey,
     SummaryCache,
     SystemCache,
+    anthropic_extra,
     copy_view,
     has_reasoning,
     prompt_tokens_in,
@@ -572,9 +573,15 @@ class ContextManager:
         else:
             ceiling = int(settings.validation_threshold * limit)
             ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
+        # Anthropic's shape adds text of its own (a system note after the first turn is
+        # sent as tagged user text, an empty turn as a placeholder): it takes room too.
+        added = anthropic_extra(messages, counter) if provider == "anthropic" else 0
+        room = limit - added
+        ceiling = min(ceiling, room)
         if total > ceiling:
-            messages, total = self._shrink(messages, window, yarn, stats, ceiling, system, limit)
-        if total > limit:
+            messages, total = self._shrink(messages, window, yarn, stats, ceiling, system, room)
+        if total > room:
+            total += added
             raise ContextOverflowError(
                 f"cannot fit the conversation into {limit} tokens (the minimum is {total})"
                 + (
@@ -586,7 +593,7 @@ class ContextManager:
                 needed=total + reserved,
                 window=settings.context_window,
             )
-        stats.tokens = total
+        stats.tokens = total + added
         stats.messages = len(messages)
         pad = force_pad or self._reasoning
         payload = self._render(messages, provider, pad)

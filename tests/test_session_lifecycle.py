@@ -200,7 +200,7 @@ def test_delete_of_a_session_open_in_another_process_raises_and_deletes_nothing(
         f"""
         import sys, agentmem
         mem = agentmem.Memory(root={str(mem.root)!r}, working_dir={str(tmp_path)!r})
-        s = mem.session("remote", create=False)
+        s = mem.session("remote")
         print("open", flush=True)
         sys.stdin.readline()
         s.append({{"role": "assistant", "content": "written after the refused delete"}})

@@ -18,17 +18,16 @@ from hypothesis import strategies as st
 from profiles import scaled
 
 from agentmem import ContextOverflowError, InvalidArgumentError, Memory
-from agentmem._tool_specs import (
-    ANTHROPIC_TOOL_SYSTEM_TOKENS,
-    OPENAI_TOOLS_OVERHEAD_TOKENS,
-    TOOL_OVERHEAD_TOKENS,
-)
 from agentmem.errors import ConfigurationError
 from agentmem.tokens import TiktokenCounter, cl100k_encoding
 
 ENC = cl100k_encoding()
 PER_MESSAGE = 3  # OpenAI's published framing per chat message
 PRIMING = 3  # and per request, for the reply
+# What docs/context.md says a tools list costs beyond its compact JSON:
+TOOL_OVERHEAD_TOKENS = 8  # per tool
+OPENAI_TOOLS_OVERHEAD_TOKENS = 12  # per OpenAI request with tools
+ANTHROPIC_TOOL_SYSTEM_TOKENS = 346  # Anthropic's tool-use system prompt
 
 
 def tok(text: str) -> int:
@@ -70,7 +69,7 @@ def anthropic_payload_tokens(system: str | None, messages: list[dict[str, Any]])
                 total += tok(block["text"])
             elif kind == "tool_use":
                 total += 3 + tok(block["id"]) + tok(block["name"])
-                total += tok(json.dumps(block["input"], separators=(",", ":")))
+                total += tok(json.dumps(block["input"], separators=(",", ":"), ensure_ascii=False))
             elif kind == "tool_result":
                 total += tok(block["tool_use_id"])
                 inner = block.get("content")
