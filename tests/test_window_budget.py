@@ -242,6 +242,10 @@ def test_payload_tools_and_output_fit_the_window_on_every_stage(
 ) -> None:
     mem = Memory(incognito=True, token_counter=TiktokenCounter("cl100k_base"))
     system = " ".join(["You are a careful coding agent."] * system_words)
+    if defaults and output is not None and output >= window:
+        with pytest.raises(ConfigurationError, match="max_output_tokens"):
+            mem.session(context_window=window, max_output_tokens=output)
+        return
     if defaults:  # the same figures given once, as the session's defaults
         session = mem.session(context_window=window, tools=tools, max_output_tokens=output)
         kwargs: dict[str, Any] = {}
@@ -258,10 +262,10 @@ def test_payload_tools_and_output_fit_the_window_on_every_stage(
         anchor = step[1] if step[0] == "user" else anchor
         payload, refused = build(session, step, provider, kwargs)
         if refused is not None:
-            # Only when what must stay (the system prompt, the task's request) takes much
-            # of what the tools and the output leave.
+            # Only when what must stay (the system prompt, the task's request, the newest
+            # unit cut to its minimum) takes much of what the tools and the output leave.
             assert refused.window == window and refused.needed > window
-            assert tok(system) + tok(anchor) > budget // 2
+            assert budget < 400 or tok(system) + tok(anchor) > budget // 2
             event("ContextOverflowError")
             continue
         stats = session.context_manager.stats
@@ -269,6 +273,7 @@ def test_payload_tools_and_output_fit_the_window_on_every_stage(
         note(f"step {n} {step[0]}: payload {used}, stats {stats}")
         assert stats.tool_tokens == tools_tokens(tools, provider)
         assert stats.reserved_output_tokens == (output or 0)
+        assert used <= stats.tokens  # the manager never under-counts what it sends
         assert used + reserved <= window
         event(f"stage {max((t.stage for t in stats.trims), default=0)} trim")
         event(f"headroom {(window - used - reserved) * 10 // window * 10}%")
@@ -423,3 +428,22 @@ def test_bad_call_arguments_are_refused(kwargs: dict[str, Any]) -> None:
     s.start_task("hi")
     with pytest.raises(InvalidArgumentError):
         s.context(**kwargs)
+
+
+def test_text_the_anthropic_conversion_adds_is_counted() -> None:
+    """A system note after the first turn goes to Anthropic as tagged user text: it costs room.
+
+    The manager's count of what it sends (which it keeps within the budget) must
+    never be below an independent count of the payload it returned.
+    """
+    mem = Memory(incognito=True, token_counter=TiktokenCounter("cl100k_base"))
+    s = mem.session(context_window=4_000)
+    s.history.replace_system_prompt("You are a careful coding agent.")
+    s.start_task("fix the tests")
+    for n in range(3):
+        apply(s, ("tool", 5), n)
+    s.append({"role": "assistant", "content": "done"})  # the note after it stands alone
+    for attempt in (1, 2, 3):
+        system, messages = s.context_after_overflow(attempt, "anthropic")
+        assert "<system-reminder>" in messages[-1]["content"][0]["text"]
+        assert anthropic_payload_tokens(system, messages) <= s.context_manager.stats.tokens
