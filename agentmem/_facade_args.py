@@ -1,31 +1,113 @@
-"""Argument checks of the facade: each bad argument becomes an AgentMemError naming it.
+"""Argument checks of the public API: each bad argument becomes an AgentMemError naming it.
 
 :mod:`agentmem.memory` wires parts together; these helpers turn what a host
-passes to ``Memory(...)``, ``Memory.session(...)`` and the ``Session``
-methods into validated values, raising
+passes to ``Memory(...)``, ``Memory.session(...)``, the ``Session`` methods
+and the stores' public methods (:mod:`agentmem.ltm`, :mod:`agentmem.notes`,
+:mod:`agentmem.topics`) into validated values, raising
 :class:`~agentmem.errors.ConfigurationError` for configuration and
 :class:`~agentmem.errors.InvalidArgumentError` for per-call arguments, so no
 ``TypeError``, ``OverflowError`` or pydantic error escapes the public API.
+The per-call checks (:func:`check_int`, :func:`check_number`,
+:func:`check_str`, :func:`check_strings`) import nothing above
+:mod:`agentmem.errors`, so every part may use them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agentmem.context import ContextSettings
 from agentmem.errors import ConfigurationError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from agentmem.context import ContextSettings
 
 __all__ = [
     "check_component",
     "check_flag",
     "check_injections",
+    "check_int",
+    "check_number",
+    "check_path",
+    "check_str",
+    "check_strings",
     "config_path",
     "context_settings",
     "cost_value",
 ]
+
+
+def check_int(
+    label: str, value: object, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """``value`` when it is an int (not a bool) within the bounds, else
+    :class:`InvalidArgumentError` naming ``label``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{label} must be an int, got {type(value).__name__}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        low = "" if minimum is None else f" >= {minimum}"
+        high = "" if maximum is None else f" <= {maximum}"
+        joint = " and" if low and high else ""
+        raise InvalidArgumentError(f"{label} must be{low}{joint}{high}, got {value!r}")
+    return int(value)
+
+
+def check_number(
+    label: str, value: object, *, minimum: float | None = None, maximum: float | None = None
+) -> float:
+    """``value`` as a finite float within the bounds (bools refused), else
+    :class:`InvalidArgumentError` naming ``label``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentError(f"{label} must be a number, got {type(value).__name__}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise InvalidArgumentError(f"{label} must be a finite number, got {value!r}")
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise InvalidArgumentError(
+            f"{label} must be from {minimum if minimum is not None else '-inf'} to "
+            f"{maximum if maximum is not None else 'inf'}, got {value!r}"
+        )
+    return number
+
+
+def check_str(label: str, value: object, *, max_chars: int | None = None) -> str:
+    """``value`` when it is a str (of at most ``max_chars``), else :class:`InvalidArgumentError`."""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{label} must be a string, got {type(value).__name__}")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidArgumentError(f"{label} is longer than {max_chars} characters")
+    return value
+
+
+def check_path(label: str, value: object) -> Path:
+    """``value`` as a path, or an :class:`InvalidArgumentError` naming ``label`` (not
+    ``str``/``os.PathLike``, a bytes path, a NUL byte, a name that cannot be encoded)."""
+    try:
+        return config_path(label, value)
+    except ConfigurationError as exc:
+        raise InvalidArgumentError(str(exc)) from exc
+
+
+def check_strings(label: str, value: object) -> tuple[str, ...]:
+    """``value`` as a tuple of strings (a single string is refused), else
+    :class:`InvalidArgumentError` naming the bad item."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(
+            f"{label} must be a sequence of strings, got {type(value).__name__}"
+        )
+    items = tuple(value)
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidArgumentError(
+                f"{label}[{index}] must be a string, got {type(item).__name__}"
+            )
+    return items
 
 
 def config_path(label: str, value: object) -> Path:
@@ -82,6 +164,9 @@ def check_component(label: str, value: object, protocol: type, shape: str) -> No
 
 def context_settings(context: object) -> ContextSettings:
     """The ``context`` argument as settings, or a :class:`ConfigurationError` naming the field."""
+    # Imported here so the stores can use the checks above without loading the context pipeline.
+    from agentmem.context import ContextSettings
+
     if context is None:
         return ContextSettings()
     if isinstance(context, ContextSettings):

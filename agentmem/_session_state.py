@@ -2,7 +2,8 @@
 
 A session's state (saved by the facade beside its messages) is one JSON
 object: a format header and one part per component that remembers where it
-stands (``window``, ``yarn``, ``tasks``, ``estimator``). A part written by a
+stands (``window``, ``yarn``, ``tasks``, ``estimator``, and ``extensions``: the
+semantic-memory personas and turn blocks, :mod:`agentmem.semantic._resume`). A part written by a
 newer release, or one this release does not know, is *kept*: it is never
 read, and it goes back unchanged on every save, so an older agentmem never
 overwrites what a newer one wrote (docs/storage.md, "State parts").
@@ -18,6 +19,7 @@ from agentmem._storage.formats import check_format
 from agentmem.errors import AgentMemError, FormatVersionError
 from agentmem.estimator import LearningEstimator
 from agentmem.history import MessageHistory
+from agentmem.semantic._resume import read_extensions_state
 from agentmem.stm import ShortTermMemory
 from agentmem.yarn import YaRN
 
@@ -25,7 +27,9 @@ __all__ = ["STATE_FORMAT", "STATE_PARTS", "STATE_VERSION", "read_state"]
 
 STATE_FORMAT: Final = "agentmem.session-state"
 STATE_VERSION: Final = 1
-STATE_PARTS: Final = frozenset({"format", "version", "window", "yarn", "tasks", "estimator"})
+STATE_PARTS: Final = frozenset(
+    {"format", "version", "window", "yarn", "tasks", "estimator", "extensions"}
+)
 """The keys this release writes; any other key is kept as stored."""
 
 _log = logging.getLogger("agentmem.memory")
@@ -34,6 +38,7 @@ _READERS: Final[dict[str, Callable[[Any], object]]] = {
     "window": lambda part: ShortTermMemory(MessageHistory()).restore(part),
     "yarn": YaRN.from_state,
     "estimator": lambda part: LearningEstimator().restore(part),
+    "extensions": read_extensions_state,
 }
 
 

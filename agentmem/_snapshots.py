@@ -19,13 +19,13 @@ import contextlib
 import hashlib
 import os
 import re
-import secrets
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentmem._storage.files import check_inside, make_dirs, remove_stale_temps, temp_tag
 from agentmem.errors import CorruptStoreError, InvalidArgumentError
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "mode_of",
     "parents",
     "stat_of",
+    "under",
     "walk",
 ]
 
@@ -77,8 +78,9 @@ class BlobStore:
                 return blob, 0
         except FileNotFoundError:
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        make_dirs(self.directory.parent.parent, path.parent)  # <root>/snapshots/blobs: no symlinks
+        check_inside(self.directory.parent.parent, path)
+        tmp = path.with_name(f".{path.name}.{temp_tag()}.tmp")  # see remove_stale_temps
         packed = zlib.compress(data, 1)
         try:
             with open(tmp, "wb") as handle:
@@ -140,6 +142,9 @@ class BlobStore:
                 del self._memory[b]
             return len(drop)
         removed = 0
+        for sub in self.directory.iterdir() if self.directory.is_dir() else ():
+            if len(sub.name) == 2 and sub.is_dir():
+                remove_stale_temps(sub, root=self.directory.parent.parent)  # killed writers
         for blob, path in list(self.stored()):
             if blob in keep:
                 continue
@@ -266,12 +271,20 @@ def stat_of(st: os.stat_result) -> Stat:
     return (st.st_size, st.st_mtime_ns, st.st_mode & 0o7777, st.st_ino)
 
 
-def walk(top: Path, skip: Iterable[Path] = (), rules: IgnoreRules | None = None) -> dict[str, Stat]:
+def walk(
+    top: Path,
+    skip: Iterable[Path] = (),
+    rules: IgnoreRules | None = None,
+    blind: set[str] | None = None,
+) -> dict[str, Stat]:
     """``relative posix path -> Stat`` of every regular file under ``top`` that is not ignored.
 
     Never follows symlinks, never enters ``.git``, a directory in ``skip``
     (the memory root) or an ignored directory. Unreadable directories are
-    skipped.
+    skipped; when ``blind`` is given, the relative path of every directory
+    that could not be listed and every entry that could not be stat'ed is
+    added to it (``""`` for ``top`` itself): what the walk could not see, so
+    a file that appears there later is not taken for a new one.
     """
     skipped = {os.path.normcase(str(p)) for p in skip}
     out: dict[str, Stat] = {}
@@ -281,6 +294,8 @@ def walk(top: Path, skip: Iterable[Path] = (), rules: IgnoreRules | None = None)
         try:
             entries = list(os.scandir(directory))
         except OSError:
+            if blind is not None:
+                blind.add(prefix.rstrip("/"))
             continue
         for entry in entries:
             if entry.name == ".gitignore" and entry.is_file(follow_symlinks=False):
@@ -304,6 +319,8 @@ def walk(top: Path, skip: Iterable[Path] = (), rules: IgnoreRules | None = None)
                         continue
                     out[rel] = stat_of(entry.stat(follow_symlinks=False))
             except OSError:
+                if blind is not None:
+                    blind.add(rel)
                 continue
     return out
 
@@ -360,6 +377,13 @@ def blob_of(ref: Ref) -> str | None:
 
 def mode_of(ref: str) -> int:
     return int(ref.partition(":")[2] or "644", 8)
+
+
+def under(rel: str, paths: Collection[str]) -> bool:
+    """Whether ``rel`` is one of ``paths`` or lies below one of them (``""`` holds everything)."""
+    if not paths:
+        return False
+    return rel in paths or "" in paths or any(p in paths for p in parents(rel))
 
 
 def parents(rel: str) -> Iterator[str]:

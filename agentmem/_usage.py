@@ -7,7 +7,7 @@ Kept apart from :mod:`agentmem.session` so the facade module stays small;
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -75,13 +75,18 @@ class Usage:
         )
 
 
-def message_summary(message: Mapping[str, Any]) -> str:
+def message_summary(
+    message: Mapping[str, Any], scrubber: Callable[[str], str] | None = None
+) -> str:
+    """The first 200 characters of the message's text, scrubbed first (so no key is cut in two)."""
     content = message.get("content")
     if isinstance(content, str):
-        return content[:200]
-    if isinstance(content, list):
-        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))[:200]
-    return ""
+        text = content
+    elif isinstance(content, list):
+        text = " ".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))
+    else:
+        return ""
+    return (text if scrubber is None else scrubber(text))[:200]
 
 
 def session_counter(host: TokenCounter | None, model: str) -> TokenCounter:

@@ -21,11 +21,12 @@ The tree::
     ├── ScriptExhaustedError       (AssertionError) a ScriptedLLM (agentmem.testing) ran out
     ├── LLMError                                 an LLM call could not be made or its reply used
     ├── RemoteMemoryError                        a memory server (mem0) refused, failed or timed out
+    ├── StaleTaskError                           a task handle wrote after its task was left
     └── StorageError               (OSError)     a store could not be read or written
         ├── CorruptStoreError                    unreadable data, moved aside
         ├── StoreLockedError                     another process holds the store
         ├── SessionClosedError                   a write to a closed session (or its history)
-        ├── RestoreError                         a time-machine restore refused; nothing changed
+        ├── RestoreError                         a time-machine restore refused (or rolled back)
         └── FormatVersionError   (+InvalidArgumentError) stored data in a format version
                                                  this release cannot read (a newer agentmem)
 
@@ -51,6 +52,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SessionClosedError",
     "SessionNotFoundError",
+    "StaleTaskError",
     "StorageError",
     "StoreLockedError",
     "UnsafePathError",
@@ -65,8 +67,9 @@ class InvalidMessageError(AgentMemError, ValueError):
     """A message could not be accepted.
 
     Attributes:
-        index: Position of the offending message in the batch being added
-            (0 for a single ``append``), or ``None`` when not applicable.
+        index: Position the offending message has (or would have) in the
+            history it is added to (for a message checked on its own, its
+            position in the batch given), or ``None`` when not applicable.
         field: Dotted path of the offending field inside the message, for
             example ``"tool_calls[0].function.arguments"``.
         reason: Human-readable explanation, without the location prefix.
@@ -197,6 +200,28 @@ class RemoteMemoryError(AgentMemError):
         super().__init__(message)
 
 
+class StaleTaskError(AgentMemError):
+    """A write through a task handle after another task became the active one.
+
+    Raised by :meth:`agentmem.tasks.TaskHandle.append` (and ``check``) once
+    ``start_task``, ``undo`` or ``switch_to_task`` made another task active
+    (or ran at all) after the handle was taken. Nothing was written: the
+    writer's task is no longer the one being worked on.
+
+    Attributes:
+        task_id: The handle's task (``None``: the initial state).
+        active_task_id: The task active when the write was refused.
+    """
+
+    def __init__(self, task_id: int | None, active_task_id: int | None) -> None:
+        self.task_id = task_id
+        self.active_task_id = active_task_id
+        super().__init__(
+            f"task {task_id} is no longer the active task (now {active_task_id}, or the "
+            "same task after an undo/switch): a handle taken for it cannot write any more"
+        )
+
+
 class UnsafePathError(AgentMemError, ValueError):
     """A path points outside the directory agentmem is allowed to touch.
 
@@ -285,7 +310,23 @@ class FormatVersionError(StorageError, InvalidArgumentError):
 class RestoreError(StorageError):
     """The time machine could not restore a task's files.
 
-    Raised before anything is written (a snapshot is missing or damaged, or a
-    path would be written through a symlink leading out of the working
-    directory): the files, the snapshot store and the task tree are unchanged.
+    Every target is checked before any file changes, so most refusals leave
+    the files, the snapshot store and the task tree unchanged (a snapshot is
+    missing or damaged, a path would be written through a symlink leading
+    out of the working directory, a directory stands where a file goes, a
+    directory is not writable). A step that still fails half-way is rolled
+    back; the message and :attr:`outcome` say which happened.
+
+    Attributes:
+        outcome: ``"unchanged"`` (refused before any change), ``"rolled
+            back"`` (failed half-way; what it changed was put back) or
+            ``"pending"`` (failed half-way and could not be put back: the next
+            open of the session, or the next undo/switch, finishes the restore
+            or rolls it back).
     """
+
+    def __init__(
+        self, message: str, *, path: str | Path | None = None, outcome: str = "unchanged"
+    ) -> None:
+        super().__init__(message, path=path)
+        self.outcome = outcome

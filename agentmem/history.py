@@ -232,7 +232,8 @@ class MessageHistory(Sequence[Message]):
         Returns:
             The stored copies, in order.
         """
-        new = normalize_messages(messages)
+        # Errors name each message's index in this history, not in the batch.
+        new = normalize_messages(messages, start=len(self._messages))
         if not new:
             return []
         with self._lock:

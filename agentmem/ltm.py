@@ -30,7 +30,18 @@ next write; a file that cannot be parsed is moved aside
 and listed in :attr:`LongTermMemory.moved_aside`; single entries that cannot
 be read are kept verbatim under ``"unreadable"`` and written back unchanged.
 A file from a newer agentmem raises :class:`~agentmem.errors.FormatVersionError`
-and is never written.
+and is never written; a file whose version is malformed (missing, ``0``,
+negative, ``"1"``, ``1.0``, ``true``) is unreadable: moved aside and reported
+like any other. Temp files a killed writer left beside ``ltm.json`` are
+removed on open (:func:`~agentmem._storage.files.remove_stale_temps`).
+
+**A failed write changes nothing.** A change is applied to a copy of the
+decoded file; the copy replaces the in-memory state only after the atomic
+replace succeeded, so an error (a full disk, a symlink refused) leaves
+memory equal to the file. Lone surrogates in texts are replaced with
+U+FFFD (:func:`agentmem._json.sanitize_text`, the rule messages follow), so
+any string can be stored. Nothing is read or written through a symlink under
+the root (:func:`~agentmem._storage.files.check_inside`).
 
 With ``path=None`` (incognito) everything lives in memory only.
 """
@@ -50,7 +61,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentmem._storage.files import atomic_write_text, set_aside
+from agentmem._facade_args import check_int, check_str, config_path
+from agentmem._json import sanitize_text
+from agentmem._storage.files import (
+    atomic_write_bytes,
+    check_inside,
+    make_dirs,
+    remove_stale_temps,
+    set_aside,
+)
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import StoreLock
 from agentmem.errors import (
@@ -141,12 +160,14 @@ class LTMEntry:
         text, detail = data["text"], data.get("detail", "")
         if not isinstance(text, str) or not text.strip() or not isinstance(detail, str):
             raise ValueError("text must be a non-empty string")
+        text, detail = sanitize_text(text), sanitize_text(detail)
         confidence = float(data.get("confidence", 0.5))
         if not 0.0 <= confidence <= 1.0:
             raise ValueError(f"confidence {confidence} outside 0..1")
         examples = data.get("examples", [])
         if not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
             raise ValueError("examples must be a list of strings")
+        examples = [sanitize_text(e) for e in examples]
         applications = data.get("applications", 1)
         if type(applications) is not int or applications < 1:
             raise ValueError("applications must be a positive int")
@@ -202,6 +223,22 @@ class _Doc:
     def __init__(self) -> None:
         self.entries: dict[str, LTMEntry] = {}
         self.unreadable: list[Any] = []
+
+    def copy(self) -> _Doc:
+        """A copy a change can be applied to (entries are frozen; kept items are not changed)."""
+        twin = _Doc()
+        twin.entries = dict(self.entries)
+        twin.unreadable = list(self.unreadable)
+        return twin
+
+    def encode(self) -> bytes:
+        """The file's bytes: readable UTF-8; JSON escapes only for what UTF-8 cannot hold
+        (a lone surrogate inside an unreadable entry kept verbatim)."""
+        data = self.to_json()
+        try:
+            return (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+        except UnicodeEncodeError:
+            return (json.dumps(data, ensure_ascii=True, indent=1) + "\n").encode("ascii")
 
     def add(self, entry: LTMEntry) -> None:
         known = self.entries.get(entry.id)
@@ -277,8 +314,7 @@ def _clio_entries(patterns: Mapping[str, Any], metadata: Mapping[str, Any]) -> I
 
 
 def _check_text(label: str, value: object, *, empty_ok: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{label} must be a string, got {type(value).__name__}")
+    value = sanitize_text(check_str(label, value))
     if not empty_ok and not normalise(value):
         raise InvalidArgumentError(f"{label} must contain at least one word")
     if len(value) > MAX_TEXT_CHARS:
@@ -300,7 +336,7 @@ def _check_examples(value: object) -> tuple[str, ...]:
     examples = tuple(value)
     for index, example in enumerate(examples):
         _check_text(f"examples[{index}]", example)
-    return examples[-MAX_EXAMPLES:]
+    return tuple(sanitize_text(e) for e in examples[-MAX_EXAMPLES:])
 
 
 class LongTermMemory:
@@ -310,9 +346,14 @@ class LongTermMemory:
         path: The ``ltm.json`` file, or ``None`` to keep everything in memory
             (incognito).
         lock_path: The lock file (default ``<path's dir>/locks/ltm.json.lock``).
+        root: The memory root nothing is written outside of, through no symlink
+            (default: ``path``'s directory).
         scrubber: Applied to every text before it is stored (secret scrubbing);
             ``None`` stores text as given.
         clock: Returns the current time (tests pass a fake one).
+
+    Raises:
+        ConfigurationError: ``path`` or ``root`` is not a usable path.
 
     Attributes:
         moved_aside: Files that could not be parsed and were moved aside.
@@ -326,11 +367,19 @@ class LongTermMemory:
         lock_path: str | os.PathLike[str] | None = None,
         scrubber: Callable[[str], str] | None = None,
         clock: Callable[[], float] = time.time,
+        root: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.path = Path(path) if path is not None else None
+        self.path = config_path("path", path) if path is not None else None
+        self._root = (
+            config_path("root", root)
+            if root is not None
+            else (self.path.parent if self.path else None)
+        )
         if self.path is not None and lock_path is None:
             lock_path = self.path.parent / "locks" / f"{self.path.name}.lock"
-        self._locked = StoreLock(lock_path, what="long-term memory", timeout=LOCK_TIMEOUT)
+        self._locked = StoreLock(
+            lock_path, what="long-term memory", timeout=LOCK_TIMEOUT, root=self._root
+        )
         self._scrub = scrubber
         self._clock = clock
         self._thread_lock = threading.RLock()
@@ -338,8 +387,15 @@ class LongTermMemory:
         self._raw: bytes | None = None
         self.moved_aside: list[Path] = []
         self.problems: list[str] = []
+        if self.path is not None and self._root is not None:
+            remove_stale_temps(self.path.parent, root=self._root)
 
     # ------------------------------------------------------------------ file cycle
+
+    def _checked_path(self) -> Path:
+        assert self.path is not None
+        assert self._root is not None
+        return check_inside(self._root, self.path, what="the memory root")
 
     def _refresh(self) -> None:
         """Bring the in-memory copy up to date with the file (parsed again only when it changed).
@@ -350,7 +406,7 @@ class LongTermMemory:
         if self.path is None:
             return
         try:
-            raw = self.path.read_bytes()
+            raw = self._checked_path().read_bytes()
         except FileNotFoundError:
             raw = None
         except OSError as exc:
@@ -364,8 +420,10 @@ class LongTermMemory:
         try:
             data = json.loads(raw)
             return self._decode(data)
-        except FormatVersionError:
-            raise  # a newer agentmem wrote it: leave it alone, never overwrite it
+        except FormatVersionError as exc:
+            if exc.found is not None:
+                raise  # a newer agentmem wrote it: leave it alone, never overwrite it
+            reason = str(exc)  # a malformed version: unreadable, moved aside below
         except AgentMemError as exc:
             reason = str(exc)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -425,23 +483,32 @@ class LongTermMemory:
         return doc
 
     def _change(self, apply: Callable[[_Doc], Any]) -> Any:
-        """Lock -> re-read -> apply -> atomic replace; returns what ``apply`` returned."""
+        """Lock -> re-read -> apply -> atomic replace; returns what ``apply`` returned.
+
+        ``apply`` changes a copy; the copy becomes the in-memory state only once it is
+        on disk, so a failed write (or a failed ``apply``) leaves memory as it was.
+        """
         with self._thread_lock, self._locked():
             if self.path is None:
-                return apply(self._doc)
+                doc = self._doc.copy()
+                result = apply(doc)
+                self._doc = doc
+                return result
             self._refresh()
-            result = apply(self._doc)
-            text = json.dumps(self._doc.to_json(), ensure_ascii=False, indent=1)
+            doc = self._doc.copy()
+            result = apply(doc)
+            data = doc.encode()
+            assert self._root is not None
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(self.path, text + "\n")
+                make_dirs(self._root, self.path.parent)
+                atomic_write_bytes(self.path, data, root=self._root)
             except OSError as exc:
-                self._raw = None  # memory may now differ from the file: re-read next time
+                self._raw = None  # the file may have changed under us: re-read next time
                 raise StorageError(
                     f"cannot write long-term memory {self.path}: {exc.strerror or exc}",
                     path=self.path,
                 ) from exc
-            self._raw = (text + "\n").encode("utf-8")
+            self._doc, self._raw = doc, data
             return result
 
     def _snapshot(self) -> list[LTMEntry]:
@@ -527,8 +594,9 @@ class LongTermMemory:
         """Confirm an entry by id (it was applied again).
 
         Raises:
-            InvalidArgumentError: no entry has that id.
+            InvalidArgumentError: no entry has that id (or it is not a string).
         """
+        check_str("entry_id", entry_id)
 
         def apply(doc: _Doc) -> LTMEntry:
             known = doc.entries.get(entry_id)
@@ -562,17 +630,22 @@ class LongTermMemory:
         return self.entries("code_patterns")
 
     def get(self, entry_id: str) -> LTMEntry | None:
-        """The entry with that id, or ``None``."""
+        """The entry with that id, or ``None``.
+
+        Raises:
+            InvalidArgumentError: ``entry_id`` is not a string.
+        """
+        check_str("entry_id", entry_id)
         return next((e for e in self._snapshot() if e.id == entry_id), None)
 
     def search(self, query: str, *, limit: int = 20) -> list[LTMEntry]:
         """Entries sharing words with ``query``, best match first (ties: most confident).
 
         Raises:
-            InvalidArgumentError: ``query`` is not a string.
+            InvalidArgumentError: ``query`` is not a string, or ``limit`` not an int >= 0.
         """
-        if not isinstance(query, str):
-            raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
+        check_str("query", query)
+        limit = check_int("limit", limit, minimum=0)
         words = set(normalise(query).split())
         if not words:
             return []
@@ -606,8 +679,7 @@ class LongTermMemory:
 
     def remove(self, entry_id: str) -> bool:
         """Remove an entry; returns whether it existed."""
-        if not isinstance(entry_id, str):
-            raise InvalidArgumentError(f"entry_id must be a string, got {type(entry_id).__name__}")
+        check_str("entry_id", entry_id)
         removed: bool = self._change(lambda doc: doc.entries.pop(entry_id, None) is not None)
         return removed
 
@@ -655,6 +727,10 @@ class LongTermMemory:
         """
         if type(max_tokens) is not int or max_tokens < 0:
             raise InvalidArgumentError(f"max_tokens must be a non-negative int, got {max_tokens!r}")
+        if token_counter is not None and not isinstance(token_counter, TokenCounter):
+            raise InvalidArgumentError(
+                f"token_counter must provide count_text(text), got {type(token_counter).__name__}"
+            )
         counter = token_counter or HeuristicCounter()
         lines: list[str] = []
         text = ""

@@ -29,8 +29,8 @@ The facade owns no logic a part should own. It wires:
   :meth:`Session.record_usage` with the provider's own counts; every session
   calibrates its own deep copy of the host's counter, so two sessions, or a
   resume, never overwrite each other's calibration;
-* a :class:`~agentmem.tasks.TaskTracker` for task ids and per-task
-  iteration counts;
+* a :class:`~agentmem.tasks.TaskTracker` for per-task iteration counts
+  (task ids and the active task belong to the session's time machine);
 * the session's semantic memory extensions (``extensions=``, never
   inherited by sub-agents): :class:`~agentmem.semantic.extension.SessionExtensions`
   holds their persona and the ``<memory-context>`` block of each user turn.
@@ -128,7 +128,9 @@ class Memory:
         context: :class:`~agentmem.context.ContextSettings` (or a mapping) used
             as the default for sessions; ``context_window`` comes from
             :meth:`session`.
-        reporter: Receives progress events (trims).
+        reporter: Receives progress events (:class:`~agentmem.protocols.ProgressReporter`):
+            trims, overflow recovery, undo/switch restores, resume repairs,
+            recall index rebuilds, exports, memory updates (docs/progress.md).
         scrub_secrets: Redact secrets (API keys, tokens, passwords...) before
             anything reaches long-term memory, notes or topic files: ``True``
             (default, see :mod:`agentmem.scrub`), ``False``, or a callable
@@ -171,7 +173,13 @@ class Memory:
         memory_update: bool | MemoryUpdateSettings | Mapping[str, Any] = True,
     ) -> None:
         self.working_dir = config_path("working_dir", working_dir).resolve()
+        if not self.working_dir.is_dir():
+            raise ConfigurationError(
+                f"working_dir {str(self.working_dir)!r} is not an existing directory"
+            )
         root_path = config_path("root", root)
+        if not str(root).strip():  # Path("") is ".": the project itself would become the root
+            raise ConfigurationError("root must not be empty; default: '.agentmem'")
         self.root = root_path if root_path.is_absolute() else self.working_dir / root_path
         check_flag("incognito", incognito)
         check_flag("ltm_enabled", ltm_enabled)
@@ -208,7 +216,7 @@ class Memory:
         self.reporter = reporter
         self._context = context_settings(context)
         if incognito:
-            self.sessions = SessionStore(None, durability=durability)
+            self.sessions = SessionStore(None, durability=durability, reporter=reporter)
             self.ltm = LongTermMemory(None, scrubber=scrubber)
             self.notes = KeyValueStore(None, scrubber=scrubber)
             topics_dir = None
@@ -224,6 +232,7 @@ class Memory:
             self.sessions = SessionStore(
                 self.root / SESSIONS_FILE,
                 durability=durability,
+                reporter=reporter,
                 purge=functools.partial(delete_stored_session, self.root / SNAPSHOTS_DIR),
             )
             self.ltm = LongTermMemory(self.root / LTM_FILE, scrubber=scrubber)

@@ -75,6 +75,7 @@ __all__ = [
     "from_anthropic",
     "is_anthropic_message",
     "is_real_user",
+    "message_mapping",
     "normalize_message",
     "normalize_messages",
     "sanitize_text",
@@ -379,13 +380,87 @@ def is_real_user(message: Mapping[str, Any]) -> bool:
     )
 
 
+def _is_model(value: object) -> bool:
+    return callable(getattr(value, "model_dump", None)) and not isinstance(value, type)
+
+
+def _dump(value: Any, index: int | None, field: str | None) -> Any:
+    """``value.model_dump(mode="json", exclude_none=True)``, its failure a named error."""
+    try:
+        return value.model_dump(mode="json", exclude_none=True)
+    except Exception as exc:  # a host's model may raise anything from its serialiser
+        raise InvalidMessageError(
+            f"{type_name(value)}.model_dump() failed: {exc!r}", index=index, field=field
+        ) from exc
+
+
+def message_mapping(message: object, *, index: int | None = 0) -> Mapping[str, Any]:
+    """``message`` as a mapping, SDK objects read through ``model_dump``.
+
+    The provider SDKs return pydantic models (OpenAI's ``ChatCompletionMessage``,
+    Anthropic's ``Message``); they are read with
+    ``model_dump(mode="json", exclude_none=True)``, so the fields the SDK
+    leaves unset (``None``) are not stored. So are SDK objects inside a
+    message dict's ``content`` or ``tool_calls`` list
+    (``{"role": "assistant", "content": response.content}``, as Anthropic's
+    documentation writes it, or ``"tool_calls": message.tool_calls``).
+
+    Raises:
+        InvalidMessageError: ``message`` is neither a mapping nor an object
+            whose ``model_dump()`` returns one, or a ``model_dump()`` failed.
+    """
+    if not isinstance(message, Mapping):
+        if not _is_model(message):
+            raise InvalidMessageError(
+                f"expected a message mapping, got {type_name(message)}", index=index
+            )
+        dumped = _dump(message, index, None)
+        if not isinstance(dumped, Mapping):
+            raise InvalidMessageError(
+                f"{type_name(message)}.model_dump() returned {type_name(dumped)}, not a mapping",
+                index=index,
+            )
+        return dumped
+    out: dict[str, Any] | None = None
+    for key in ("content", "tool_calls"):
+        items = message.get(key)
+        if isinstance(items, list) and any(_is_model(item) for item in items):
+            out = dict(message) if out is None else out
+            out[key] = [
+                _dump(item, index, f"{key}[{i}]") if _is_model(item) else item
+                for i, item in enumerate(items)
+            ]
+    return message if out is None else out
+
+
+def _is_anthropic_reply(message: Mapping[str, Any]) -> bool:
+    """An assistant turn in the Anthropic shape, with or without Anthropic-only blocks.
+
+    An Anthropic reply that carries only ``text`` blocks reads as an OpenAI
+    list of text parts; it goes through the codec like one with ``tool_use``
+    blocks, so every Anthropic reply is stored in one shape (a lone text
+    block as the ``content`` string). The Anthropic SDK's ``Message``
+    envelope (``"type": "message"``) marks one too.
+    """
+    if message.get("role") != "assistant":
+        return False
+    content = message.get("content")
+    if not isinstance(content, list) or not content:
+        return False
+    return message.get("type") == "message" or all(
+        isinstance(b, Mapping) and b.get("type") == "text" for b in content
+    )
+
+
 def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
     """Validate one incoming message and return its canonical form.
 
     Args:
         message: An OpenAI Chat Completions message dict (with any internal
-            fields) or an Anthropic Messages message dict.
-        index: Position reported in errors (the message's index in a batch).
+            fields), an Anthropic Messages message dict, or an SDK message
+            object (a pydantic model; see :func:`message_mapping`).
+        index: Position reported in errors (the message's index in the
+            history it is added to).
 
     Returns:
         One canonical message, or several when an Anthropic user turn carried
@@ -396,10 +471,7 @@ def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
         InvalidMessageError: ``message`` cannot be accepted; the error names
             the index and the field.
     """
-    if not isinstance(message, Mapping):
-        raise InvalidMessageError(
-            f"expected a message mapping, got {type_name(message)}", index=index
-        )
+    message = message_mapping(message, index=index)
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:
         hint = " (use 'system')" if role == "developer" else ""
@@ -418,25 +490,34 @@ def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
             index=index,
             field="task_id",
         )
-    if is_anthropic_message(cleaned):
+    if is_anthropic_message(cleaned) or _is_anthropic_reply(cleaned):
         return [_validate_canonical(m, index) for m in anthropic_to_canonical(cleaned, index)]
     return [_validate_canonical(cleaned, index)]
 
 
-def normalize_messages(messages: Iterable[Any]) -> list[Message]:
+def normalize_messages(messages: Iterable[Any], *, start: int = 0) -> list[Message]:
     """Validate a batch; the first invalid message raises and nothing is returned.
+
+    Args:
+        messages: The batch.
+        start: Index of the batch's first message in the history it joins,
+            so an error names the message's place in that history.
 
     Raises:
         InvalidArgumentError: ``messages`` is not an iterable of messages (a
             single dict or a string was passed, say).
         InvalidMessageError: a message is invalid; ``index`` says which.
     """
-    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+    if (
+        isinstance(messages, str | bytes | Mapping)
+        or not isinstance(messages, Iterable)
+        or hasattr(messages, "model_dump")  # one SDK message object (iterable as fields)
+    ):
         raise InvalidArgumentError(
             f"expected an iterable of message mappings, got {type_name(messages)}"
         )
     out: list[Message] = []
-    for i, message in enumerate(messages):
+    for i, message in enumerate(messages, start):
         out.extend(normalize_message(message, index=i))
     return out
 
@@ -468,14 +549,15 @@ def from_anthropic(
     system_message = anthropic_system_to_canonical(system)
     if system_message is not None:
         out.append(system_message)
-    for i, message in enumerate(messages):
-        if isinstance(message, Mapping) and message.get("role") not in ("user", "assistant"):
+    for i, item in enumerate(messages):
+        message = message_mapping(item, index=i)
+        if message.get("role") not in ("user", "assistant"):
             raise InvalidMessageError(
                 f"Anthropic turns are user or assistant, got {message.get('role')!r}",
                 index=i,
                 field="role",
             )
-        if isinstance(message, Mapping) and isinstance(message.get("content"), list):
+        if isinstance(message.get("content"), list):
             cleaned = clean_value(message, "", i)
             out.extend(_validate_canonical(m, i) for m in anthropic_to_canonical(cleaned, i))
         else:

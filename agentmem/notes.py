@@ -13,9 +13,12 @@ with :class:`~agentmem.errors.UnsafePathError`: path separators (``/``,
 ``:``, NUL and control characters, an empty or over-long key (128
 characters, 200 UTF-8 bytes), a trailing dot or space, and reserved names
 (Windows device names such as ``CON`` or ``NUL``; ``session_progress``,
-which belongs to the context pipeline). Before any read or write the
-resolved path is checked to sit directly in the notes directory, so a
-symlinked ``memory/`` or note file cannot lead outside the root either.
+which belongs to the context pipeline). Before any read or write the path
+is checked to sit directly in the notes directory with no symlink between
+the root and the file (:func:`~agentmem._storage.files.check_inside`), so a
+symlinked ``memory/``, ``locks/`` or note file raises
+:class:`~agentmem.errors.UnsafePathError` and nothing outside the root is
+read or written.
 
 ``memory/session_progress.md``, the checkpoint a session writes before each
 trim, reads as the note ``session_progress`` (read-only).
@@ -25,8 +28,24 @@ cannot be parsed is moved aside only under that lock, after checking it
 still holds the bytes that failed (a writer may have just replaced it). It
 is moved aside (:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
 and listed in :attr:`KeyValueStore.moved_aside`; ``retrieve`` of it raises
-:class:`~agentmem.errors.CorruptStoreError`. With ``directory=None``
-(incognito) notes live in memory only.
+:class:`~agentmem.errors.CorruptStoreError`. A malformed ``version``
+(missing, ``0``, negative, a string, a float, a bool) makes a note
+unreadable in the same way; a *newer* version raises
+:class:`~agentmem.errors.FormatVersionError` and the file is left for the
+newer agentmem that wrote it.
+
+**One bad file never takes the store down.** :meth:`KeyValueStore.search`
+skips a note it cannot read (a newer version, a file moved aside, a
+directory or symlink named like a note, a read error), reports each on the
+``agentmem.storage`` logger and in :attr:`KeyValueStore.problems`, and
+returns the rest as :class:`NoteHits` whose ``skipped`` says what was left
+out of that search. :meth:`KeyValueStore.list` lists only regular files and
+reports the other entries the same way. Lone surrogates in a note's content
+are replaced with U+FFFD (:func:`agentmem._json.sanitize_text`). Temp files a
+killed writer left in ``memory/`` are removed on open
+(:func:`~agentmem._storage.files.remove_stale_temps`).
+
+With ``directory=None`` (incognito) notes live in memory only.
 """
 
 from __future__ import annotations
@@ -36,14 +55,24 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from agentmem._storage.files import atomic_write_text, file_in, set_aside
+from agentmem._facade_args import check_int, check_str, config_path
+from agentmem._json import sanitize_text
+from agentmem._storage.files import (
+    atomic_write_text,
+    check_inside,
+    file_in,
+    make_dirs,
+    remove_stale_temps,
+    set_aside,
+)
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import StoreLock
 from agentmem.errors import (
@@ -54,8 +83,16 @@ from agentmem.errors import (
     StorageError,
     UnsafePathError,
 )
+from agentmem.scrub import refuse_secret_name
 
-__all__ = ["MAX_KEY_CHARS", "NOTE_FORMAT", "NOTE_VERSION", "PROGRESS_KEY", "KeyValueStore"]
+__all__ = [
+    "MAX_KEY_CHARS",
+    "NOTE_FORMAT",
+    "NOTE_VERSION",
+    "PROGRESS_KEY",
+    "KeyValueStore",
+    "NoteHits",
+]
 
 logger = logging.getLogger("agentmem.storage")
 
@@ -112,6 +149,19 @@ def check_key(
     return key
 
 
+class NoteHits(builtins.list[dict[str, Any]]):
+    """What :meth:`KeyValueStore.search` found: a list of hits, plus what it had to skip.
+
+    Attributes:
+        skipped: One line per note that could not be read and was left out of
+            this search (also logged and kept in :attr:`KeyValueStore.problems`).
+    """
+
+    def __init__(self, hits: Iterable[dict[str, Any]] = (), skipped: Iterable[str] = ()) -> None:
+        super().__init__(hits)
+        self.skipped: tuple[str, ...] = tuple(skipped)
+
+
 class KeyValueStore:
     """Notes: store / retrieve / search / list / delete, one atomic file per key.
 
@@ -122,8 +172,13 @@ class KeyValueStore:
             scrubbing); ``None`` stores content as given.
         root: The directory nothing may leave (default: ``directory``'s parent).
 
+    Raises:
+        ConfigurationError: ``directory`` or ``root`` is not a usable path.
+
     Attributes:
         moved_aside: Note files that could not be parsed and were moved aside.
+        problems: One line per note file left out of a listing or a search
+            (each reported once, oldest first).
     """
 
     def __init__(
@@ -133,9 +188,11 @@ class KeyValueStore:
         scrubber: Callable[[str], str] | None = None,
         root: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.directory = Path(directory) if directory is not None else None
+        self.directory = config_path("directory", directory) if directory is not None else None
         self._root = (
-            Path(root) if root is not None else (self.directory.parent if self.directory else None)
+            config_path("root", root)
+            if root is not None
+            else (self.directory.parent if self.directory else None)
         )
         self._scrub = scrubber
         self._memory: dict[str, dict[str, Any]] = {}
@@ -144,6 +201,17 @@ class KeyValueStore:
             self._root / "locks" / "notes.lock" if self._root is not None else None, what="notes"
         )
         self.moved_aside: list[Path] = []
+        self.problems: list[str] = []
+        if self.directory is not None and self._root is not None:
+            remove_stale_temps(self.directory, root=self._root)
+
+    def _report(self, message: str) -> None:
+        """Log ``message`` on ``agentmem.storage`` and keep it in :attr:`problems` (once)."""
+        with self._lock:
+            if message in self.problems:
+                return
+            self.problems.append(message)
+        logger.warning("%s", message)
 
     # ------------------------------------------------------------------ paths
 
@@ -167,16 +235,15 @@ class KeyValueStore:
 
         Raises:
             UnsafePathError: the key is not a safe file name (see :func:`check_key`).
-            InvalidArgumentError: ``content`` is not a string, or too long.
+            InvalidArgumentError: ``content`` is not a string, or too long; or the key
+                holds a secret (:func:`~agentmem.scrub.refuse_secret_name`).
             StorageError: the file could not be written.
         """
         check_key(key, self._where())
-        if not isinstance(content, str):
-            raise InvalidArgumentError(f"content must be a string, got {type(content).__name__}")
-        if len(content) > MAX_CONTENT_CHARS:
-            raise InvalidArgumentError(f"content is longer than {MAX_CONTENT_CHARS} characters")
+        refuse_secret_name(self._scrub, key, "note key")
+        content = sanitize_text(check_str("content", content, max_chars=MAX_CONTENT_CHARS))
         if self._scrub is not None:
-            content = self._scrub(content)
+            content = sanitize_text(self._scrub(content))
         now = time.time()
         with self._lock:
             if self.directory is None:
@@ -201,9 +268,12 @@ class KeyValueStore:
             "updated_at": now,
         }
         document = {"format": NOTE_FORMAT, "version": NOTE_VERSION, **note}
+        assert self._root is not None
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(document, ensure_ascii=False) + "\n")
+            make_dirs(self._root, self.directory)
+            atomic_write_text(
+                path, json.dumps(document, ensure_ascii=False) + "\n", root=self._root
+            )
         except (OSError, UnicodeError) as exc:
             raise StorageError(f"cannot write note {key!r}: {exc}", path=path) from exc
         return note
@@ -250,48 +320,96 @@ class KeyValueStore:
             return True
 
     def list(self) -> list[str]:
-        """Every key, sorted (``session_progress`` included when the checkpoint exists)."""
+        """Every key, sorted (``session_progress`` included when the checkpoint exists).
+
+        An entry named like a note that is not a regular file (a directory, a
+        symlink) is left out, left in place and reported (:attr:`problems`).
+
+        Raises:
+            UnsafePathError: the notes directory is (behind) a symlink.
+            StorageError: the directory cannot be listed.
+        """
         with self._lock:
             if self.directory is None:
                 return sorted(self._memory)
             keys = []
+            assert self._root is not None
+            check_inside(self._root, self.directory, what="the memory root")
             try:
-                names = sorted(os.listdir(self.directory))
+                entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
             except FileNotFoundError:
                 return []
             except OSError as exc:
                 raise StorageError(
                     f"cannot list notes: {exc.strerror}", path=self.directory
                 ) from exc
-            for name in names:
+            for entry in entries:
+                name = entry.name
                 if name == PROGRESS_FILE:
-                    keys.append(PROGRESS_KEY)
+                    key = PROGRESS_KEY
                 elif name.endswith(_SUFFIX):
                     try:
-                        keys.append(check_key(name[: -len(_SUFFIX)]))
+                        key = check_key(name[: -len(_SUFFIX)])
                     except UnsafePathError:
                         continue  # not a note (a file someone else put here)
+                else:
+                    continue
+                try:
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue  # removed since the listing
+                if not stat.S_ISREG(mode):
+                    kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+                    self._report(
+                        f"note file {self.directory / name} skipped: {kind}; it was left in place"
+                    )
+                    continue
+                keys.append(key)
             return sorted(keys)
 
-    def search(self, query: str, *, limit: int = 20) -> builtins.list[dict[str, Any]]:
+    def search(self, query: str, *, limit: int = 20, include_internal: bool = True) -> NoteHits:
         """Notes whose key or content contains words of ``query``, best first.
 
+        A note that cannot be read is skipped and reported, never fatal: the
+        search returns every other match (see :class:`NoteHits`).
+
+        Args:
+            query: Words to look for.
+            limit: At most this many hits (an int >= 0).
+            include_internal: Whether notes the library writes itself (the trim
+                checkpoint ``session_progress``) may match. The agent's
+                ``memory_operations`` search passes ``False`` unless asked.
+
         Returns:
-            ``[{"key", "score", "preview"}]``: ``score`` counts matched words
-            (+2 for the exact phrase); ``preview`` is up to 200 characters
-            around the first match.
+            :class:`NoteHits`: ``[{"key", "score", "preview"}]``, where ``score``
+            counts matched words (+2 for the exact phrase) and ``preview`` is up
+            to 200 characters around the first match; ``.skipped`` names the
+            notes left out.
+
+        Raises:
+            InvalidArgumentError: a wrong-typed argument.
         """
-        if not isinstance(query, str):
-            raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
+        check_str("query", query)
+        limit = check_int("limit", limit, minimum=0)
+        if not isinstance(include_internal, bool):
+            raise InvalidArgumentError(
+                f"include_internal must be True or False, got {include_internal!r}"
+            )
         phrase = query.strip().casefold()
         words = set(re.findall(r"\w+", phrase))
         if not words:
-            return []
+            return NoteHits()
         hits: list[tuple[float, str, str]] = []
+        skipped: list[str] = []
         for key in self.list():
+            if key == PROGRESS_KEY and not include_internal:
+                continue
             try:
                 content = self.retrieve(key) or ""
-            except CorruptStoreError:
+            except (StorageError, UnsafePathError) as exc:
+                message = f"note {key!r} left out of the search: {exc}"
+                skipped.append(message)
+                self._report(message)
                 continue
             haystack = f"{key}\n{content}".casefold()
             score = float(sum(1 for w in words if w in haystack))
@@ -301,7 +419,7 @@ class KeyValueStore:
                 at = max(0, content.casefold().find(next(iter(sorted(words)))) - 60)
                 hits.append((score, key, content[at : at + 200]))
         hits.sort(key=lambda h: (-h[0], h[1]))
-        return [{"key": k, "score": s, "preview": p} for s, k, p in hits[: max(0, limit)]]
+        return NoteHits(({"key": k, "score": s, "preview": p} for s, k, p in hits[:limit]), skipped)
 
     # ------------------------------------------------------------------ files
 
@@ -356,8 +474,10 @@ class KeyValueStore:
                 "updated_at": float(data.get("updated_at", 0.0)),
             }
             return note, ""
-        except FormatVersionError:
-            raise
+        except FormatVersionError as exc:
+            if exc.found is not None:
+                raise  # a newer agentmem wrote it: leave it for that one
+            return None, str(exc)  # a malformed version: unreadable
         except (AgentMemError, ValueError, TypeError, RecursionError) as exc:
             return None, str(exc)
 

@@ -174,10 +174,26 @@ class Summarizer(Protocol):
 
 @runtime_checkable
 class ProgressReporter(Protocol):
-    """Receives progress events (trims, compressions, memory updates) for a host UI or log."""
+    """Receives progress events for a host UI or log (``Memory(reporter=...)``).
+
+    agentmem reports what takes time or changes the user's files: context
+    trims (``context.trim``), overflow recovery (``context.overflow.*``),
+    undo/switch restores (``restore.*``), repairs found when a session is
+    resumed (``session.repaired``), recall index rebuilds
+    (``recall.index_rebuild.*``), exports (``export.*``) and memory updates
+    (``memory_update_started`` / ``memory_update_finished``). An operation
+    that takes time sends ``<name>.started`` and then ``<name>.finished``
+    (with ``ok`` and ``error``), on failure too. docs/progress.md lists every
+    event and each key of its ``data``.
+    """
 
     def report(self, event: str, data: Mapping[str, Any]) -> None:
-        """Handle one event. Must not raise; agentmem ignores what it returns."""
+        """Handle one event, on the thread doing the work: keep it quick.
+
+        ``data`` is a fresh dict the reporter may keep. Whatever the reporter
+        raises is logged (logger ``agentmem.progress``) and never reaches the
+        agent; what it returns is ignored.
+        """
         ...
 
 

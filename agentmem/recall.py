@@ -4,7 +4,10 @@
 sessions database maintains in the same transaction as every message
 change (:mod:`agentmem.session_store.sql`, migration ``0003_recall_index``),
 so a query over thousands of sessions takes milliseconds and never sees a
-message that is not stored, or misses one that is.
+message that is not stored, or misses one that is. What the memory itself put
+in a conversation (its tool's calls and results, injected messages and
+``<memory-context>`` blocks, the trim checkpoint) is never indexed, so recall
+never returns its own echoes (:mod:`agentmem.session_store.recall_index`).
 
 Ranking, all lexical and local (no model, no network):
 
@@ -40,6 +43,7 @@ from typing import Any, Final, NamedTuple
 
 from agentmem._porter import Matcher, terms
 from agentmem.errors import InvalidArgumentError
+from agentmem.scrub import scrub_near
 from agentmem.session_store import SessionStore
 
 __all__ = ["STOPWORDS", "Ranking", "RecallHit", "recall"]
@@ -309,7 +313,7 @@ def _informative(
 
 
 def _preview(text: str, words: Sequence[str]) -> str:
-    flat = _SPACE.sub(" ", text).strip()
+    flat = _SPACE.sub(" ", scrub_near(text, words)).strip()
     if len(flat) <= PREVIEW_CHARS:
         return flat
     lowered = flat.lower()

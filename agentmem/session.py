@@ -20,16 +20,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from agentmem._events import emit, operation
 from agentmem._facade_args import (
     check_injections,
     cost_value,
 )
 from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
-from agentmem._storage.files import atomic_write_text
+from agentmem._storage.files import atomic_write_text, make_dirs
 from agentmem._usage import Usage, message_summary, session_counter
 from agentmem.context import (
     ContextBuild,
@@ -50,13 +52,16 @@ from agentmem.memory_updater import (
     MemoryUpdater,
     MemoryUpdateResult,
     billing_records,
+    check_tools,
+    fork_args,
     skip_reason,
 )
-from agentmem.messages import Message
+from agentmem.messages import Message, message_mapping
 from agentmem.protocols import (
     CalibratingCounter,
     TokenCounter,
 )
+from agentmem.scrub import scrub_with
 from agentmem.semantic.extension import SemanticMemoryExtension, SessionExtensions
 from agentmem.session_store import (
     BillingRecord,
@@ -65,7 +70,7 @@ from agentmem.session_store import (
     SessionRecord,
 )
 from agentmem.stm import ShortTermMemory
-from agentmem.tasks import TaskTracker
+from agentmem.tasks import TaskGate, TaskHandle, TaskTracker, finish_interrupted_start
 from agentmem.time_machine import TimeMachine
 from agentmem.yarn import YaRN
 
@@ -108,7 +113,8 @@ class Session:
         context_manager: Builds each payload.
         token_counter: Counts tokens for this session's model (a calibrating
             counter is this session's own copy).
-        tasks: Task ids and per-task iteration counts.
+        tasks: Per-task iteration counts and the finished tasks (task ids and the
+            active task belong to ``time_machine``; see :mod:`agentmem.tasks`).
         ltm_prompt: The long-term memory rendered when the session opened (``""`` with
             ``ltm_enabled=False``, in incognito mode, or when there is none); added to
             every payload's system prompt before the caller's injections.
@@ -122,7 +128,8 @@ class Session:
             :class:`~agentmem.memory_updater.MemoryUpdateResult` with ``ran=False``
             and ``skipped`` (why) when it did not run, else what the update did.
         persona_prompt: The semantic extensions' resident persona summaries, rendered
-            when the session opened (``""`` without them); added after ``topics_prompt``.
+            when the session was created and restored as they were on resume (``""``
+            without them); added after ``topics_prompt``.
         extensions: The :class:`~agentmem.semantic.SemanticMemoryExtension` objects
             passed to :meth:`Memory.session` (never inherited: a sub-agent's session
             has only those passed to its own ``session()`` call).
@@ -162,6 +169,7 @@ class Session:
         self.max_output_tokens = max_output_tokens
         self.subagent = subagent
         self.last_memory_update: MemoryUpdateResult | None = None
+        self._sent = (0, -1)  # (len, revision) of the history at the newest build
         self._lock = lock
         self.id: str = info.id
         self.name = name
@@ -209,17 +217,19 @@ class Session:
                 self._calibration.restore(estimator)
             except AgentMemError as exc:
                 _log.warning("session %s: token calibration not restored (%s)", self.id, exc)
-        # Task ids only grow: never reuse one that a stored message (or the tree) carries.
-        used_ids = {m.get("task_id") for m in messages}
+        # The time machine owns task ids and the active task; the session reads both there.
         self.time_machine = TimeMachine(
             memory.working_dir,
             self.id,
             None if memory.incognito else memory.root / SNAPSHOTS_DIR,
             memory_root=memory.root,
-            known_task_ids=used_ids,
+            known_task_ids={m.get("task_id") for m in messages},
         )
-        used_ids.add(self.time_machine.next_task_id - 1)
-        self.tasks = TaskTracker(state.get("tasks"), used_ids)
+        finish_interrupted_start(
+            self.time_machine, messages, lambda m: message_summary(m, memory.scrubber)
+        )
+        self.tasks = TaskTracker(state.get("tasks"), active=self.time_machine.active_task_id)
+        self._gate = TaskGate(lambda: self.time_machine.active_task_id)
         self._usage = Usage.of(billing)
         self._closed = False
         # Long-term memory enters the system prompt once per open, not per turn, so the
@@ -229,10 +239,14 @@ class Session:
         self.extensions = tuple(extensions)
         # Semantic memory: the persona joins the system prompt once, like LTM; each user
         # turn's <memory-context> block rides in the payload only (SessionExtensions).
+        # Both are in the state, so a resume places them as they were.
         self._ext = SessionExtensions(
             self.extensions,
             token_counter=self.token_counter,
             persona_budget=min(PERSONA_PROMPT_TOKENS, context_window // 10),
+            stored=state.get("extensions"),
+            history=self.history,
+            session_id=self.id,
         )
         self.persona_prompt: str = self._ext.persona
 
@@ -305,7 +319,18 @@ class Session:
         session._kept_state = kept
         session.unreadable_state = reasons
         session.repairs = MappingProxyType(record.reports())
+        session._report_repairs()
         return session
+
+    def _report_repairs(self) -> None:
+        """The ``session.repaired`` progress event, when opening repaired anything."""
+        problems = list(self.time_machine.problems)
+        if self.repairs or problems:
+            emit(
+                self._memory.reporter,
+                "session.repaired",
+                {"session_id": self.id, "repairs": dict(self.repairs), "time_machine": problems},
+            )
 
     # ------------------------------------------------------------------ turns
 
@@ -320,6 +345,8 @@ class Session:
             user_message: The user's text, or a full user message dict.
 
         Raises:
+            InvalidArgumentError: the message is empty (``""``, whitespace only,
+                or empty content); nothing is stored.
             InvalidMessageError: the message is not a valid user message.
         """
         self._check_open()
@@ -334,16 +361,26 @@ class Session:
             raise InvalidMessageError(
                 f"start_task needs a string or a user message, got {type(user_message).__name__}"
             )
-        # A task started on the time machine directly has taken its id already.
-        self.tasks.skip_to(self.time_machine.next_task_id)
-        task_id = self.tasks.next_id
-        message["task_id"] = task_id
+        content = message.get("content")
+        if content == [] or (isinstance(content, str) and not content.strip()):
+            raise InvalidArgumentError(
+                "start_task needs the user's request: user_message is empty"
+                + (" (whitespace only)" if content else "")
+            )
         message.setdefault("created_at", time.time())
-        stored = self.history.append(message)
-        self.tasks.start(task_id)
-        self.time_machine.start_new_task(message_summary(message), task_id=task_id)
-        self._save_state()
-        self._ext.on_user_turn(stored)
+        with self._gate.writing(), self._gate.switching():
+            # The turn is stored first: a kill before the tree has the task is finished
+            # on the next open (tasks.finish_interrupted_start): the turn is never orphaned.
+            task_id = self.time_machine.next_task_id
+            message["task_id"] = task_id
+            stored = self.history.append(message)
+            self.time_machine.start_new_task(
+                message_summary(message, self._memory.scrubber), task_id=task_id
+            )
+            self.tasks.start(task_id)
+            self._save_state()
+        if self._ext.on_user_turn(stored):
+            self._save_state()  # the turn's block, for an exact resume
         return task_id
 
     def undo(self) -> int | None:
@@ -353,8 +390,10 @@ class Session:
             The task now active (``None``: the session's initial state).
         """
         self._check_open()
-        self.time_machine.undo_last_task()
-        return self._follow_time_machine()
+        with self._gate.switching(), self._restoring("undo", None) as done:
+            self.time_machine.undo_last_task()
+            done["to_task"] = self.time_machine.active_task_id
+            return self.time_machine.active_task_id
 
     def switch_to_task(self, task_id: int | None) -> int | None:
         """Make ``task_id``'s end state current (redo, or a branch); files and messages follow.
@@ -364,22 +403,54 @@ class Session:
             RestoreError: a snapshot is missing or damaged; nothing changed.
         """
         self._check_open()
-        self.time_machine.switch_to_task(task_id)
-        return self._follow_time_machine()
+        with self._gate.switching(), self._restoring("switch", task_id):
+            self.time_machine.switch_to_task(task_id)
+            return self.time_machine.active_task_id
 
-    def _follow_time_machine(self) -> int | None:
-        # Later turns (and edits) belong to the task whose state is now on disk.
-        self.tasks.current = self.time_machine.active_task_id
-        self._save_state()
-        return self.tasks.current
+    def task_handle(self) -> TaskHandle[Message]:
+        """A handle whose appends land in the active task, or raise once the user moved on.
 
-    def append(self, message: Mapping[str, Any]) -> Message:
+        Take it right after :meth:`start_task`, in that thread; its appends
+        raise :class:`~agentmem.errors.StaleTaskError` once :meth:`start_task`,
+        :meth:`undo` or :meth:`switch_to_task` ran (:class:`agentmem.tasks.TaskHandle`).
+        """
+        self._check_open()
+        return self._gate.handle(self.append)
+
+    def tie_to(self, handle: TaskHandle[Any]) -> None:
+        """Tie this (sub-agent's) session to another session's task (``handle``).
+
+        :meth:`append` and :meth:`start_task` here then raise
+        :class:`~agentmem.errors.StaleTaskError` once ``handle`` is stale;
+        :meth:`record_usage` still records (the requests were paid for).
+
+        Raises:
+            InvalidArgumentError: ``handle`` is not a task handle.
+        """
+        self._gate.tie_to(handle)
+
+    def _restoring(self, kind: str, to_task: int | None) -> AbstractContextManager[dict[str, Any]]:
+        """``restore.started`` now, ``restore.finished`` when the block ends (progress events)."""
+        return operation(
+            self._memory.reporter,
+            "restore",
+            session_id=self.id,
+            operation=kind,
+            from_task=self.time_machine.active_task_id,
+            to_task=to_task,
+        )
+
+    def append(self, message: Mapping[str, Any] | Any) -> Message:
         """Append a message (OpenAI or Anthropic shape); durable when it returns.
 
-        The message is tagged with the current task id unless it has one; a
-        ``task_id`` it carries must be a task of this session (see
-        :meth:`start_task`), since messages of tasks off the active chain are
-        not sent.
+        An SDK message object (a pydantic model such as OpenAI's
+        ``ChatCompletionMessage`` or Anthropic's ``Message``) is read with
+        ``model_dump(exclude_none=True)``.
+
+        The message is tagged with the active task's id (:attr:`active_task_id`)
+        unless it has one; a ``task_id`` it carries must be a task of this
+        session (see :meth:`start_task`), since messages of tasks off the
+        active chain are not sent.
 
         Returns:
             The stored copy.
@@ -389,18 +460,20 @@ class Session:
             StorageError: the store could not write it; nothing stored.
         """
         self._check_open()
-        if not isinstance(message, Mapping):
-            raise InvalidMessageError(f"expected a message mapping, got {type(message).__name__}")
-        if "task_id" not in message:
-            if self.current_task_id is not None:
-                message = {**message, "task_id": self.current_task_id}
-        elif self.time_machine.has_tasks and message["task_id"] not in self.time_machine:
-            raise InvalidMessageError(
-                f"task_id {message['task_id']!r} is not a task of this session; "
-                "start tasks with start_task()",
-                field="task_id",
-            )
-        return self.history.append(message)
+        message = message_mapping(message, index=len(self.history))
+        with self._gate.writing():  # no undo or switch between reading the task and storing
+            if "task_id" not in message:
+                active = self.time_machine.active_task_id
+                if active is not None:
+                    message = {**message, "task_id": active}
+            elif self.time_machine.has_tasks and message["task_id"] not in self.time_machine:
+                raise InvalidMessageError(
+                    f"task_id {message['task_id']!r} is not a task of this session; "
+                    "start tasks with start_task()",
+                    index=len(self.history),
+                    field="task_id",
+                )
+            return self.history.append(message)
 
     @overload
     def context(
@@ -588,20 +661,20 @@ class Session:
                 ``reported_tokens`` is not ``None`` or a token count, or an
                 argument :meth:`context` refuses.
         """
-        return self._finish_build(
-            self.context_manager.build_result(
-                **self._build_args(
-                    provider,
-                    injections,
-                    task_chain,
-                    force_reasoning_content_pad,
-                    tools=tools,
-                    max_output_tokens=max_output_tokens,
-                    attempt=attempt,
-                    reported_tokens=reported_tokens,
-                )
-            )
+        args = self._build_args(
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
+            attempt=attempt,
+            reported_tokens=reported_tokens,
         )
+        with self._recovering(attempt, provider) as done:
+            result = self.context_manager.build_result(**args)
+            done.update(tokens=result.stats.tokens, messages=result.stats.messages)
+        return self._finish_build(result)
 
     async def acontext_after_overflow(
         self,
@@ -616,19 +689,29 @@ class Session:
         force_reasoning_content_pad: bool = False,
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The async twin of :meth:`context_after_overflow` (see :meth:`acontext`)."""
-        return self._finish_build(
-            await self.context_manager.abuild_result(
-                **self._build_args(
-                    provider,
-                    injections,
-                    task_chain,
-                    force_reasoning_content_pad,
-                    tools=tools,
-                    max_output_tokens=max_output_tokens,
-                    attempt=attempt,
-                    reported_tokens=reported_tokens,
-                )
-            )
+        args = self._build_args(
+            provider,
+            injections,
+            task_chain,
+            force_reasoning_content_pad,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
+            attempt=attempt,
+            reported_tokens=reported_tokens,
+        )
+        with self._recovering(attempt, provider) as done:
+            result = await self.context_manager.abuild_result(**args)
+            done.update(tokens=result.stats.tokens, messages=result.stats.messages)
+        return self._finish_build(result)
+
+    def _recovering(self, attempt: int, provider: str) -> AbstractContextManager[dict[str, Any]]:
+        """``context.overflow.started``/``.finished`` around one stage-3 build."""
+        return operation(
+            self._memory.reporter,
+            "context.overflow",
+            session_id=self.id,
+            attempt=attempt,
+            provider=provider,
         )
 
     def _build_args(
@@ -689,11 +772,12 @@ class Session:
     def _finish_build(
         self, result: ContextBuild
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
+        self._sent = (len(self.history), self.history.revision)  # the memory update continues it
         if result.stats.trims:
-            self._save_state()
             # Blocks of user turns the trim evicted are no longer needed (nor counted).
             alive = {id(m) for m in self.window.messages()}  # pins included
             self._ext.keep_only(lambda m: id(m) in alive)
+            self._save_state()
         return result.payload
 
     def _calibrate(self, prompt_tokens: int) -> None:
@@ -707,7 +791,7 @@ class Session:
     ) -> None:
         """Record one LLM request: billing, iteration count, token calibration.
 
-        Each call counts one LLM iteration of the current task. With a
+        Each call counts one LLM iteration of the open task. With a
         learning estimator, ``prompt_tokens`` (what the provider reported for
         the last :meth:`context` payload) calibrates the token counter.
 
@@ -741,41 +825,79 @@ class Session:
         self._writer.add_billing(record)
         self._usage = self._usage.plus(record)
         self._calibrate(prompt_tokens)
-        self.tasks.count_iteration()
+        self.tasks.count_iteration(self.open_task_id)
         self._save_state()
 
-    def finish_task(self) -> int | None:
-        """Finish the current task; returns its id (``None`` when no task was running).
+    def finish_task(self, *, tools: Sequence[Mapping[str, Any]] | None = None) -> int | None:
+        """Finish the open task; returns its id (``None`` when no task was open).
+
+        The task stays the active one (later appends still belong to it) but
+        is never open again: :attr:`open_task_id` is ``None`` and iterations
+        are not counted while it is active (an undo or a switch back to it
+        does not reopen it; the next :meth:`start_task` opens a new task).
 
         At the end of a long task (see :mod:`agentmem.memory_updater`: the
         Memory has an ``llm``, the task took at least
         ``MEMORY_UPDATE_MIN_ITERATIONS`` iterations, memory updates are
         enabled, not incognito, not a sub-agent) this runs the memory updater
-        with the Memory's (synchronous) llm. Its failures never raise: the
+        with the Memory's (synchronous) llm. Its first request continues the
+        task's last :meth:`context` payload (and ``tools``) unchanged, so the
+        provider's prompt cache serves the task. Its failures never raise: the
         outcome is in :attr:`last_memory_update`; its cost is added to
         :attr:`usage` (``memory_update_*``) and billed as ``"memory_update"``.
         With an async llm use :meth:`afinish_task`; here the result carries
         the error saying so. ``KeyboardInterrupt`` propagates (the task is
         finished and saved first).
+
+        Args:
+            tools: The OpenAI tool specs the host sent with its last request. When
+                they include ``list_memories``, ``read_memory`` and ``write_memory``
+                the update sends them unchanged; otherwise it sends its own three
+                (a cache miss, reported in the result).
+
+        Raises:
+            InvalidArgumentError: ``tools`` is not a list of tool specs (nothing is finished).
         """
+        check_tools(tools)
         task_id, updater = self._end_task()
         if updater is not None:
-            self._take_update(updater.run(self.history, task_chain=self._chain(None)))
+            self._take_update(updater.run(self.history, **self._fork(tools)))
         return task_id
 
-    async def afinish_task(self) -> int | None:
+    async def afinish_task(self, *, tools: Sequence[Mapping[str, Any]] | None = None) -> int | None:
         """The async twin of :meth:`finish_task`: awaits an async (or calls a sync) llm."""
+        check_tools(tools)
         task_id, updater = self._end_task()
         if updater is not None:
-            self._take_update(await updater.arun(self.history, task_chain=self._chain(None)))
+            fork = self._fork(tools, asynchronous=True)
+            self._take_update(await updater.arun(self.history, **fork))
         return task_id
+
+    def _fork(self, tools: Any, *, asynchronous: bool = False) -> dict[str, Any]:
+        """How the memory update continues the task's last request (see memory_updater)."""
+        if tools is None:  # the session's default tools are what its requests carried
+            tools = self.tools
+        # A rebuild fits the window beside the tools the fork sends and the output reserve.
+        args = self._build_args("openai", (), None, False, tools=tools, max_output_tokens=None)
+        chain, summarizer = self._chain(None), self._memory.summarizer
+        return fork_args(
+            self.context_manager,
+            self._sent,
+            chain,
+            summarizer,
+            args,
+            tools,
+            asynchronous=asynchronous,
+        )
 
     def _end_task(self) -> tuple[int | None, MemoryUpdater | None]:
         """Finish and save the task; the updater to run, if the task qualifies."""
         self._check_open()
-        iterations = self.tasks.iterations()
-        task_id = self.tasks.finish()
-        self._save_state()
+        task_id = self.open_task_id
+        iterations = self.tasks.iterations(task_id)
+        if task_id is not None:
+            self.tasks.finish(task_id)
+            self._save_state()
         memory = self._memory
         reason = skip_reason(
             has_llm=memory.llm is not None,
@@ -818,17 +940,22 @@ class Session:
         return self._usage
 
     @property
-    def current_task_id(self) -> int | None:
-        """The running task's id, or ``None``."""
-        return self.tasks.current
+    def active_task_id(self) -> int | None:
+        """The task being worked on (``None``: before any task), read from the time machine."""
+        return self.time_machine.active_task_id
+
+    @property
+    def open_task_id(self) -> int | None:
+        """The active task while it is open: ``None`` once :meth:`finish_task` ended it."""
+        return self.tasks.open_task(self.time_machine.active_task_id)
 
     def task_iterations(self, task_id: int | None = None) -> int:
-        """LLM iterations recorded for a task (default: the current one).
+        """LLM iterations recorded for a task (default: the open one; 0 when none is open).
 
         Raises:
             InvalidArgumentError: ``task_id`` is neither ``None`` nor an int.
         """
-        return self.tasks.iterations(task_id)
+        return self.tasks.iterations(self.open_task_id if task_id is None else task_id)
 
     # ------------------------------------------------------------------ persistence
 
@@ -842,6 +969,9 @@ class Session:
         }
         if self._calibration is not None:
             state["estimator"] = self._calibration.state()
+        extensions = self._ext.state()
+        if extensions is not None:
+            state["extensions"] = extensions
         # Parts this release could not read (a newer release wrote them) go back as they were.
         state.update(self._kept_state)
         return state
@@ -867,8 +997,9 @@ class Session:
             "",
         ]
         path = self._memory.root / PROGRESS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, "\n".join(lines))
+        make_dirs(self._memory.root, path.parent)  # refuses a symlinked memory/ (UnsafePathError)
+        text = scrub_with(self._memory.scrubber, "\n".join(lines))
+        atomic_write_text(path, text, root=self._memory.root)
 
     # ------------------------------------------------------------------ lifecycle
 

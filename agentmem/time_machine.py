@@ -5,29 +5,32 @@ Tasks form a tree. Task ``0`` is the *root*: the session's initial state
 (what a path held when the task first touched it) and ``after`` (what it
 held when the task stopped being the active one); a value is a blob
 reference ``"<sha256>:<octal mode>"``, ``None`` for "absent", or a
-``"!large:<size>"`` / ``"!unreadable"`` marker for content that could not be
-snapshotted. The root's ``after`` holds the initial content of every path
-any task ever touched, so the state at the end of task ``t`` is, for each
-path: the ``after`` of the closest task on ``t``'s ancestor chain that
-touched it (DESIGN section 6). Only the *active* task can change: paths it
-touches are *dirty* until it is left (a new task, an undo, a switch), when
-their content is frozen into its ``after``. Editing a task that already has
+``"!..."`` marker for content the time machine does not hold (too large,
+unreadable, changing while read, hidden). The root's ``after`` holds the
+initial content of every path any task ever touched, so the state at the
+end of task ``t`` is, for each path: the ``after`` of the closest task on
+``t``'s ancestor chain that touched it (DESIGN section 6). Only the
+*active* task can change: paths it touches are *dirty* until it is left (a
+new task, an undo, a switch), when their content is frozen into its
+``after``. Editing a task that already has
 children (after an undo) pins the path's old value into each child that had
 not touched it, so no other task's state changes.
 
 A restore writes only the paths touched by the tasks on the two chains
 below their common ancestor: work proportional to the files the tasks
-touched. It first writes an *intent record* (every path and its target
-value), then replaces each file atomically, then saves the tree and drops
-the intent; a restore killed half-way is completed when the session is
-opened again. Storage layout, the guard's stat index and racy-mtime rule,
-retention and garbage collection are described in docs/time-machine.md.
+touched. It never deletes or overwrites a path whose content it does not
+know or cannot copy first, checks every step before changing anything,
+and either completes or changes nothing (rolling back, or leaving an
+intent record the next open finishes or rolls back): that half lives in
+:mod:`agentmem._restore` (:class:`RestoreMixin`). Storage layout, the
+guard's stat index and racy-mtime rule, retention and garbage collection
+are described in docs/time-machine.md.
 
-Why this module is long: the tree, the captures, ``guard()`` and the
-restore mutate one state under one lock, and their invariants (dirty paths,
-pins, the index, the intent record) only hold together; the storage pieces
-that do not touch that state (blobs, task records, the ignore matcher, the
-walk) are already in :mod:`agentmem._snapshots`.
+Why this module is long: the tree, the captures and ``guard()`` mutate one
+state under one lock, and their invariants (dirty paths, pins, the index)
+only hold together; the storage pieces that do not touch that state
+(blobs, task records, the ignore matcher, the walk) are in
+:mod:`agentmem._snapshots`, and the restore in :mod:`agentmem._restore`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from agentmem._restore import (
+    UNKNOWN,
+    UNREADABLE,
+    UNSTABLE,
+    RestoreMixin,
+    RestoreResult,
+    SkippedFile,
+    is_marker,
+)
 from agentmem._snapshots import (
     BlobStore,
     Ref,
@@ -50,21 +62,23 @@ from agentmem._snapshots import (
     blob_of,
     hash_bytes,
     json_refs,
-    mode_of,
     parents,
     stat_of,
+    under,
     walk,
 )
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
-    move_aside,
+    check_inside,
+    check_path_text,
+    make_dirs,
+    remove_stale_temps,
     set_aside,
 )
 from agentmem._storage.formats import check_format
 from agentmem.errors import (
     AgentMemError,
-    CorruptStoreError,
     FormatVersionError,
     InvalidArgumentError,
     RestoreError,
@@ -77,6 +91,8 @@ __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_TASKS",
     "RestoreError",
+    "RestoreResult",
+    "SkippedFile",
     "TimeMachine",
 ]
 
@@ -84,7 +100,6 @@ _log = logging.getLogger("agentmem.time_machine")
 
 FORMAT: Final = "agentmem.time-machine"
 INDEX_FORMAT: Final = "agentmem.time-machine-index"
-INTENT_FORMAT: Final = "agentmem.time-machine-restore"
 VERSION: Final = 1
 DEFAULT_MAX_FILE_BYTES: Final = 50 * 1024 * 1024
 """Files larger than this are recorded as too large to snapshot (and reported)."""
@@ -92,15 +107,21 @@ DEFAULT_MAX_TASKS: Final = 1000
 """Tasks kept per session before the oldest are pruned."""
 DEFAULT_MAX_BYTES: Final = 1024 * 1024 * 1024
 """New snapshot bytes kept per session before the oldest tasks are pruned."""
+CTIME_MARGIN_NS: Final = 50_000_000
+"""A file whose ctime is this much older than a command's start was not changed by it
+(the margin covers the coarse clock the kernel stamps inodes with)."""
 RACY_NS: Final = 2_000_000_000
 """A file modified this close to when its stat was indexed is re-hashed (racy mtime)."""
 GC_GRACE_SECONDS: Final = 3600.0
 """Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
 ROOT: Final = 0
-_UNREADABLE: Final = "!unreadable"
+_READ_ATTEMPTS: Final = 3
+"""Reads of a file that keeps changing while read before it is marked ``!unstable``."""
+MAX_ERRORS: Final = 200
+""":attr:`TimeMachine.errors` keeps this many of the newest messages."""
 
 
-class TimeMachine:
+class TimeMachine(RestoreMixin):
     """File snapshots, undo/redo and the task tree of one session (see the module docstring).
 
     Args:
@@ -117,7 +138,8 @@ class TimeMachine:
 
     Attributes:
         too_large: path -> size of every file that was too large to snapshot.
-        errors: What went wrong while capturing (logged too), oldest first.
+        errors: What went wrong while capturing, and what restores left alone (logged
+            too), oldest first; the newest ``MAX_ERRORS`` are kept.
         problems: What opening the store found damaged and moved aside.
     """
 
@@ -146,6 +168,8 @@ class TimeMachine:
         self._skip = [Path(os.path.realpath(memory_root))] if memory_root is not None else []
         if self.store_dir is not None:
             self._skip.append(Path(os.path.realpath(self.store_dir)))
+            # Temp files of records whose writer was killed mid-write (see remove_stale_temps).
+            remove_stale_temps(self.store_dir / "sessions", root=self.store_dir.parent)
         self.max_file_bytes = max_file_bytes
         self.max_tasks = max_tasks
         self.max_bytes = max_bytes
@@ -162,6 +186,10 @@ class TimeMachine:
         self._index: dict[str, list[Any]] = {}
         self._index_fresh = False
         self._index_unsaved = False
+        # The intent of a restore that failed half-way and could not be rolled back.
+        self._intent: dict[str, Any] | None = None
+        # What the last walk could not see (unreadable directories, unstat-able entries).
+        self._blind: set[str] = set()
         self.too_large: dict[str, int] = {}
         self.errors: list[str] = []
         self.problems: list[str] = []
@@ -226,6 +254,8 @@ class TimeMachine:
         index_path = self._file(".index.json")
         assert index_path is not None
         index = self._read_json(index_path, INDEX_FORMAT, "time-machine index")
+        if index is not None and isinstance(index.get("blind"), list):
+            self._blind = {str(p) for p in index["blind"]}
         if index is not None and isinstance(index.get("entries"), Mapping):
             self._index = {
                 str(k): [(v[0], v[1], v[2], v[3]), v[4], v[5]]
@@ -259,13 +289,20 @@ class TimeMachine:
         self._index_unsaved = False
         if path is not None:
             entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
-            self._write(path, {"format": INDEX_FORMAT, "version": VERSION, "entries": entries})
+            doc = {
+                "format": INDEX_FORMAT,
+                "version": VERSION,
+                "entries": entries,
+                "blind": sorted(self._blind),
+            }
+            self._write(path, doc)
 
-    @staticmethod
-    def _write(path: Path, doc: Mapping[str, Any]) -> None:
+    def _write(self, path: Path, doc: Mapping[str, Any]) -> None:
+        assert self.store_dir is not None
+        root = self.store_dir.parent  # the memory root: no symlink below it is followed
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
+            make_dirs(root, path.parent)
+            atomic_write_text(path, json.dumps(doc, separators=(",", ":")), root=root)
         except OSError as exc:
             raise StorageError(f"cannot write {path}: {exc}", path=path) from exc
 
@@ -309,37 +346,59 @@ class TimeMachine:
     def _note_error(self, message: str) -> None:
         _log.warning(message)
         self.errors.append(message)
+        del self.errors[:-MAX_ERRORS]
 
     def _capture(self, rel: str, task: int) -> Ref:
-        """The current value of ``rel`` on disk (its content stored as a blob)."""
+        """The current value of ``rel`` on disk (its content stored as a blob).
+
+        Never raises for the file itself: content that cannot be known comes
+        back as a marker (``!unreadable``: a read or stat error, a symlink or
+        other non-regular file; ``!unstable``: it kept changing while read;
+        ``!unknown``: it vanished between the stat and the read) and a regular
+        file that exists is always indexed, marker or not, so a later guard
+        never takes it for a file its command created.
+        """
         full = self.working_dir / rel
-        try:
-            st: os.stat_result | None = os.lstat(full)
-        except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
-            st = None
-        if st is None or stat.S_ISDIR(st.st_mode):  # no file there (or a directory took its place)
-            self._index.pop(rel, None)
-            self._index_unsaved = True
-            return None
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
-            self._note_error(f"{rel}: not a regular file, not snapshotted")
-            return _UNREADABLE
-        if st.st_size > self.max_file_bytes:
-            self.too_large[rel] = st.st_size
-            _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
-            marker = f"!large:{st.st_size}"
-            self._index[rel] = [stat_of(st), time.time_ns(), marker]
-            self._index_unsaved = True
-            return marker
-        with open(full, "rb") as handle:
-            data = handle.read()
-        blob, added = self.blobs.put(data)
-        self._tasks[task].bytes += added
-        ref = f"{blob}:{stat.S_IMODE(st.st_mode):o}"
-        after = os.lstat(full)
-        if stat_of(after) == stat_of(st):
-            self._index[rel] = [stat_of(st), time.time_ns(), ref]
-            self._index_unsaved = True
+        for _ in range(_READ_ATTEMPTS):
+            try:
+                st: os.stat_result | None = os.lstat(full)
+            except (FileNotFoundError, NotADirectoryError):  # gone, or a file took a parent's place
+                st = None
+            except OSError as exc:
+                self._note_error(f"{rel}: cannot be examined ({exc}), not snapshotted")
+                return UNREADABLE
+            if st is None or stat.S_ISDIR(st.st_mode):  # no file (or a directory took its place)
+                self._index.pop(rel, None)
+                self._index_unsaved = True
+                return None
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+                self._note_error(f"{rel}: not a regular file, not snapshotted")
+                return UNREADABLE
+            if st.st_size > self.max_file_bytes:
+                self.too_large[rel] = st.st_size
+                _log.warning("%s: %d bytes, too large to snapshot", rel, st.st_size)
+                return self._indexed(rel, st, f"!large:{st.st_size}")
+            try:
+                with open(full, "rb") as handle:
+                    data = handle.read()
+                after = os.lstat(full)
+            except FileNotFoundError:
+                self._note_error(f"{rel}: vanished while it was read, not snapshotted")
+                return self._indexed(rel, st, UNKNOWN)
+            except OSError as exc:
+                self._note_error(f"{rel}: cannot be read ({exc}), not snapshotted")
+                return self._indexed(rel, st, UNREADABLE)
+            if stat_of(after) != stat_of(st):
+                continue  # written while we read it: what we hold may be torn
+            blob, added = self.blobs.put(data)
+            self._tasks[task].bytes += added
+            return self._indexed(rel, st, f"{blob}:{stat.S_IMODE(st.st_mode):o}")
+        self._note_error(f"{rel}: changed while it was read, not snapshotted")
+        return self._indexed(rel, after, UNSTABLE)
+
+    def _indexed(self, rel: str, st: os.stat_result, ref: str) -> str:
+        self._index[rel] = [stat_of(st), time.time_ns(), ref]
+        self._index_unsaved = True
         return ref
 
     def _touch(self, rel: str, before: Ref) -> None:
@@ -374,8 +433,9 @@ class TimeMachine:
 
         Raises:
             UnsafePathError: the path is outside the working directory (or a
-                symlink leads out of it).
+                symlink leads out of it), or has a NUL byte or an over-long name.
         """
+        check_path_text(path, root=self.working_dir)
         with self._lock:
             rel = self._rel(path)
             if rel in self._dirty:
@@ -385,9 +445,11 @@ class TimeMachine:
                 return
             try:
                 before = self._capture(rel, self._active)
+            except UnsafePathError:
+                raise  # the snapshot store is (behind) a symlink: refuse, write nothing
             except (OSError, AgentMemError) as exc:
                 self._note_error(f"{rel}: could not be snapshotted before a change ({exc})")
-                before = _UNREADABLE
+                before = UNREADABLE
             self._touch(rel, before)
             self._save_quietly()
 
@@ -404,15 +466,26 @@ class TimeMachine:
         return bool(entry[0][1] + RACY_NS >= entry[1])
 
     def _refresh_index(self) -> None:
-        """Bring the index up to date with the disk without recording anything."""
-        seen = walk(self.working_dir, self._skip)
-        for rel in [r for r in self._index if r not in seen]:
+        """Bring the index up to date with the disk without recording anything.
+
+        Every file the walk sees gets an entry, a marker when its content
+        cannot be read; what the walk cannot see at all is kept in the
+        *blind* set, so neither is later taken for a file a command created.
+        """
+        blind: set[str] = set()
+        seen = walk(self.working_dir, self._skip, blind=blind)
+        for rel in [r for r in self._index if r not in seen and not under(r, blind)]:
             del self._index[rel]
         for rel, st in seen.items():
             entry = self._index.get(rel)
-            if entry is None or entry[0] != st or self._racy(entry):
-                with contextlib.suppress(OSError):
-                    self._capture(rel, self._active)
+            stale = entry is None or entry[0] != st or self._racy(entry) or is_marker(entry[2])
+            if stale and self._capture(rel, self._active) is None:
+                # Walked, then gone before it was read (an editor's unlink-and-write?):
+                # what it held is unknown, so a file there later is not a new one.
+                self._index[rel] = [st, time.time_ns(), UNKNOWN]
+        if blind != self._blind:
+            self._blind = blind
+            self._index_unsaved = True
         self._index_fresh = True
 
     def _content_changed(self, rel: str, entry: list[Any]) -> bool:
@@ -451,12 +524,13 @@ class TimeMachine:
                     marker.touch()
             except (OSError, AgentMemError) as exc:
                 self._note_error(f"guard: could not index the working directory ({exc})")
+        started = time.time_ns()
         try:
             yield
         finally:
             with self._lock:
                 try:
-                    self._after_command()
+                    self._after_command(started)
                     if marker is not None:
                         marker.unlink(missing_ok=True)
                 except (OSError, AgentMemError) as exc:
@@ -469,7 +543,7 @@ class TimeMachine:
             return
         try:
             self._index_fresh = True  # saved when the command started
-            self._after_command()
+            self._after_command(marker.stat().st_mtime_ns)  # touched as it started
             marker.unlink()
         except (OSError, AgentMemError) as exc:
             self._note_error(f"an interrupted guard could not be recorded ({exc})")
@@ -478,23 +552,46 @@ class TimeMachine:
         _log.warning("session %s: %s", self.session_id, message)
         self.problems.append(message)
 
-    def _after_command(self) -> None:
-        seen = walk(self.working_dir, self._skip)
+    def _unchanged_since(self, rel: str, started: int | None) -> bool:
+        """Whether ``rel`` was last changed before ``started`` (its ctime, which no
+        program can set back, older than the command's start by a clock tick)."""
+        if started is None:
+            return False
+        try:
+            return os.lstat(self.working_dir / rel).st_ctime_ns < started - CTIME_MARGIN_NS
+        except OSError:
+            return False
+
+    def _after_command(self, started: int | None) -> None:
+        blind: set[str] = set()
+        seen = walk(self.working_dir, self._skip, blind=blind)
         changed: dict[str, Ref] = {}
         for rel, st in seen.items():
             entry = self._index.get(rel)
             if entry is None:
-                changed[rel] = None
+                if self._unchanged_since(rel, started):
+                    self._capture(rel, self._active)  # there before the command: not its file
+                    continue
+                # New, unless it was where the walk before the command could not see.
+                changed[rel] = UNKNOWN if under(rel, self._blind) else None
             elif entry[0] != st or (self._racy(entry) and self._content_changed(rel, entry)):
+                if self._unchanged_since(rel, started):
+                    self._capture(rel, self._active)  # changed before the command: not by it
+                    continue
                 changed[rel] = entry[2]
         for rel in [r for r in self._index if r not in seen]:
             full = self.working_dir / rel
+            if under(rel, blind):
+                continue  # hidden now (an unreadable directory): unknown, not deleted
             if os.path.isfile(full) and not os.path.islink(full):
                 del self._index[rel]  # still a file, just not walked (ignored)
                 self._index_unsaved = True
             else:
                 changed[rel] = self._index.pop(rel)[2]
                 self._index_unsaved = True
+        if blind != self._blind:
+            self._blind = blind
+            self._index_unsaved = True
         if not changed:
             return
         # A directory holding no indexed file before the command was made by it.
@@ -509,10 +606,7 @@ class TimeMachine:
                     self._created_dirs.add(parent)
             self._touch(rel, before)
             if rel in seen:
-                try:
-                    self._capture(rel, self._active)
-                except OSError as exc:
-                    self._note_error(f"{rel}: could not be indexed ({exc})")
+                self._capture(rel, self._active)
         self._save()
 
     # ------------------------------------------------------------------ the tree
@@ -533,12 +627,23 @@ class TimeMachine:
 
     @property
     def current_task_id(self) -> int | None:
-        """The most recently started task (``None`` before the first)."""
+        """The newest task id issued (``None`` before the first), active or not.
+
+        After an undo it is still the undone task's id; a task that
+        retention removed keeps its id here, so no id is ever issued twice.
+        """
         return self._public(self._latest)
 
     @property
     def active_task_id(self) -> int | None:
-        """The task whose end state is on disk (``None``: the session's initial state)."""
+        """The task being worked on: its end state is on disk and later turns belong to it.
+
+        ``None``: the session's initial state, before any task (or after
+        undoing the first). This is the one owner of the active task: the
+        session reads it from here and keeps no copy, and it changes only
+        together with the tree record that is saved with it (a new task, an
+        undo, a switch, or the completion of an interrupted restore).
+        """
         return self._public(self._active)
 
     @property
@@ -547,8 +652,9 @@ class TimeMachine:
 
     @property
     def next_task_id(self) -> int:
-        """The id :meth:`start_new_task` gives when none is passed."""
-        return max([*self._tasks, *self._absorbed]) + 1
+        """The id :meth:`start_new_task` gives when none is passed: above every id issued."""
+        with self._lock:
+            return max([self._latest, *self._tasks, *self._absorbed]) + 1
 
     def __contains__(self, task_id: object) -> bool:
         """Whether ``task_id`` is a task of this session (the initial state is not)."""
@@ -591,12 +697,29 @@ class TimeMachine:
         return task_id
 
     def start_new_task(self, summary: str = "", *, task_id: int | None = None) -> int:
-        """Start a task as a child of the active one (after an undo: a new branch)."""
+        """Start a task as a child of the active one (after an undo: a new branch).
+
+        Args:
+            summary: What the task is about (the first 200 characters are kept).
+            task_id: The new task's id: :attr:`next_task_id` when omitted,
+                else an id at least that large (ids only grow, so no id is
+                ever issued twice, even one that retention removed).
+
+        Returns:
+            The new task's id, now both :attr:`active_task_id` and
+            :attr:`current_task_id`.
+
+        Raises:
+            InvalidArgumentError: ``task_id`` is not an int of at least
+                :attr:`next_task_id`, or ``summary`` is not a string.
+        """
         with self._lock:
             if task_id is None:
                 task_id = self.next_task_id
-            if type(task_id) is not int or task_id <= ROOT or task_id in self._tasks:
-                raise InvalidArgumentError(f"task_id must be a new positive int, got {task_id!r}")
+            if type(task_id) is not int or task_id < self.next_task_id:
+                raise InvalidArgumentError(
+                    f"task_id must be a new id (an int from {self.next_task_id}), got {task_id!r}"
+                )
             if not isinstance(summary, str):
                 raise InvalidArgumentError(f"summary must be a string, got {summary!r}")
             self._settle()
@@ -616,7 +739,7 @@ class TimeMachine:
                 task.after[rel] = self._capture(rel, self._active)
             except OSError as exc:
                 self._note_error(f"{rel}: could not be snapshotted after the task ({exc})")
-                task.after[rel] = _UNREADABLE
+                task.after[rel] = UNREADABLE
         self._dirty.clear()
 
     def get_task_history(self, limit: int = 10) -> list[dict[str, Any]]:
@@ -656,150 +779,27 @@ class TimeMachine:
 
     # ------------------------------------------------------------------ restore
 
-    def _value(self, chain: list[int], rel: str) -> Ref:
-        for task_id in reversed(chain):
-            after = self._tasks[task_id].after
-            if rel in after:
-                return after[rel]
-        return None
+    @staticmethod
+    def _write_file(path: Path, data: bytes) -> None:
+        # The restore's one write step, looked up here at call time so a test can stand in.
+        atomic_write_bytes(path, data)
 
-    def restore_to_task_state(self, task_id: int | None) -> None:
-        """Rebuild the disk state at the end of ``task_id`` and make it the active task.
+    def undo_last_task(self) -> RestoreResult | None:
+        """Go back to the active task's parent (see :meth:`restore_to_task_state`).
 
-        Raises:
-            InvalidArgumentError: unknown task.
-            RestoreError: a snapshot is missing or damaged, or a path is unsafe;
-                nothing was changed.
-        """
-        with self._lock:
-            target = self._known(task_id)
-            settled = bool(self._dirty)
-            self._settle()
-            old_chain, new_chain = self._chain(self._active), self._chain(target)
-            common = set(old_chain) & set(new_chain)
-            paths: set[str] = set()
-            for t in (*old_chain, *new_chain):
-                if t not in common:
-                    paths.update(self._tasks[t].after)
-            plan: dict[str, Ref] = {}
-            for rel in sorted(paths):
-                new, old = self._value(new_chain, rel), self._value(old_chain, rel)
-                # Markers ("!large") say nothing about content: never assume they are equal.
-                if new != old or (new or "").startswith("!"):
-                    plan[rel] = new
-            contents: dict[str, bytes] = {}
-            try:
-                for rel, ref in plan.items():
-                    self._target(rel)
-                    blob = blob_of(ref)
-                    if blob is not None:
-                        contents[rel] = self.blobs.get(blob)
-            except (CorruptStoreError, UnsafePathError) as exc:
-                self._save_quietly()
-                raise RestoreError(f"cannot restore task {task_id}: {exc}") from exc
-            if settled:
-                self._save()  # the frozen AFTER record, before any file moves
-            intent = self._file(".restore.json") if plan else None
-            if intent is not None:
-                self._write(
-                    intent,
-                    {"format": INTENT_FORMAT, "version": VERSION, "target": target, "plan": plan},
-                )
-            try:
-                self._apply(plan, contents)
-            except (OSError, UnsafePathError) as exc:
-                raise RestoreError(
-                    f"restore of task {task_id} failed half-way ({exc}); it is completed "
-                    f"when this session is opened again"
-                ) from exc
-            self._active = target
-            self._save()
-            if intent is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    intent.unlink()
-
-    def _apply(self, plan: Mapping[str, Ref], contents: Mapping[str, bytes]) -> None:
-        skipped = []
-        # Removals first, deepest first, so a file may replace a directory and vice versa.
-        for rel, ref in sorted(
-            plan.items(), key=lambda kv: (kv[1] is not None, -kv[0].count("/"), kv[0])
-        ):
-            full = self._target(rel)
-            if ref is not None and ref.startswith("!"):
-                skipped.append(rel)
-                continue
-            if ref is None:
-                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                    if os.path.isdir(full) and not os.path.islink(full):
-                        continue
-                    os.unlink(full)
-                self._index.pop(rel, None)
-                self._index_unsaved = True
-                for parent in parents(rel):
-                    if parent not in self._created_dirs:
-                        break
-                    try:
-                        os.rmdir(self.working_dir / parent)
-                    except OSError:
-                        break
-                continue
-            full.parent.mkdir(parents=True, exist_ok=True)
-            if os.path.islink(full):
-                os.unlink(full)
-            atomic_write_bytes(full, contents[rel])
-            os.chmod(full, mode_of(ref))
-            st = os.lstat(full)
-            self._index[rel] = [stat_of(st), time.time_ns(), ref]
-            self._index_unsaved = True
-        if skipped:
-            self._note_error(f"restore left alone files too large to snapshot: {skipped}")
-
-    def _finish_interrupted_restore(self) -> None:
-        intent = self._file(".restore.json")
-        if intent is None:
-            return
-        data = self._read_json(intent, INTENT_FORMAT, "time-machine restore intent")
-        if data is None:
-            return
-        try:
-            plan = {str(k): (v if isinstance(v, str) else None) for k, v in data["plan"].items()}
-            contents = {}
-            for rel, ref in plan.items():
-                blob = blob_of(ref)
-                if blob is not None:
-                    contents[rel] = self.blobs.get(blob)
-            self._apply(plan, contents)
-        except (KeyError, AttributeError, OSError, AgentMemError) as exc:
-            moved = move_aside(intent)
-            message = (
-                f"an interrupted restore could not be completed ({exc}); its record was moved "
-                f"to {moved} and the working directory may mix two task states"
-            )
-            _log.error("session %s: %s", self.session_id, message)
-            self.problems.append(message)
-            return
-        self._active = int(data["target"])
-        self._dirty.clear()
-        self._save()
-        intent.unlink()
-        _log.warning("session %s: an interrupted restore was completed", self.session_id)
-        self.problems.append(f"completed an interrupted restore to task {data['target']}")
-
-    def undo_last_task(self) -> int | None:
-        """Go back to the active task's parent; returns the new active task id.
-
-        Returns ``None`` at the initial state (nothing more to undo).
+        Returns:
+            What the restore did (``result.task_id`` is the task now active),
+            or ``None`` at the initial state (nothing more to undo).
         """
         with self._lock:
             parent = self._tasks[self._active].parent
             if parent is None:
                 return None
-            self.restore_to_task_state(self._public(parent))
-            return self._public(parent)
+            return self.restore_to_task_state(self._public(parent))
 
-    def switch_to_task(self, task_id: int | None) -> None:
+    def switch_to_task(self, task_id: int | None) -> RestoreResult:
         """Make ``task_id``'s end state the disk state (redo, or another branch)."""
-        self.restore_to_task_state(task_id)
+        return self.restore_to_task_state(task_id)
 
     # ------------------------------------------------------------------ retention
 
@@ -901,10 +901,15 @@ def delete_stored_session(store_dir: str | Path, session_id: str) -> int:
 
     Raises:
         StorageError: a file of the session could not be removed.
+        UnsafePathError: a symlink under the memory root on the way (nothing is
+            removed through it).
     """
-    sessions = Path(store_dir) / "sessions"
+    # <root>/snapshots: nothing below it may be a symlink (the files go, not what they point to).
+    root = Path(store_dir).parent
+    sessions = check_inside(root, Path(store_dir) / "sessions")
+    check_inside(root, Path(store_dir) / "blobs")
     for suffix in SESSION_FILE_SUFFIXES:
-        path = sessions / f"{session_id}{suffix}"
+        path = check_inside(root, sessions / f"{session_id}{suffix}")
         try:
             path.unlink()
         except FileNotFoundError:

@@ -3,7 +3,10 @@
 One function, ``memory_operations``, with an ``operation`` argument
 (:data:`OPERATIONS`): the notes (store, retrieve, search, list, delete),
 long-term memory (add_discovery, add_solution, add_pattern, prune_ltm,
-ltm_stats) and cross-session recall (recall_sessions).
+ltm_stats), cross-session recall (recall_sessions) and the topic files the
+memory updater keeps (list_topics, read_topic, write_topic: the memory
+updater's fork can work through this tool, so a host that sends it keeps
+its tool set, and its prompt cache, for the update).
 
 * :func:`openai_tools` / :func:`anthropic_tools`: the tool definitions in
   each provider's format (the same JSON schema inside).
@@ -40,6 +43,7 @@ from agentmem.notes import KeyValueStore
 __all__ = [
     "OPERATIONS",
     "TOOL_NAME",
+    "TOPIC_OPERATIONS",
     "MemoryTools",
     "anthropic_tools",
     "openai_tools",
@@ -61,13 +65,20 @@ OPERATIONS = (
     "prune_ltm",
     "ltm_stats",
     "recall_sessions",
+    "list_topics",
+    "read_topic",
+    "write_topic",
 )
+TOPIC_OPERATIONS = ("list_topics", "read_topic", "write_topic")
+"""The operations over the topic files (``memories/<topic>.md``)."""
 _DESCRIPTION = (
     "Persistent memory across sessions. Notes (key-value): store, retrieve, search, list, "
     "delete. Long-term project knowledge: add_discovery (a fact about the project), "
     "add_solution (an error and what fixed it), add_pattern (a code convention), prune_ltm, "
     "ltm_stats. recall_sessions searches earlier conversations. Record a discovery when you "
-    "find a root cause or a non-obvious fact; adding a known fact confirms it."
+    "find a root cause or a non-obvious fact; adding a known fact confirms it. Topic files "
+    "(the project's consolidated knowledge): list_topics, read_topic, write_topic (replaces "
+    "the whole file)."
 )
 
 
@@ -100,6 +111,7 @@ class _Delete(_Args):
 class _Search(_Args):
     operation: Literal["search"]
     query: Text
+    include_internal: bool = False
 
 
 class _List(_Args):
@@ -144,6 +156,21 @@ class _Recall(_Args):
     max_results: Annotated[int, Field(ge=1, le=100)] = 5
 
 
+class _ListTopics(_Args):
+    operation: Literal["list_topics"]
+
+
+class _ReadTopic(_Args):
+    operation: Literal["read_topic"]
+    topic: Key
+
+
+class _WriteTopic(_Args):
+    operation: Literal["write_topic"]
+    topic: Key
+    content: Annotated[str, Field(max_length=1_000_000)]
+
+
 _Request = Annotated[
     _Store
     | _Retrieve
@@ -155,7 +182,10 @@ _Request = Annotated[
     | _Pattern
     | _Prune
     | _Stats
-    | _Recall,
+    | _Recall
+    | _ListTopics
+    | _ReadTopic
+    | _WriteTopic,
     Field(discriminator="operation"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(_Request)
@@ -180,7 +210,17 @@ def tool_schema() -> dict[str, Any]:
                 "maxLength": 128,
                 "description": "Note key (store, retrieve, delete): a plain name, no '/' or '..'.",
             },
-            "content": {"type": "string", "description": "Note text (store)."},
+            "content": {
+                "type": "string",
+                "description": "Note text (store); the topic file's full content (write_topic).",
+            },
+            "topic": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 128,
+                "description": "Topic name (read_topic, write_topic), e.g. 'deploy': "
+                "letters, digits, '-', '_'.",
+            },
             "query": {**text, "description": "Words to look for (search, recall_sessions)."},
             "fact": {**text, "description": "A fact about the project (add_discovery)."},
             "error": {**text, "description": "The error or problem (add_solution)."},
@@ -192,6 +232,11 @@ def tool_schema() -> dict[str, Any]:
             "min_confidence": {"type": "number", "minimum": 0, "maximum": 1},
             "max_sessions": {"type": "integer", "minimum": 1, "description": "recall_sessions"},
             "max_results": {"type": "integer", "minimum": 1, "maximum": 100},
+            "include_internal": {
+                "type": "boolean",
+                "description": "search: also match notes agentmem writes itself "
+                "(the session_progress checkpoint). Default false.",
+            },
         },
         "required": ["operation"],
         "additionalProperties": False,
@@ -324,10 +369,7 @@ class MemoryTools:
             _Store: lambda r: notes.store(r.key, r.content),
             _Retrieve: lambda r: {"key": r.key, "content": notes.retrieve(r.key)},
             _Delete: lambda r: {"key": r.key, "deleted": notes.delete(r.key)},
-            _Search: lambda r: {
-                "notes": notes.search(r.query),
-                "ltm": [_entry(e) for e in ltm.search(r.query)],
-            },
+            _Search: self._search,
             _List: lambda r: {"keys": notes.list()},
             _Discovery: lambda r: _entry(ltm.add_discovery(r.fact, r.confidence, r.examples)),
             _Solution: lambda r: _entry(ltm.add_solution(r.error, r.solution, r.examples)),
@@ -337,8 +379,22 @@ class MemoryTools:
             },
             _Stats: lambda r: ltm.stats(),
             _Recall: self._recall,
+            _ListTopics: self._topics,
+            _ReadTopic: self._topics,
+            _WriteTopic: self._topics,
         }
         return handlers[type(request)](request)
+
+    def _search(self, request: _Search) -> Any:
+        found = self.memory.notes.search(request.query, include_internal=request.include_internal)
+        result: dict[str, Any] = {
+            "notes": list(found),
+            "ltm": [_entry(e) for e in self.memory.ltm.search(request.query)],
+        }
+        skipped = getattr(found, "skipped", ())
+        if skipped:
+            result["skipped"] = list(skipped)  # unreadable notes, left out: the model is told
+        return result
 
     def _recall(self, request: _Recall) -> Any:
         recall = getattr(self.memory, "recall", None)
@@ -348,6 +404,22 @@ class MemoryTools:
             "hits": recall(
                 request.query, max_sessions=request.max_sessions, max_results=request.max_results
             )
+        }
+
+    def _topics(self, request: _ListTopics | _ReadTopic | _WriteTopic) -> Any:
+        topics = getattr(self.memory, "topics", None)
+        if topics is None:
+            raise _Unavailable("topic files are not available in this agentmem memory")
+        if isinstance(request, _ListTopics):
+            return {"topics": [{"topic": i.topic, "bytes": i.size} for i in topics.list()]}
+        if isinstance(request, _ReadTopic):
+            return {"topic": request.topic, "content": topics.read(request.topic)}
+        written = topics.write(request.topic, request.content)
+        return {
+            "topic": written.topic,
+            "tokens": written.tokens_after,
+            "created": written.created,
+            "truncated": written.truncated,
         }
 
 

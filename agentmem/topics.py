@@ -14,15 +14,21 @@ Guarantees:
   ``..``, no leading ``.``/``~``, no NUL or control characters, not empty,
   at most 128 characters, no reserved (device) names; otherwise
   :class:`~agentmem.errors.UnsafePathError`. A trailing ``.md`` is taken as
-  the file suffix (``"deploy.md"`` is the topic ``deploy``). The resolved
-  path must sit directly in ``memories/``, so a symlink cannot lead out.
+  the file suffix (``"deploy.md"`` is the topic ``deploy``). The path must
+  sit directly in ``memories/`` with no symlink between the root and the
+  file (:func:`~agentmem._storage.files.check_inside`): a symlinked
+  ``memories/``, ``locks/`` or topic file raises ``UnsafePathError`` on a
+  read or write (a listing skips and reports a symlinked topic file).
 * **Whole-file, atomic writes.** :meth:`TopicStore.write` replaces the file
   with :func:`~agentmem._storage.files.atomic_write_text` (same-directory
   temp file, fsync, ``os.replace``) while holding ``<root>/locks/memories.lock``,
   a cross-process lock. Writers of different topics never lose each other's
   files; writers of one topic: the last one wins, whole, never a mix.
 * **Secrets are scrubbed** with the Memory's scrubber before anything is
-  written (or kept in memory).
+  written (or kept in memory). Lone surrogates are replaced with U+FFFD
+  (:func:`agentmem._json.sanitize_text`), so any string can be written.
+* **A killed writer leaves no debris for long**: its temp file is removed
+  when the store is next opened (:func:`~agentmem._storage.files.remove_stale_temps`).
 * **The size limit is the library's.** Content over ``max_tokens_per_file``
   (counted with the token counter) is cut at a line boundary, keeping the
   beginning, and ends with :data:`TRUNCATION_MARKER`; the
@@ -56,11 +62,20 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentmem._storage.files import atomic_write_text, file_in
+from agentmem._facade_args import check_str, config_path
+from agentmem._json import sanitize_text
+from agentmem._storage.files import (
+    atomic_write_text,
+    check_inside,
+    file_in,
+    make_dirs,
+    remove_stale_temps,
+)
 from agentmem._storage.locks import held_lock
 from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
 from agentmem.notes import check_key
 from agentmem.protocols import TokenCounter
+from agentmem.scrub import refuse_secret_name
 from agentmem.tokens import HeuristicCounter
 
 _log = logging.getLogger("agentmem.storage")
@@ -181,7 +196,8 @@ class TopicStore:
             parent); the lock lives in its ``locks/``.
 
     Raises:
-        ConfigurationError: ``max_tokens_per_file`` is not an int >= :data:`MIN_TOKENS_PER_FILE`.
+        ConfigurationError: ``max_tokens_per_file`` is not an int >= :data:`MIN_TOKENS_PER_FILE`,
+            or ``directory``/``root`` is not a usable path.
     """
 
     def __init__(
@@ -198,9 +214,11 @@ class TopicStore:
                 f"max_tokens_per_file must be an int >= {MIN_TOKENS_PER_FILE}, "
                 f"got {max_tokens_per_file!r}"
             )
-        self.directory = Path(directory) if directory is not None else None
+        self.directory = config_path("directory", directory) if directory is not None else None
         self._root = (
-            Path(root) if root is not None else (self.directory.parent if self.directory else None)
+            config_path("root", root)
+            if root is not None
+            else (self.directory.parent if self.directory else None)
         )
         self._scrub = scrubber
         self.token_counter: TokenCounter = token_counter or HeuristicCounter()
@@ -210,6 +228,8 @@ class TopicStore:
         self._lock_path = self._root / "locks" / "memories.lock" if self._root is not None else None
         self.problems: builtins.list[str] = []
         """What was left out or read with replacements (one line each, oldest first)."""
+        if self.directory is not None and self._root is not None:
+            remove_stale_temps(self.directory, root=self._root)
 
     def _report(self, message: str) -> None:
         """Log ``message`` on ``agentmem.storage`` and keep it in :attr:`problems` (once)."""
@@ -245,6 +265,8 @@ class TopicStore:
                     TopicInfo(t, len(c.encode("utf-8", "surrogatepass")), at)
                     for t, (c, at) in sorted(self._memory.items())
                 ]
+            assert self._root is not None
+            check_inside(self._root, self.directory, what="the memory root")
             try:
                 entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
             except FileNotFoundError:
@@ -314,7 +336,7 @@ class TopicStore:
 
         Raises:
             UnsafePathError: the name is not a safe topic name.
-            InvalidArgumentError: ``content`` is not a string.
+            InvalidArgumentError: ``content`` is not a string, or the name holds a secret.
             StorageError: the file could not be written (the old one is intact).
         """
         result = self._write(topic, content, _ANY)
@@ -334,14 +356,16 @@ class TopicStore:
         Raises:
             As :meth:`write`.
         """
+        if expected is not None:
+            check_str("expected", expected)
         return self._write(topic, content, expected)
 
     def _write(self, topic: str, content: str, expected: object) -> WriteResult | None:
         topic = check_topic(topic, self._where())
-        if not isinstance(content, str):
-            raise InvalidArgumentError(f"content must be a string, got {type(content).__name__}")
+        refuse_secret_name(self._scrub, topic, "topic name")
+        content = sanitize_text(check_str("content", content))
         if self._scrub is not None:
-            content = self._scrub(content)
+            content = sanitize_text(self._scrub(content))
         before = self.token_counter.count_text(content)
         stored = content
         if before > self.max_tokens_per_file:
@@ -362,8 +386,9 @@ class TopicStore:
                         if expected is not _ANY and self._read_file(topic, path) != expected:
                             return None
                         created = not path.exists()
-                        self.directory.mkdir(parents=True, exist_ok=True)
-                        atomic_write_text(path, stored)
+                        assert self._root is not None
+                        make_dirs(self._root, self.directory)
+                        atomic_write_text(path, stored, root=self._root)
                 except (OSError, UnicodeError) as exc:
                     if isinstance(exc, StorageError):
                         raise
@@ -391,6 +416,10 @@ class TopicStore:
         """
         if type(max_tokens) is not int or max_tokens < 0:
             raise InvalidArgumentError(f"max_tokens must be a non-negative int, got {max_tokens!r}")
+        if token_counter is not None and not isinstance(token_counter, TokenCounter):
+            raise InvalidArgumentError(
+                f"token_counter must provide count_text(text), got {type(token_counter).__name__}"
+            )
         counter = token_counter or self.token_counter
         heading = (
             "# Memory topics\n"

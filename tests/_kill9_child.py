@@ -32,6 +32,7 @@ message stored at each seq is a pure function of the seq
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -130,6 +131,7 @@ def _facade(root: str, session_id: str) -> None:
     import agentmem
 
     print("start", flush=True)
+    os.makedirs(root, exist_ok=True)  # the working directory must exist
     mem = agentmem.Memory(root=root, working_dir=root)
     s = mem.session(session_id, context_window=2_000)
     k = sum(1 for m in s.history if m["role"] != "user")

@@ -119,7 +119,7 @@ def test_extend_is_atomic() -> None:
     h = MessageHistory([user("a")])
     with pytest.raises(InvalidMessageError) as info:
         h.extend([user("b"), {"role": "tool", "content": "no id"}])
-    assert info.value.index == 1
+    assert info.value.index == 2  # its index in the history, not in the batch
     assert len(h) == 1
 
 

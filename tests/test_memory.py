@@ -77,7 +77,7 @@ def test_new_session_and_exact_resume(
         "window": (s.window.start, s.window.pinned),
         "summary": s.yarn.summary,
         "usage": s.usage,
-        "task": s.current_task_id,
+        "task": s.open_task_id,
         "iterations": s.task_iterations(),
     }
     assert s.window.start > 0, "the 3k window must have trimmed"
@@ -90,7 +90,7 @@ def test_new_session_and_exact_resume(
     assert again.usage == before["usage"]
     assert again.usage.requests == 40 and again.usage.prompt_tokens == sum(reported)
     assert type(again.token_counter) is type(s.token_counter)
-    assert again.current_task_id == task == before["task"]
+    assert again.open_task_id == task == before["task"]
     assert again.task_iterations() == 40
     assert (again.name, again.model, again.context_window) == ("first", "gpt-4o", 3_000)
     # the payload after a restart is the payload before it: provider caches stay warm
@@ -177,13 +177,14 @@ def test_tasks_tag_messages(mem: Memory) -> None:
     first = s.start_task("one")
     s.append({"role": "assistant", "content": "a"})
     assert s.finish_task() == first
-    s.append({"role": "assistant", "content": "untagged"})
+    # A finished task stays the active one: a later turn belongs to it (undone with it).
+    s.append({"role": "assistant", "content": "after finishing"})
     second = s.start_task({"role": "user", "content": "two", "name": "alice"})
     s.append({"role": "assistant", "content": "b", "task_id": first})  # a task of the session
     with pytest.raises(InvalidMessageError, match="task_id 99 is not a task"):
         s.append({"role": "assistant", "content": "c", "task_id": 99})  # would never be sent
     assert second == first + 1
-    assert [m.get("task_id") for m in s.history] == [first, first, None, second, first]
+    assert [m.get("task_id") for m in s.history] == [first, first, first, second, first]
     with pytest.raises(InvalidMessageError):
         s.start_task({"role": "assistant", "content": "not a user"})
     with pytest.raises(InvalidMessageError):
@@ -484,7 +485,7 @@ def test_tasks_are_tracked_by_the_task_tracker(mem: Memory) -> None:
     s.record_usage(10)
     assert s.tasks.iterations(first) == s.task_iterations() == 2
     assert s.finish_task() == first
-    assert s.tasks.current is None
+    assert s.open_task_id is None and s.active_task_id == first
     s.record_usage(10)  # no task running: counts nowhere
     second = s.start_task("two")
     assert second == first + 1

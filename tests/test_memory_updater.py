@@ -24,7 +24,7 @@ from profiles import scaled
 from provider_rules import anthropic_violations, openai_violations
 
 from agentmem import Memory, Session
-from agentmem.errors import ConfigurationError
+from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.memory_updater import (
     MEMORY_UPDATE_MIN_ITERATIONS,
     PROCEED,
@@ -33,10 +33,11 @@ from agentmem.memory_updater import (
     MemoryUpdateResult,
     tool_specs,
 )
-from agentmem.message_tokens import count_messages
+from agentmem.message_tokens import count_message, count_messages
 from agentmem.messages import INTERNAL_FIELDS, to_anthropic
 from agentmem.testing import ScriptedLLM, tool_call
 from agentmem.tokens import HeuristicCounter
+from agentmem.tools import openai_tools
 from agentmem.topics import TopicStore
 
 DONE = {"role": "assistant", "content": "Memory updated."}
@@ -96,6 +97,13 @@ def work(s: Session, iterations: int, *, cost: float = 0.01) -> int:
     return task
 
 
+def tools_tokens(tools: list[dict[str, Any]] | None, counter: Any) -> int:
+    """What a request's tool schemas cost: their compact JSON text."""
+    if not tools:
+        return 0
+    return int(counter.count_text(json.dumps(tools, ensure_ascii=False, separators=(",", ":"))))
+
+
 def snapshot(s: Session) -> list[dict[str, Any]]:
     return copy.deepcopy([dict(m) for m in s.history])
 
@@ -123,10 +131,11 @@ def test_long_task_writes_the_topic_file(root: Path) -> None:
     messages, tools = llm.calls[0]
     assert tools is not None
     assert [t["function"]["name"] for t in tools] == list(TOOL_NAMES)
-    assert messages[0]["role"] == "system"
-    assert messages[0]["content"].startswith("You are a coding agent.")
-    assert "# Memory update" in messages[0]["content"]
-    assert "4000 tokens" in messages[0]["content"]  # the per-file limit is stated
+    # The task's system prompt is sent unchanged; the instructions are a new message.
+    assert messages[0] == {"role": "system", "content": "You are a coding agent."}
+    assert messages[-2]["role"] == "system"
+    assert "# Memory update" in messages[-2]["content"]
+    assert "4000 tokens" in messages[-2]["content"]  # the per-file limit is stated
     assert messages[-1] == {"role": "user", "content": PROCEED}
     # The task's conversation is all there, before the instruction.
     assert any("make step11" in json.dumps(m) for m in messages)
@@ -224,7 +233,7 @@ def test_merges_with_existing_content(root: Path) -> None:
             assert s.last_memory_update.writes[0].created is False
     assert (root / "memories" / "deploy.md").read_text() == "- old fact\n- new fact"
     # The instructions named the existing topic.
-    assert "Existing topics: deploy." in llm.calls[0][0][0]["content"]
+    assert "Existing topics: deploy." in llm.calls[0][0][-2]["content"]
 
 
 def test_a_concurrent_change_is_not_overwritten(root: Path) -> None:
@@ -271,7 +280,7 @@ def test_limit_is_enforced_when_the_llm_ignores_it(root: Path) -> None:
     stored = (root / "memories" / "deploy.md").read_text()
     assert HeuristicCounter().count_text(stored) <= 100
     assert long.startswith(stored.split("\n[... truncated")[0])
-    assert "100 tokens" in llm.calls[0][0][0]["content"]
+    assert "100 tokens" in llm.calls[0][0][-2]["content"]
     assert "over the 100-token limit" in last_tool_text(llm.calls[1][0])
 
 
@@ -360,10 +369,14 @@ def test_fork_fits_the_window(root: Path) -> None:
         work(s, 60)
         s.finish_task()
         counter = s.token_counter
-    messages = llm.calls[0][0]
-    # Three quarters of the window, leaving room for the tools and the update's own turns.
-    assert count_messages(messages, counter) <= 1500
-    assert messages[0]["role"] == "system" and "# Memory update" in messages[0]["content"]
+        result = s.last_memory_update
+    assert result is not None and result.error is None
+    messages, tools = llm.calls[0]
+    # The first request, tools included, leaves room for the update's own turns.
+    sent = count_messages(messages, counter) + tools_tokens(tools, counter)
+    assert sent == result.first_request_tokens <= 2000 - 200
+    assert messages[0] == {"role": "system", "content": "You are a coding agent."}
+    assert "# Memory update" in messages[-2]["content"]
     assert "make step59" in json.dumps(messages) and 'make step0"' not in json.dumps(messages)
     assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
 
@@ -418,9 +431,9 @@ def test_keyboard_interrupt_escapes(root: Path) -> None:
             task = work(s, 12)
             with pytest.raises(KeyboardInterrupt):
                 s.finish_task()
-            assert s.current_task_id is None  # the task was finished and saved first
+            assert s.open_task_id is None  # the task was finished and saved first
         with mem.session(session_id="s1") as s:
-            assert s.current_task_id is None and s.task_iterations(task) == 12
+            assert s.open_task_id is None and s.task_iterations(task) == 12
     assert [e for e, _ in events.events] == ["memory_update_started", "memory_update_finished"]
     assert "KeyboardInterrupt" in events.events[1][1]["error"]
 
@@ -656,3 +669,358 @@ def test_tool_specs_are_fresh_copies() -> None:
     specs = tool_specs()
     specs[0]["function"]["name"] = "changed"
     assert tool_specs()[0]["function"]["name"] == "list_memories"
+
+
+# ------------------------------------------------------------------ the fork continues the task
+
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a shell command.",
+        "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+    },
+}
+HOST_TOOLS = [BASH, *openai_tools(), *tool_specs()]  # the memory tool and the update tools
+MEMORY_TOOL_ONLY = [BASH, *openai_tools()]  # memory_operations, with its topic operations
+
+
+def older_memory_tool() -> dict[str, Any]:
+    """A memory_operations spec without the topic operations (an older agentmem's)."""
+    (spec,) = openai_tools()
+    enum = spec["function"]["parameters"]["properties"]["operation"]["enum"]
+    enum[:] = [op for op in enum if op not in ("list_topics", "read_topic", "write_topic")]
+    return spec
+
+
+STEP_OUTPUT = "building module and running the checks, all green. " * 24
+
+
+def hosted_task(s: Session, iterations: int, *, answer: bool = True) -> list[dict[str, Any]]:
+    """A host's agent loop: ``context()`` before every model call. Returns the last payload."""
+    if not len(s.history):
+        s.append({"role": "system", "content": "You are a coding agent."})
+    s.start_task("Deploy the app to staging.")
+    payload: list[dict[str, Any]] = []
+    for i in range(iterations):
+        payload = s.context()
+        s.record_usage(100, 10, 0.0)
+        s.append(tool_call("bash", {"cmd": f"make step{i}"}, call_id=f"c{i}"))
+        s.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"{i}: {STEP_OUTPUT}"})
+    payload = s.context()
+    if answer:
+        s.append({"role": "assistant", "content": "Deployed with `make deploy ENV=staging`."})
+    return copy.deepcopy(payload)
+
+
+def prefix_tokens(messages: list[dict[str, Any]], s: Session) -> int:
+    return sum(count_message(m, s.token_counter) for m in messages)
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_the_fork_continues_the_tasks_last_request(root: Path, answer: bool) -> None:
+    """B4: the first request is the task's last payload unchanged, the host's tools, then new."""
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        last = hosted_task(s, 12, answer=answer)
+        s.finish_task(tools=HOST_TOOLS)
+        result = s.last_memory_update
+        shared = prefix_tokens(last, s)
+    messages, tools = llm.calls[0]
+    new = messages[len(last) :]
+    assert messages[: len(last)] == last  # deep equality: system prompt and all, unchanged
+    assert tools == HOST_TOOLS
+    # Only the task's final answer (when it gave one), the instructions and the proceed turn.
+    expected = [{"role": "assistant", "content": "Deployed with `make deploy ENV=staging`."}]
+    assert new[:-2] == (expected if answer else [])
+    assert new[-2]["role"] == "system" and new[-2]["content"].startswith("# Memory update")
+    assert new[-1] == {"role": "user", "content": PROCEED}
+    assert result is not None and result.error is None and result.cache_miss is None
+    assert result.shared_prefix_messages == len(last)
+    assert result.shared_prefix_tokens == shared > 0
+    assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_the_first_request_starts_with_the_last_payload(root: Path) -> None:
+    """The same check through the API the old code had (no tools): the messages only."""
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        last = hosted_task(s, 10, answer=False)
+        s.finish_task()
+    messages = llm.calls[0][0]
+    assert messages[: len(last)] == last
+    assert len(messages) == len(last) + 2 and messages[-1] == {"role": "user", "content": PROCEED}
+
+
+def test_later_turns_append_after_the_first_request(root: Path) -> None:
+    llm = ScriptedLLM(
+        [
+            tool_call("list_memories", {}),
+            tool_call("write_memory", {"topic": "deploy", "content": "make deploy"}),
+            DONE,
+        ]
+    )
+    with memory(root, llm) as mem, mem.session() as s:
+        hosted_task(s, 10)
+        s.finish_task(tools=HOST_TOOLS)
+    first = llm.calls[0][0]
+    for later, tools in llm.calls[1:]:
+        assert later[: len(first)] == first and tools == HOST_TOOLS
+    assert [m["role"] for m in llm.calls[2][0][len(first) :]] == ["assistant", "tool"] * 2
+    assert (root / "memories" / "deploy.md").read_text() == "make deploy"
+
+
+@pytest.mark.parametrize(
+    ("tools", "reason"),
+    [
+        ([BASH, older_memory_tool()], "lack list_memories, read_memory, write_memory"),
+        ([BASH, *tool_specs()[:2]], "lack write_memory"),
+        (None, "sent no tools"),
+    ],
+)
+def test_tools_without_the_update_tools_are_a_reported_miss(
+    root: Path, tools: list[dict[str, Any]] | None, reason: str
+) -> None:
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        last = hosted_task(s, 10)
+        s.finish_task(tools=tools)
+        result = s.last_memory_update
+    messages, sent_tools = llm.calls[0]
+    assert sent_tools == tool_specs()
+    assert messages[: len(last)] == last  # the messages are still the task's
+    assert result is not None and result.error is None
+    assert result.cache_miss is not None and reason in result.cache_miss
+    # A different tool set changes the start of the request: a provider cache shares nothing.
+    assert (result.shared_prefix_messages, result.shared_prefix_tokens) == (0, 0)
+
+
+def test_a_small_window_still_sees_the_task_and_its_summary(root: Path) -> None:
+    """4,000-token window, 26-message task: the fork sees what the task's last request saw."""
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session(context_window=4000) as s:
+        last = hosted_task(s, 12, answer=False)
+        assert len(s.history) == 26
+        s.finish_task()
+        result = s.last_memory_update
+        shared = prefix_tokens(last, s)
+    messages = llm.calls[0][0]
+    text = json.dumps(messages)
+    assert "Deploy the app to staging." in text  # the task's request
+    assert "<thread_summary>" in text  # the summary of what the window trimmed
+    assert messages[: len(last)] == last
+    assert result is not None and result.error is None
+    assert result.first_request_tokens <= 4000 - 400
+    # No tools were given: the fork brings its own, which a provider cache cannot share.
+    assert result.cache_miss is not None and "sent no tools" in result.cache_miss
+    assert shared > 0 and result.shared_prefix_tokens == 0
+
+
+def test_an_overflowing_request_is_rebuilt_by_the_pipeline(root: Path) -> None:
+    """The last payload plus the update would overflow: rebuilt smaller, nothing shared."""
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session(context_window=2000) as s:
+        last = hosted_task(s, 12, answer=False)
+        window, yarn = s.window.state(), s.yarn.state()
+        checkpoints = sorted((root / "memory").iterdir())
+        s.finish_task(tools=HOST_TOOLS)
+        result = s.last_memory_update
+        # The rebuild ran on a scratch copy: the session's window and summary did not move.
+        assert s.window.state() == window and s.yarn.state() == yarn
+        assert sorted((root / "memory").iterdir()) == checkpoints
+        assert s.context() == last
+    messages, tools = llm.calls[0]
+    assert result is not None and result.error is None
+    assert result.cache_miss is not None and "rebuilt by the context pipeline" in result.cache_miss
+    assert (result.shared_prefix_messages, result.shared_prefix_tokens) == (0, 0)
+    assert tools == HOST_TOOLS
+    assert result.first_request_tokens <= 2000 - 200
+    assert messages[0] == last[0] and "Deploy the app to staging." in json.dumps(messages)
+    assert messages[-1] == {"role": "user", "content": PROCEED}
+    assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_a_rewritten_history_is_not_continued(root: Path) -> None:
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        last = hosted_task(s, 10, answer=False)
+        s.history.pop_last()  # the task's last tool result is taken back after the request
+        s.finish_task(tools=HOST_TOOLS)
+        result = s.last_memory_update
+    messages = llm.calls[0][0]
+    assert result is not None and result.error is None
+    assert result.cache_miss is not None and "rewritten" in result.cache_miss
+    assert result.shared_prefix_tokens == 0
+    assert "9: building" not in json.dumps(messages) and "9: building" in json.dumps(last)
+
+
+def test_async_finish_continues_the_same_request(tmp_path: Path) -> None:
+    sync_llm = ScriptedLLM([DONE])
+    with memory(tmp_path / "a", sync_llm) as mem, mem.session() as s:
+        hosted_task(s, 10)
+        s.finish_task(tools=HOST_TOOLS)
+        sync_result = s.last_memory_update
+    async_llm = AsyncLLM(ScriptedLLM([DONE]))
+
+    async def main() -> MemoryUpdateResult | None:
+        with memory(tmp_path / "b", async_llm) as mem, mem.session() as s:
+            hosted_task(s, 10)
+            await s.afinish_task(tools=HOST_TOOLS)
+            return s.last_memory_update
+
+    async_result = asyncio.run(main())
+    assert async_llm.calls == sync_llm.calls
+    assert sync_result is not None and async_result is not None
+    assert async_result.shared_prefix_tokens == sync_result.shared_prefix_tokens > 0
+
+
+def test_bad_tools_are_refused_before_the_task_ends(root: Path) -> None:
+    with memory(root, ScriptedLLM([])) as mem, mem.session() as s:
+        task = hosted_task(s, 1) and s.open_task_id
+        for bad in ("bash", {"type": "function"}, [1, 2]):
+            with pytest.raises(InvalidArgumentError, match="tools must be"):
+                s.finish_task(tools=bad)  # type: ignore[arg-type]
+        assert s.open_task_id == task
+
+
+@settings(
+    max_examples=scaled(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    window=st.sampled_from([2500, 4000, 16000]),
+    iterations=st.integers(min_value=10, max_value=24),
+    answer=st.booleans(),
+    host_tools=st.sampled_from([HOST_TOOLS, MEMORY_TOOL_ONLY, [BASH], None]),
+)
+def test_the_first_request_continues_or_reports_why(
+    tmp_path_factory: pytest.TempPathFactory,
+    window: int,
+    iterations: int,
+    answer: bool,
+    host_tools: list[dict[str, Any]] | None,
+) -> None:
+    """Whatever the window and task: the fork continues the last payload, or says why not;
+    either way its first request fits the window with room left, and is provider-valid."""
+    root = tmp_path_factory.mktemp("m") / ".agentmem"
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session(context_window=window) as s:
+        last = hosted_task(s, iterations, answer=answer)
+        s.finish_task(tools=host_tools)
+        result = s.last_memory_update
+        shared = prefix_tokens(last, s)
+        room = min(4000, window // 10)
+        counter = s.token_counter
+    assert result is not None and result.error is None
+    messages, tools = llm.calls[0]
+    continued = messages[: len(last)] == last
+    if result.cache_miss is None:
+        assert continued and tools == host_tools
+        assert (result.shared_prefix_messages, result.shared_prefix_tokens) == (len(last), shared)
+    else:
+        assert result.shared_prefix_tokens == 0
+    if continued and host_tools in (HOST_TOOLS, MEMORY_TOOL_ONLY):
+        assert result.cache_miss is None
+    sent = count_messages(messages, counter) + tools_tokens(tools, counter)
+    assert sent == result.first_request_tokens <= window - room
+    assert "Deploy the app to staging." in json.dumps(messages)
+    assert openai_violations(messages, internal_fields=INTERNAL_FIELDS) == []
+    system, turns = to_anthropic(messages)
+    assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+
+
+def test_the_hosts_memory_tool_does_the_update(root: Path) -> None:
+    """A host that sends memory_operations keeps its tools: the update uses its topic ops."""
+    llm = ScriptedLLM(
+        [
+            tool_call("memory_operations", {"operation": "list_topics"}),
+            tool_call("memory_operations", {"operation": "store", "key": "k", "content": "x"}),
+            tool_call(
+                "memory_operations",
+                {"operation": "write_topic", "topic": "deploy", "content": "make deploy"},
+            ),
+            tool_call("write_memory", {"topic": "direct", "content": "also fine"}),
+            DONE,
+        ]
+    )
+    with memory(root, llm) as mem, mem.session() as s:
+        last = hosted_task(s, 10)
+        s.finish_task(tools=MEMORY_TOOL_ONLY)
+        result = s.last_memory_update
+        assert mem.notes.list() == []  # only the topic operations run during the update
+    messages, tools = llm.calls[0]
+    assert tools == MEMORY_TOOL_ONLY and messages[: len(last)] == last
+    assert "memory_operations tool's topic operations" in messages[-2]["content"]
+    assert result is not None and result.error is None and result.cache_miss is None
+    assert result.shared_prefix_messages == len(last) and result.shared_prefix_tokens > 0
+    assert last_tool_text(llm.calls[1][0]) == "No topics yet."
+    assert "runs only list_topics, read_topic, write_topic" in last_tool_text(llm.calls[2][0])
+    assert result.topics == ("deploy", "direct")
+    assert (root / "memories" / "deploy.md").read_text() == "make deploy"
+
+
+def test_memory_tools_dispatch_the_topic_operations(root: Path) -> None:
+    with memory(root, None) as mem:
+        write = {"operation": "write_topic", "topic": "deploy", "content": "make deploy"}
+        out = mem.tools.dispatch(write)
+        assert out["ok"] and out["result"]["created"] is True
+        listed = mem.tools.dispatch({"operation": "list_topics"})
+        assert [t["topic"] for t in listed["result"]["topics"]] == ["deploy"]
+        read = mem.tools.dispatch({"operation": "read_topic", "topic": "deploy"})
+        assert read["result"] == {"topic": "deploy", "content": "make deploy"}
+        bad = mem.tools.dispatch({"operation": "write_topic", "topic": "../x", "content": "x"})
+        assert bad["ok"] is False and "x" in bad["error"]
+    assert (root / "memories" / "deploy.md").read_text() == "make deploy"
+
+
+def test_an_anthropic_hosts_request_is_continued_too(root: Path) -> None:
+    """The fork speaks the LLM protocol (OpenAI shape); the Anthropic codec of its first
+    request starts with the Anthropic payload the task sent: same system, same turns."""
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session() as s:
+        hosted_task(s, 10, answer=False)
+        system, turns = copy.deepcopy(s.context(provider="anthropic"))
+        s.finish_task(tools=HOST_TOOLS)
+        result = s.last_memory_update
+    assert result is not None and result.cache_miss is None
+    fork_system, fork_turns = to_anthropic(llm.calls[0][0])
+    assert fork_system == system
+    # The last turn (tool results) gains the instructions and "Please proceed." as text.
+    assert fork_turns[: len(turns) - 1] == turns[:-1]
+    last, fork_last = turns[-1], fork_turns[len(turns) - 1]
+    assert fork_last["role"] == last["role"] == "user"
+    assert fork_last["content"][: len(last["content"])] == last["content"]
+
+
+def test_a_window_too_small_for_the_update_is_reported(root: Path) -> None:
+    llm = ScriptedLLM([DONE])
+    with memory(root, llm) as mem, mem.session(context_window=700) as s:
+        hosted_task(s, 10, answer=False)
+        s.finish_task(tools=HOST_TOOLS)
+        result = s.last_memory_update
+        s.append({"role": "user", "content": "the session goes on"})
+    assert llm.calls == []
+    assert result is not None and result.stopped == "error" and result.ran
+    assert result.error is not None and "cannot fit the update into the window" in result.error
+    assert result.cache_miss is not None and "700-token window" in result.cache_miss
+
+
+def test_a_failing_or_async_rebuild_is_reported_not_raised(tmp_path: Path) -> None:
+    store = TopicStore(tmp_path / "memories")
+    history = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+
+    def broken(reserve: int) -> Any:
+        raise RuntimeError(f"no room for {reserve}")
+
+    async def later(reserve: int) -> Any:
+        raise AssertionError("never awaited by a sync run")
+
+    llm = ScriptedLLM([])
+    updater = MemoryUpdater(llm, store, context_window=4000)
+    result = updater.run(history, request="no request here", rebuild=broken)  # type: ignore[arg-type]
+    assert result.error is not None and "no room for" in result.error
+    assert result.cache_miss == "no request here"
+    result = updater.run(history, request="no request here", rebuild=later)  # type: ignore[arg-type]
+    assert result.error is not None and "use arun" in result.error
+    assert llm.calls == []

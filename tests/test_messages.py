@@ -252,7 +252,7 @@ def test_surrogates_and_bad_bytes_are_replaced_everywhere() -> None:
     (m,) = normalize_message(
         {
             "role": "assistant",
-            "content": [{"type": "text", "text": "x\ud800"}],
+            "content": [{"type": "text", "text": "x\ud800"}, {"type": "text", "text": "y"}],
             "tool_calls": [call(arguments='{"p": "\\ud800"}')],
             "note\udc80": b"bytes \xff\xfe here",
         }

@@ -55,6 +55,7 @@ EXPECTED = [
     "SessionStore",
     "SessionWriter",
     "ShortTermMemory",
+    "StaleTaskError",
     "StorageError",
     "StoreLockedError",
     "Summarizer",

@@ -28,7 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import agentmem
 from agentmem.errors import InvalidArgumentError
 from agentmem.recall import Ranking, RecallHit, keywords, recall
-from agentmem.session_store import SessionStore
+from agentmem.session_store import FORMAT_VERSION, SessionStore
 from agentmem.session_store.sql import RECALL_BATCH
 
 HERE = Path(__file__).resolve().parent
@@ -237,7 +237,7 @@ def test_kill9_never_lets_the_index_drift(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- migration and golden files
 
 
-@pytest.mark.parametrize("name", ["sessions-v1.sqlite", "sessions-v2.sqlite"])
+@pytest.mark.parametrize("name", [f"sessions-v{v}.sqlite" for v in range(1, FORMAT_VERSION + 1)])
 def test_golden_stores_are_indexed_by_the_migration(tmp_path: Path, name: str) -> None:
     db = tmp_path / name
     shutil.copy(GOLDEN / name, db)
@@ -254,8 +254,9 @@ def test_golden_stores_are_indexed_by_the_migration(tmp_path: Path, name: str) -
     conn = sqlite3.connect(db)
     try:
         names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name")]
-        assert "0003_recall_index" in names
-        assert conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0] == "3"
+        assert {"0003_recall_index", "0004_recall_index_v2"} <= set(names)
+        version = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
+        assert version == str(FORMAT_VERSION)
     finally:
         conn.close()
 

@@ -934,7 +934,7 @@ def test_current_reader_loads_golden_v1_exactly(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["sessions-v1.sqlite", "sessions-v2.sqlite"])
+@pytest.mark.parametrize("name", [f"sessions-v{v}.sqlite" for v in range(1, FORMAT_VERSION + 1)])
 def test_current_reader_loads_every_golden_version_exactly(tmp_path: Path, name: str) -> None:
     """Version 2 added row checksums: its rows load through the trusted path; version 1
     rows (no checksum) are validated, and get their checksum on that first load."""

@@ -11,7 +11,9 @@ Rules drive the facade (``s.start_task``, ``s.undo``, ``s.switch_to_task``)
 and the time machine (``record_file_before_change`` before a direct write,
 ``guard()`` around direct writes/deletes), close and resume the session from
 disk, and kill a restore half-way (an exception out of the k-th file write,
-then a reopen that must finish it).
+then a reopen that must finish it), and fail one half-way with a disk error
+(rolled back at once: nothing changed; or, when the roll-back fails too,
+finished by the next open).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from profiles import scaled
 
 import agentmem
 import agentmem.time_machine as tm_module
+from agentmem.errors import RestoreError
 
 PATHS = ["a.txt", "b.bin", "d/c.txt", "d/e/f/g.txt", "n/m/deep.sh", "empty"]
 INITIAL = {"a.txt": (b"alpha\n", False), "d/c.txt": (b"c", False), "empty": (b"", False)}
@@ -200,6 +203,37 @@ class TimeMachineModel(RuleBasedStateMachine):
         self.mem = agentmem.Memory(root=".agentmem", working_dir=self.dir, durability="normal")
         self.s = self.mem.session(session_id="tm")
         self.active = target
+
+    @precondition(lambda self: self.parent)
+    @rule(data=st.data(), after=st.integers(0, 3), once=st.booleans())
+    def failed_restore(self, data: st.DataObject, after: int, once: bool) -> None:
+        """A disk error at the k-th write: rolled back, or finished by the next open."""
+        target = data.draw(st.sampled_from([None, *sorted(self.parent)]))
+        real = tm_module.atomic_write_bytes
+        writes = [0]
+
+        def failing(path: Any, payload: bytes) -> None:
+            writes[0] += 1
+            if writes[0] == after + 1 or (not once and writes[0] > after + 1):
+                raise OSError(28, "No space left on device", str(path))
+            real(path, payload)
+
+        tm_module.atomic_write_bytes = failing  # type: ignore[assignment]
+        try:
+            self.s.switch_to_task(target)
+            outcome = "done"
+        except RestoreError as exc:
+            outcome = exc.outcome
+        finally:
+            tm_module.atomic_write_bytes = real
+        if outcome == "done":
+            self.active = target
+        elif outcome == "rolled back":
+            assert _disk(self.dir) == self.files, "a rolled-back restore changed nothing"
+        else:
+            assert outcome == "pending", outcome
+            self.resume()  # the next open finishes it
+            self.active = target
 
     # ------------------------------------------------------------------ checks
 

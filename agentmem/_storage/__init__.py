@@ -1,7 +1,11 @@
 """Private storage building blocks shared by agentmem's stores.
 
-* :mod:`agentmem._storage.files`: atomic, fsync'd file replacement and
-  moving unreadable files aside (``<name>.corrupt-<timestamp>``).
+* :mod:`agentmem._storage.files`: atomic, fsync'd file replacement, moving
+  unreadable files aside (``<name>.corrupt-<timestamp>``), removing the temp
+  files of killed writers, and the one check every writer makes that a path
+  stays under the root without passing through a symlink (:func:`check_inside`).
+* :mod:`agentmem._storage.locks`: the cross-process lock around one
+  read-modify-write cycle (its lock file checked the same way).
 * :mod:`agentmem._storage.formats`: the ``{"format", "version"}`` header check
   every versioned structure goes through when it is read back.
 * :mod:`agentmem._storage.recovery`: recovery on open, shared by every
@@ -25,8 +29,11 @@ from agentmem._storage.files import (
     SQLITE_COMPANIONS,
     atomic_write_bytes,
     atomic_write_text,
+    check_inside,
     fsync_directory,
+    make_dirs,
     move_aside,
+    remove_stale_temps,
 )
 from agentmem._storage.sqlite import (
     DURABILITIES,
@@ -47,12 +54,15 @@ __all__ = [
     "Migration",
     "atomic_write_bytes",
     "atomic_write_text",
+    "check_inside",
     "connect",
     "enable_wal",
     "fsync_directory",
     "header_problem",
     "is_corruption",
+    "make_dirs",
     "migrate",
     "move_aside",
+    "remove_stale_temps",
     "transaction",
 ]

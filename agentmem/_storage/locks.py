@@ -8,6 +8,13 @@ with a bounded wait and agentmem errors instead of ``filelock.Timeout`` or
 ``OSError``. The operating system drops the lock when its process dies, so
 a killed writer never blocks the others.
 
+Every agentmem lock file lives in ``<root>/locks/``; the lock file and its
+directory are checked with :func:`~agentmem._storage.files.check_inside`
+against that root before the lock is taken (``filelock`` opens the file
+with ``O_CREAT | O_TRUNC``, which would follow a planted symlink and
+truncate whatever it points at), so a symlinked ``locks/`` raises
+:class:`~agentmem.errors.UnsafePathError`.
+
 It is not re-entrant across calls (each call opens its own lock file
 handle). :class:`StoreLock` is the lock of one store object: re-entrant
 within it, and it tells whether the object holds it (only a holder may move
@@ -23,6 +30,7 @@ from pathlib import Path
 
 import filelock
 
+from agentmem._storage.files import check_inside, make_dirs
 from agentmem.errors import StorageError, StoreLockedError
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "StoreLock", "held_lock"]
@@ -32,7 +40,11 @@ DEFAULT_LOCK_TIMEOUT = 60.0
 
 @contextmanager
 def held_lock(
-    path: str | os.PathLike[str], *, what: str, timeout: float = DEFAULT_LOCK_TIMEOUT
+    path: str | os.PathLike[str],
+    *,
+    what: str,
+    timeout: float = DEFAULT_LOCK_TIMEOUT,
+    root: str | os.PathLike[str] | None = None,
 ) -> Iterator[None]:
     """Hold the file lock at ``path`` (its directory is created) for the ``with`` block.
 
@@ -40,14 +52,19 @@ def held_lock(
         path: The lock file.
         what: What the lock protects, for error messages ("long-term memory").
         timeout: Seconds to wait for another holder before giving up.
+        root: The memory root the lock file must stay under without a symlink
+            (default: the parent of the lock's directory, ``<root>/locks/x.lock``).
 
     Raises:
+        UnsafePathError: the lock file or its directory is (behind) a symlink.
         StoreLockedError: another holder kept it for more than ``timeout`` seconds.
         StorageError: the lock file could not be created or locked.
     """
     lock_path = Path(path)
+    top = Path(root) if root is not None else lock_path.parent.parent
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(top, lock_path.parent)
+        check_inside(top, lock_path)
         lock = filelock.FileLock(str(lock_path), timeout=timeout, thread_local=False)
         lock.acquire()
     except filelock.Timeout as exc:
@@ -76,6 +93,7 @@ class StoreLock:
         path: The lock file, or ``None``.
         what: What the lock protects, for error messages.
         timeout: Seconds to wait for another holder.
+        root: See :func:`held_lock`.
     """
 
     def __init__(
@@ -84,18 +102,20 @@ class StoreLock:
         *,
         what: str,
         timeout: float = DEFAULT_LOCK_TIMEOUT,
+        root: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.held = False
         self._what = what
         self._timeout = timeout
+        self._root = root
 
     @contextmanager
     def __call__(self) -> Iterator[None]:
         if self.path is None or self.held:
             yield
             return
-        with held_lock(self.path, what=self._what, timeout=self._timeout):
+        with held_lock(self.path, what=self._what, timeout=self._timeout, root=self._root):
             self.held = True
             try:
                 yield

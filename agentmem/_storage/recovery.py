@@ -30,7 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentmem._storage.files import SQLITE_COMPANIONS, atomic_write_bytes, move_aside
+from agentmem._storage.files import (
+    SQLITE_COMPANIONS,
+    atomic_write_bytes,
+    check_inside,
+    move_aside,
+)
 from agentmem._storage.locks import held_lock
 from agentmem._storage.sqlite import header_problem, is_corruption
 from agentmem._storage.wal import WalReport, inspect_wal, rebuild_wal, wal_page_image
@@ -254,11 +259,17 @@ def open_or_recover(
         :class:`OpenLock` the caller holds until it closes the connection.
 
     Raises:
+        UnsafePathError: the file, a companion or ``locks/`` beside it is a symlink.
         StorageError: the file cannot be opened for a reason other than
             damage (permissions, busy, not ours, newer), or the fresh
             database cannot be created.
         CorruptStoreError: the file is damaged and could not be moved aside.
     """
+    # Nothing the database owns may be (behind) a symlink: SQLite would follow it out of the root.
+    locks = path.parent / "locks"
+    owned = [locks, locks / f"@open-{path.name}.lock", locks / "@recover.lock"]
+    for item in [*owned, *(Path(f"{path}{s}") for s in ("", *SQLITE_COMPANIONS))]:
+        check_inside(path.parent, item, what=f"the directory of {what}")
     open_lock = OpenLock(path)
     try:
         conn, recovery = _open_or_recover(path, opener, what, open_lock)

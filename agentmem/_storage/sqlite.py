@@ -57,7 +57,9 @@ from agentmem.errors import FormatVersionError, StorageError
 __all__ = [
     "BUSY_TIMEOUT_S",
     "DURABILITIES",
+    "DerivedDamage",
     "Durability",
+    "IsDerived",
     "Migration",
     "SchemaDamageError",
     "connect",
@@ -67,6 +69,7 @@ __all__ = [
     "migrate",
     "open_database",
     "pending_migrations",
+    "record_schema",
     "transaction",
     "verify_schema",
 ]
@@ -451,10 +454,33 @@ def _version_is_current(conn: sqlite3.Connection, format_version: int) -> bool:
 
 _SCHEMA_KEY: Final = "schema_sql"
 _ROOTS_KEY: Final = "schema_roots"
+_DERIVED_KEY: Final = "derived_sql"
+_DERIVED_ROOTS_KEY: Final = "derived_roots"
+
+IsDerived = Callable[[str], bool]
+"""Tells the schema objects holding derived data (rebuilt, never trusted) by name."""
 
 
-def _fingerprints(conn: sqlite3.Connection) -> tuple[str, str]:
-    """Digests of the schema's SQL text and of its b-tree root pages, as SQLite reads them."""
+@dataclass(frozen=True, slots=True)
+class DerivedDamage:
+    """The derived part of a schema differs from its fingerprint (see :func:`verify_schema`)."""
+
+    reason: str
+    """What differs."""
+    shared_pages: bool = False
+    """A derived object's root page moved and ``quick_check`` failed: it may point at pages
+    another table owns, so it must be removed from the schema, never dropped (a drop would
+    free those pages)."""
+
+
+def _fingerprints(
+    conn: sqlite3.Connection, derived: IsDerived | None = None, *, of_derived: bool = False
+) -> tuple[str, str]:
+    """Digests of the schema's SQL text and of its b-tree root pages, as SQLite reads them.
+
+    With ``derived``: of the objects it does not name (``of_derived`` False) or of those it
+    names (``of_derived`` True).
+    """
     rows = conn.execute(
         "SELECT type, name, tbl_name, rootpage, CAST(sql AS BLOB) FROM sqlite_master "
         "ORDER BY CAST(name AS BLOB)"
@@ -462,12 +488,40 @@ def _fingerprints(conn: sqlite3.Connection) -> tuple[str, str]:
     text = hashlib.sha256()
     roots = hashlib.sha256()
     for kind, name, table, root, sql in rows:
+        if derived is not None and derived(str(name)) != of_derived:
+            continue
         text.update(repr((kind, name, table, sql)).encode("utf-8", "surrogatepass"))
         roots.update(repr((name, root)).encode("utf-8", "surrogatepass"))
     return text.hexdigest(), roots.hexdigest()
 
 
-def verify_schema(conn: sqlite3.Connection, *, migrated: bool = False) -> None:
+def _quick_check(conn: sqlite3.Connection) -> list[str]:
+    """``PRAGMA quick_check``'s complaints (empty when it says ok)."""
+    try:
+        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+    except sqlite3.DatabaseError as exc:  # pages too damaged for the check to finish
+        return [str(exc)]
+    return [] if problems == ["ok"] else problems
+
+
+def record_schema(conn: sqlite3.Connection, *, derived: IsDerived | None = None) -> None:
+    """Record the schema's fingerprints in ``meta`` (inside the caller's transaction).
+
+    With ``derived``, the derived objects get their own fingerprint, so damage confined
+    to them can be told apart (:class:`DerivedDamage`) and repaired by rebuilding them.
+    """
+    text, roots = _fingerprints(conn, derived)
+    values: list[str] = [_SCHEMA_KEY, text, _ROOTS_KEY, roots]
+    if derived is not None:
+        derived_text, derived_roots = _fingerprints(conn, derived, of_derived=True)
+        values += [_DERIVED_KEY, derived_text, _DERIVED_ROOTS_KEY, derived_roots]
+    marks = ", ".join("(?, ?)" for _ in range(len(values) // 2))
+    conn.execute(f"INSERT OR REPLACE INTO meta (key, value) VALUES {marks}", values)
+
+
+def verify_schema(
+    conn: sqlite3.Connection, *, migrated: bool = False, derived: IsDerived | None = None
+) -> DerivedDamage | None:
     """Check that the schema SQLite parsed from page 1 is the one the database recorded.
 
     SQLite reads its schema from page 1 and trusts it: a flipped byte there
@@ -479,34 +533,59 @@ def verify_schema(conn: sqlite3.Connection, *, migrated: bool = False) -> None:
     be a legitimate ``VACUUM``: it is accepted when ``PRAGMA quick_check``
     passes, and the fingerprint is updated.
 
+    ``derived`` names the objects that hold derived data (an index that can be
+    rebuilt from the tables it indexes). They are fingerprinted apart: when only they
+    differ (a dropped table, a changed trigger, a root page moved where ``quick_check``
+    then fails while every other root is as recorded), the damage is returned for the
+    caller to rebuild them (then :func:`record_schema`), not raised.
+
     Cost: one read of ``sqlite_master`` and ``meta`` (a few pages); the
     ``quick_check`` only runs after a root-page change.
 
+    Returns:
+        ``None``, or what differs among the derived objects.
+
     Raises:
-        SchemaDamageError: the schema does not match its fingerprint.
+        SchemaDamageError: the schema (outside the derived objects) does not match
+            its fingerprint.
         sqlite3.Error: the database could not be read.
     """
-    text, roots = _fingerprints(conn)
+    keys = (_SCHEMA_KEY, _ROOTS_KEY, _DERIVED_KEY, _DERIVED_ROOTS_KEY)
     stored = dict(
-        conn.execute(
-            "SELECT key, value FROM meta WHERE key IN (?, ?)", (_SCHEMA_KEY, _ROOTS_KEY)
-        ).fetchall()
+        conn.execute(f"SELECT key, value FROM meta WHERE key IN ({', '.join('?' * 4)})", keys)
     )
+    # A database recorded before `derived` was given has one fingerprint of everything.
+    split = derived is not None and _DERIVED_KEY in stored
     if not migrated and _SCHEMA_KEY in stored:
+        text, roots = _fingerprints(conn, derived if split else None)
         if stored[_SCHEMA_KEY] != text:
             raise SchemaDamageError("malformed database schema: it differs from its fingerprint")
-        if stored.get(_ROOTS_KEY) == roots:
-            return
-        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
-        if problems != ["ok"]:
+        derived_text, derived_roots = (
+            _fingerprints(conn, derived, of_derived=True) if split else ("", "")
+        )
+        roots_same = stored.get(_ROOTS_KEY) == roots
+        derived_roots_same = not split or stored.get(_DERIVED_ROOTS_KEY) == derived_roots
+        if split and stored[_DERIVED_KEY] != derived_text:
+            problems = [] if derived_roots_same else _quick_check(conn)
+            return DerivedDamage(
+                "the schema of its derived objects differs from its fingerprint"
+                + (f" and quick_check says {problems}" if problems else ""),
+                shared_pages=bool(problems),
+            )
+        if roots_same and derived_roots_same:
+            return None
+        problems = _quick_check(conn)
+        if problems:
+            if split and roots_same:
+                return DerivedDamage(
+                    f"its root pages moved and quick_check says {problems}", shared_pages=True
+                )
             raise SchemaDamageError(
                 f"malformed database schema: root pages moved and quick_check says {problems}"
             )
     with transaction(conn):
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?), (?, ?)",
-            (_SCHEMA_KEY, text, _ROOTS_KEY, roots),
-        )
+        record_schema(conn, derived=derived)
+    return None
 
 
 def open_database(
@@ -516,6 +595,8 @@ def open_database(
     format_name: str,
     format_version: int,
     migrations: Sequence[Migration],
+    derived: IsDerived | None = None,
+    rebuild_derived: Callable[[sqlite3.Connection, DerivedDamage], None] | None = None,
 ) -> sqlite3.Connection:
     """Open one of agentmem's versioned databases, ready to use.
 
@@ -523,6 +604,10 @@ def open_database(
     database before changing anything in it, switches it to WAL mode, applies
     the pending migrations and checks the schema against the migrations'
     fingerprints. ``path`` ``None`` opens a private in-memory database.
+
+    ``derived`` names the objects holding derived data; when only they differ from
+    their fingerprint, ``rebuild_derived`` is called (it rebuilds them and records the
+    schema again) instead of raising :class:`SchemaDamageError`.
 
     Raises:
         FormatVersionError: a newer or foreign format.
@@ -557,7 +642,11 @@ def open_database(
                 migrations=migrations,
                 path=path,
             )
-            verify_schema(conn, migrated=bool(applied))
+            damage = verify_schema(conn, migrated=bool(applied), derived=derived)
+            if damage is not None:
+                if rebuild_derived is None:
+                    raise SchemaDamageError(f"malformed database schema: {damage.reason}")
+                rebuild_derived(conn, damage)
     except BaseException:
         conn.close()
         raise

@@ -8,7 +8,10 @@ migrations checked against :data:`~agentmem.semantic._schema.FORMAT_VERSION`,
 and recovery on open (a file that is not a readable SQLite database is
 moved aside to ``semantic.sqlite.corrupt-<timestamp>``, logged on the
 ``agentmem.storage`` logger and recorded on :attr:`SemanticDB.recovery`;
-what can be read is recovered into the fresh database). ``path=None`` is a
+what can be read is recovered into the fresh database). A ``meta`` table
+whose version is malformed (missing, not a number) counts as damage and is
+handled the same way; a newer version raises
+:class:`~agentmem.errors.FormatVersionError` and the file is left alone. ``path=None`` is a
 private in-memory database (incognito: nothing touches the disk).
 
 Every :mod:`sqlite3` error leaving this module is mapped to
@@ -41,7 +44,7 @@ from agentmem._storage.sqlite import (
     open_database,
     transaction,
 )
-from agentmem.errors import CorruptStoreError, StorageError
+from agentmem.errors import CorruptStoreError, FormatVersionError, StorageError
 from agentmem.semantic._common import Scope, normalise_text
 from agentmem.semantic._schema import FORMAT_NAME, FORMAT_VERSION, MIGRATIONS
 
@@ -234,7 +237,14 @@ class SemanticDB:
         )
 
     def _try_open(self, path: Path) -> sqlite3.Connection:
-        conn = self._versioned(path)
+        try:
+            conn = self._versioned(path)
+        except FormatVersionError as exc:
+            if exc.found is not None:
+                raise  # a newer agentmem wrote it: left alone, the error says so
+            # A malformed meta version (missing, not a number) is damage like any other:
+            # recovery moves the file aside, reports it, and the rows are salvaged one by one.
+            raise sqlite3.DatabaseError(f"malformed format version: {exc}") from exc
         try:
             if _damage_mark(path).exists():
                 # A query met damage in this file after an earlier open (which does not read

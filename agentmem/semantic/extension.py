@@ -45,9 +45,17 @@ from typing import Any, cast
 from agentmem._facade_args import check_flag
 from agentmem._json import decode_arguments
 from agentmem._truncate import truncate_text
-from agentmem.errors import ConfigurationError, InvalidArgumentError
+from agentmem.errors import AgentMemError, ConfigurationError, InvalidArgumentError
 from agentmem.messages import Message, content_text, is_real_user
 from agentmem.protocols import MemoryClient, MemoryRecord, TokenCounter
+from agentmem.semantic._resume import (
+    Blocks,
+    StoredExtensions,
+    StoredTurn,
+    extensions_state,
+    read_extensions_state,
+    turn_key,
+)
 from agentmem.semantic.recorder import (
     DEFAULT_FLUSH_TIMEOUT,
     DEFAULT_MAXSIZE,
@@ -150,6 +158,11 @@ class SemanticMemoryExtension:
         flush_timeout: Bound, in seconds, of the recorder's flush on close.
         maxsize: The recorder's queue size.
         persona_tokens: Token budget of the persona summary.
+        name: What the session state calls this extension, so a resumed
+            session knows which extension placed its persona and blocks
+            (default ``"semantic:<user_id>"``, with ``/agent:<agent_id>`` and
+            ``/run:<run_id>`` when set). Give two extensions of one session
+            different names.
 
     Raises:
         ConfigurationError: a bad argument (the message names it).
@@ -173,9 +186,11 @@ class SemanticMemoryExtension:
         run_id: str | None = None,
         maxsize: int = DEFAULT_MAXSIZE,
         persona_tokens: int = PERSONA_TOKENS,
+        name: str | None = None,
     ) -> None:
         self.client = check_client(client)
         self.user_id, self.agent_id, self.run_id = check_owner(user_id, agent_id, run_id)
+        self.name = _check_name(name) if name is not None else self._default_name()
         if (
             isinstance(prefetch_k, bool)
             or not isinstance(prefetch_k, int)
@@ -200,6 +215,14 @@ class SemanticMemoryExtension:
         self.recorder = self._new_recorder()
         self._sessions = 0  # open sessions using this extension
         self._attach_lock = threading.Lock()
+
+    def _default_name(self) -> str:
+        name = f"semantic:{self.user_id}"
+        if self.agent_id is not None:
+            name += f"/agent:{self.agent_id}"
+        if self.run_id is not None:
+            name += f"/run:{self.run_id}"
+        return name
 
     def _new_recorder(self) -> Recorder:
         return Recorder(
@@ -501,9 +524,20 @@ class SemanticMemoryExtension:
 
     def __repr__(self) -> str:
         return (
-            f"SemanticMemoryExtension(user_id={self.user_id!r}, prefetch_k={self.prefetch_k}, "
-            f"threshold={self.threshold!r})"
+            f"SemanticMemoryExtension(name={self.name!r}, user_id={self.user_id!r}, "
+            f"prefetch_k={self.prefetch_k}, threshold={self.threshold!r})"
         )
+
+
+MAX_NAME_CHARS = 200
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
+        raise ConfigurationError(
+            f"name must be a non-empty string of at most {MAX_NAME_CHARS} characters, got {name!r}"
+        )
+    return name
 
 
 def _tool_error(text: str) -> str:
@@ -534,6 +568,11 @@ def check_extensions(extensions: Any) -> tuple[SemanticMemoryExtension, ...]:
             )
         if any(other is ext for other in extensions[:i]):
             raise ConfigurationError(f"extensions[{i}] is given twice (it would capture twice)")
+        if any(other.name == ext.name for other in extensions[:i]):
+            raise ConfigurationError(
+                f"extensions[{i}] has the name {ext.name!r} of an earlier extension; "
+                "give each extension of a session its own name"
+            )
     return tuple(extensions)
 
 
@@ -541,16 +580,27 @@ class SessionExtensions:
     """What one session keeps for its extensions (used by the facade).
 
     * :attr:`persona`: the resident personas, computed once when the session
-      opens, so the system prompt stays the same (cacheable) all session.
-    * the block of each user turn started with ``start_task``: kept in memory
-      (never in the durable history) next to the stored user message, and
+      is created, so the system prompt stays the same (cacheable) all session.
+    * the block of each user turn started with ``start_task``: kept next to
+      the stored user message (never in the durable history itself) and
       placed right after it in every payload while that message is in the
       window, so a new turn never rewrites an earlier part of the payload.
+
+    Both are saved in the session state (:meth:`state`, format in
+    :mod:`agentmem.semantic._resume`) and restored from it on resume, so a
+    resumed session's payload is the one it would have had without the
+    close: the personas as they were placed, every old turn with its block.
+    An extension the session was created with but not given on resume is
+    named in a warning; what it placed is left out of the payload and kept
+    in the state for an open that has it again.
 
     Args:
         extensions: The session's extensions.
         token_counter: The session's counter (persona budget).
         persona_budget: Most tokens the personas may take together.
+        stored: The session state's ``extensions`` part (``None``: none saved).
+        history: The session's messages (to find the stored turns again).
+        session_id: Named in log messages.
     """
 
     def __init__(
@@ -559,34 +609,108 @@ class SessionExtensions:
         *,
         token_counter: TokenCounter,
         persona_budget: int,
+        stored: Any = None,
+        history: Sequence[Message] = (),
+        session_id: str = "",
     ) -> None:
         self.extensions = tuple(extensions)
+        self._names = {ext.name for ext in self.extensions}
+        self._session_id = session_id
+        previous = self._read(stored)
         for ext in self.extensions:
             ext._attach()
-        self._notes: dict[int, tuple[Message, Message]] = {}
+        # id(user message) -> (message, its payload note or None, every stored block)
+        self._turns: dict[int, tuple[Message, Message | None, Blocks]] = {}
         self._tuple: tuple[tuple[Message, Message], ...] = ()
-        personas = []
+        self._personas: dict[str, str | None] = {}
         left = persona_budget
         for ext in self.extensions:
-            if not ext.resident_persona or left <= 0:
-                continue
-            text = ext.persona_prompt(token_counter, min(ext.persona_tokens, left))
+            text: str | None
+            if previous is not None and previous.personas.get(ext.name) is not None:
+                text = previous.personas[ext.name]  # as the session was created with it
+            elif not ext.resident_persona:
+                text = None
+            elif left <= 0:
+                text = ""
+            else:
+                text = ext.persona_prompt(token_counter, min(ext.persona_tokens, left))
             if text:
-                personas.append(text)
                 left -= token_counter.count_text(text)
-        self.persona = "\n\n".join(personas)
+            self._personas[ext.name] = text
+        self.persona = "\n\n".join(t for t in self._personas.values() if t)
+        if previous is not None:
+            absent = [n for n in previous.personas if n not in self._names]
+            for name in absent:  # kept for an open that has it again
+                self._personas[name] = previous.personas[name]
+            if absent:
+                _log.warning(
+                    "session %s was created with the semantic memory extension(s) %s, not "
+                    "given now: their persona and memory-context blocks are left out of the "
+                    "payload (kept in the session state; pass the extension to restore them)",
+                    session_id,
+                    ", ".join(repr(n) for n in absent),
+                )
+            self._restore_turns(previous.turns, history)
 
-    def on_user_turn(self, stored: Message) -> None:
-        """Prefetch and capture for a user turn just stored (its words only)."""
+    def _read(self, stored: Any) -> StoredExtensions | None:
+        if not stored:
+            return None
+        try:
+            return read_extensions_state(stored)
+        except AgentMemError as exc:
+            _log.warning(
+                "session %s: semantic memory state not restored, personas are computed "
+                "afresh and old turns have no memory-context blocks (%s)",
+                self._session_id,
+                exc,
+            )
+            return None
+
+    def _restore_turns(self, turns: Sequence[StoredTurn], history: Sequence[Message]) -> None:
+        """Attach each stored turn's blocks to its user message again (newest first, so
+        the scan stops as soon as every turn, all of them in the window, is found)."""
+        wanted = {t.key: t for t in turns}
+        found: list[tuple[Message, Blocks]] = []
+        for i in range(len(history) - 1, -1, -1):
+            if not wanted:
+                break
+            message = history[i]
+            if message.get("role") != "user":
+                continue
+            key = turn_key(message)
+            turn = wanted.pop(key, None) if key is not None else None
+            if turn is not None:
+                found.append((message, turn.blocks))
+        for message, blocks in reversed(found):
+            self._add(message, blocks)
+
+    def _add(self, message: Message, blocks: Blocks) -> bool:
+        """Keep ``blocks`` for ``message``; its note holds those of this open's extensions."""
+        placed = [block for name, block in blocks if name in self._names]
+        note: Message | None = (
+            {"role": "system", "content": "\n\n".join(placed)} if placed else None
+        )
+        self._turns[id(message)] = (message, note, blocks)
+        self._tuple = tuple((m, n) for m, n, _ in self._turns.values() if n is not None)
+        return note is not None
+
+    def on_user_turn(self, stored: Message) -> bool:
+        """Prefetch and capture for a user turn just stored (its words only).
+
+        Returns:
+            Whether the turn got a block (then the session state changed).
+        """
         if not self.extensions or not is_real_user(stored):
-            return
+            return False
         text = content_text(stored.get("content"))
-        blocks = [b for b in (ext.on_user_message(text) for ext in self.extensions) if b]
+        blocks = tuple(
+            (ext.name, block)
+            for ext in self.extensions
+            if (block := ext.on_user_message(text)) is not None and block
+        )
         if not blocks:
-            return
-        note: Message = {"role": "system", "content": "\n\n".join(blocks)}
-        self._notes[id(stored)] = (stored, note)
-        self._tuple = tuple(self._notes.values())
+            return False
+        return self._add(stored, blocks)
 
     def notes(self) -> tuple[tuple[Message, Message], ...]:
         """``(user message, block message)`` pairs for the context manager."""
@@ -594,10 +718,18 @@ class SessionExtensions:
 
     def keep_only(self, alive: Callable[[Message], bool]) -> None:
         """Forget the blocks of user turns that left the window (after a trim)."""
-        if not self._notes:
+        if not self._turns:
             return
-        self._notes = {k: v for k, v in self._notes.items() if alive(v[0])}
-        self._tuple = tuple(self._notes.values())
+        self._turns = {k: v for k, v in self._turns.items() if alive(v[0])}
+        self._tuple = tuple((m, n) for m, n, _ in self._turns.values() if n is not None)
+
+    def state(self) -> dict[str, Any] | None:
+        """The session state's ``extensions`` part (``None``: nothing to remember)."""
+        if not self._personas and not self._turns:
+            return None
+        return extensions_state(
+            self._personas, [(message, blocks) for message, _, blocks in self._turns.values()]
+        )
 
     def close(self) -> list[CloseReport]:
         """Close the recorders no other open session uses (each flush bounded by its

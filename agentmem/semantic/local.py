@@ -74,7 +74,13 @@ from agentmem.errors import (
 from agentmem.llm import Flow, arun_flow, run_flow
 from agentmem.protocols import LLM, Embedder, MemoryRecord
 from agentmem.recall import keywords
-from agentmem.scrub import Scrubber, resolve_scrubber, scrub_secrets
+from agentmem.scrub import (
+    Scrubber,
+    refuse_secret_names,
+    resolve_scrubber,
+    scrub_json,
+    scrub_secrets,
+)
 from agentmem.semantic import _store as db
 from agentmem.semantic._auto_embedder import AUTO, EmbedderSlot
 from agentmem.semantic._common import (
@@ -287,19 +293,8 @@ class LocalMemoryClient:
         return normalise_text(text)
 
     def _clean_metadata(self, metadata: Any) -> dict[str, Any]:
-        cleaned: dict[str, Any] = self._scrub_value(check_metadata(metadata))
+        cleaned: dict[str, Any] = scrub_json(self._scrub, check_metadata(metadata), "metadata")
         return cleaned
-
-    def _scrub_value(self, value: Any) -> Any:
-        if self._scrub is None:
-            return value
-        if isinstance(value, str):
-            return self._scrub(value)
-        if isinstance(value, list):
-            return [self._scrub_value(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self._scrub_value(v) for k, v in value.items()}
-        return value
 
     def _embed(self, texts: Sequence[str]) -> dict[str, bytes]:
         """``text -> encoded vector`` for ``texts`` (empty without an embedder).
@@ -613,6 +608,7 @@ class LocalMemoryClient:
     ) -> Flow[list[dict[str, Any]]]:
         # Arguments are checked here, before the flow starts, so a bad call fails at once.
         scope = check_scope(user_id, agent_id, run_id)
+        refuse_secret_names(self._scrub, scope._asdict())
         infer = check_infer(infer)
         texts = [t for t in (self._clean(raw) for raw in user_texts(messages)) if t]
         meta = self._clean_metadata(metadata)

@@ -58,7 +58,7 @@ from agentmem.errors import (
     RemoteMemoryError,
 )
 from agentmem.protocols import MemoryRecord
-from agentmem.scrub import Scrubber, resolve_scrubber
+from agentmem.scrub import Scrubber, refuse_secret_names, resolve_scrubber, scrub_json
 from agentmem.semantic._common import (
     HistoryEntry,
     Scope,
@@ -262,8 +262,9 @@ class Mem0Client:
             RemoteMemoryError: the server failed, refused or did not answer.
         """
         scope = check_scope(user_id, agent_id, run_id)
+        refuse_secret_names(self._scrub, scope._asdict())
         check_infer(infer)
-        meta = check_metadata(metadata)
+        meta = scrub_json(self._scrub, check_metadata(metadata), "metadata")
         texts = user_texts(messages)
         if self._scrub is not None:
             texts = [self._scrub(text) for text in texts]

@@ -37,6 +37,10 @@ Guarantees.
   names both paths on the ``agentmem.storage`` logger,
   :attr:`SessionStore.recovery` records it, and what SQLite can read is
   recovered into a fresh database (see :mod:`agentmem._storage.recovery`).
+  The recall index is the exception: it is derived data, so damage to it (its
+  own tables, triggers or pages) is repaired by rebuilding it from the messages
+  and reported in :attr:`SessionStore.recall_repairs`, never by moving the
+  database aside (:mod:`.recall_index`).
   On :meth:`SessionStore.load` every row is checked (:mod:`.loading`): a row
   that does not parse or fails validation is moved to a ``quarantine``
   table, damaged ``seq`` values are repaired, unreadable columns are
@@ -59,7 +63,8 @@ Thread safety: one connection per store, guarded by a lock; writers share it.
 Layout: :mod:`.records` (records, checks, row codecs), :mod:`.sql` (schema,
 migrations and every statement, behind :class:`~.sql.SessionsSQL`, the seam
 a second backend would implement), :mod:`.lock`, :mod:`.writer`,
-:mod:`.loading` (rows checked on the way out), :mod:`.sessions` (the store)
+:mod:`.loading` (rows checked on the way out), :mod:`.recall_index` (the recall
+index's schema, rules, checks and rebuild), :mod:`.sessions` (the store)
 and :mod:`.export` (JSON and HTML). Recovery on
 open lives in :mod:`agentmem._storage.recovery`, shared with other stores.
 """

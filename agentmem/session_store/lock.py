@@ -9,6 +9,7 @@ from types import TracebackType
 
 import filelock
 
+from agentmem._storage.files import check_inside, make_dirs
 from agentmem.errors import StorageError, StoreLockedError
 
 __all__ = ["SessionLock"]
@@ -82,8 +83,10 @@ class SessionLock:
                 self._held.add(self._session_id)
             else:
                 assert self._path is not None
+                root = self._path.parent.parent  # <root>/locks/<id>.lock: no symlink on the way
+                make_dirs(root, self._path.parent)
+                check_inside(root, self._path)
                 try:
-                    self._path.parent.mkdir(parents=True, exist_ok=True)
                     self._file_lock.acquire(timeout=0)
                 except filelock.Timeout:
                     raise self._locked_error() from None

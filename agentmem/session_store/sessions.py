@@ -10,18 +10,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import orjson
 
+from agentmem._events import operation
+from agentmem._facade_args import check_path
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.gc import gc_paused
 from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
 from agentmem._storage.sqlite import (
     DURABILITIES,
+    DerivedDamage,
     Durability,
     is_corruption,
     open_database,
@@ -33,6 +36,7 @@ from agentmem.errors import (
     SessionNotFoundError,
     StorageError,
 )
+from agentmem.session_store import recall_index
 from agentmem.session_store.export import export_html, export_json
 from agentmem.session_store.loading import apply_repairs, check_rows
 from agentmem.session_store.lock import SessionLock
@@ -53,9 +57,11 @@ from agentmem.session_store.sql import (
     MIGRATIONS,
     SessionsSQL,
     flush_recall_index,
-    rebuild_recall_index,
 )
 from agentmem.session_store.writer import SessionWriter
+
+if TYPE_CHECKING:
+    from agentmem.protocols import ProgressReporter
 
 __all__ = ["SessionStore"]
 
@@ -63,6 +69,16 @@ logger = logging.getLogger("agentmem.storage")
 
 _EXPORT_FORMATS: Final = {".json": "json", ".html": "html", ".htm": "html"}
 _T = TypeVar("_T")
+
+
+_SQLITE_BUSY_CODES: Final = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def _busy(exc: StorageError) -> bool:
+    """Whether a store error is another connection's lock (not damage)."""
+    cause = exc.__cause__
+    code = getattr(cause, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _SQLITE_BUSY_CODES
 
 
 class SessionStore:
@@ -78,6 +94,8 @@ class SessionStore:
             lost on power loss.
         clock: Returns the current time in epoch seconds; ``time.time`` by
             default. Tests pass a fixed clock for reproducible timestamps.
+        reporter: Told about recall index rebuilds and exports
+            (``recall.index_rebuild.*``, ``export.*``; docs/progress.md).
         purge: Called by :meth:`delete` with the id of a deleted session, under
             its lock, to remove what other parts keep for it outside this
             database (the facade passes the time machine's
@@ -99,8 +117,10 @@ class SessionStore:
         *,
         durability: Durability = "full",
         clock: Callable[[], float] | None = None,
+        reporter: ProgressReporter | None = None,
         purge: Callable[[str], object] | None = None,
     ) -> None:
+        self.reporter = reporter  # progress events: recall index rebuilds, exports
         self._purge = purge
         if durability not in DURABILITIES:
             raise InvalidArgumentError(
@@ -125,6 +145,7 @@ class SessionStore:
         self._conn: sqlite3.Connection | None = (
             self._open_memory() if self._path is None else self._open_file(self._path)
         )
+        self._check_recall_on_open()
 
     # ------------------------------------------------------------------ opening
 
@@ -139,7 +160,18 @@ class SessionStore:
             format_name=FORMAT_NAME,
             format_version=FORMAT_VERSION,
             migrations=MIGRATIONS,
+            derived=recall_index.is_recall_object,
+            rebuild_derived=self._rebuild_damaged_recall_schema,
         )
+
+    def _rebuild_damaged_recall_schema(
+        self, conn: sqlite3.Connection, damage: DerivedDamage
+    ) -> None:
+        """Opening found the recall index's schema damaged (a dropped table or trigger): the
+        index is rebuilt from the messages, never the database set aside."""
+        with self._rebuilding(damage.reason):
+            done = recall_index.rebuild(conn, drop=not damage.shared_pages)
+        self._report_recall_rebuild(damage.reason + (f"; {done}" if done else ""))
 
     def _open_file(self, path: Path) -> sqlite3.Connection:
         try:
@@ -572,9 +604,11 @@ class SessionStore:
     def check_recall_index(self, *, repair: bool = True) -> builtins.list[str]:
         """Check the recall index against the messages; rebuild it when it is wrong.
 
-        Cost: O(messages) (FTS5 ``integrity-check`` and a join of the index rows with the
-        message rows); the index is maintained in the same transaction as every write, so
-        this only finds damage done from outside (a flipped page, a hand edit).
+        Cost: O(messages) (the index's state row, FTS5 ``integrity-check`` and a join of the
+        index rows with the message rows). The index is maintained in the same transaction
+        as every write and checked cheaply on open (see :mod:`.recall_index`), so this
+        only finds damage that check cannot see (a flipped byte in a page, an index row
+        altered together with the flag that would have told).
 
         Args:
             repair: Rebuild a damaged or drifted index from the messages (reported in
@@ -586,12 +620,42 @@ class SessionStore:
         try:
             self._flush_recall_index()
             with self._read("check the recall index", snapshot=True) as sql:
-                problems = sql.recall_problems()
-        except CorruptStoreError as exc:
+                problems = recall_index.quick_problems(sql.conn) + sql.recall_problems()
+        except StorageError as exc:
+            if _busy(exc):
+                raise
             problems = [str(exc)]
         if problems and repair:
             self._rebuild_recall_index("; ".join(problems))
         return problems
+
+    def _check_recall_on_open(self) -> None:
+        """The cheap open-time check of the recall index (:func:`.recall_index.quick_problems`);
+        an index found wrong or unreadable is rebuilt from the messages and reported.
+
+        A failure here never fails the open: an index that cannot be rebuilt (the messages
+        themselves unreadable) is logged, and recall reports the error when it is used.
+        """
+        try:
+            self._flush_recall_index()
+            with self._read("check the recall index", snapshot=True) as sql:
+                problems = recall_index.quick_problems(sql.conn)
+        except StorageError as exc:
+            if _busy(exc):  # another process holds the database: not damage, check next time
+                logger.warning("recall index of %s not checked on open: %s", self._path, exc)
+                return
+            problems = [f"reading it failed ({exc})"]
+        if not problems:
+            return
+        try:
+            self._rebuild_recall_index("; ".join(problems))
+        except StorageError as exc:
+            logger.warning(
+                "recall index of %s is damaged (%s) and could not be rebuilt: %s",
+                self._path or ":memory:",
+                "; ".join(problems),
+                exc,
+            )
 
     def _read_recall_index(
         self, read: Callable[[SessionsSQL], _T], actions: tuple[str, str, str]
@@ -626,8 +690,20 @@ class SessionStore:
             flush_recall_index(sql.conn)
 
     def _rebuild_recall_index(self, why: str) -> None:
-        with self._write("rebuild the recall index") as sql:
-            rebuild_recall_index(sql.conn)
+        with self._lock, self._rebuilding(why):
+            conn = self._require_open()
+            try:
+                done = recall_index.rebuild(conn)
+            except sqlite3.Error as exc:
+                raise self._error("rebuild the recall index", exc) from exc
+        self._report_recall_rebuild(why + (f"; {done}" if done else ""))
+
+    def _rebuilding(self, why: str) -> AbstractContextManager[dict[str, Any]]:
+        """``recall.index_rebuild.started`` now, ``.finished`` when the block ends."""
+        where = self._path if self._path is not None else ":memory:"
+        return operation(self.reporter, "recall.index_rebuild", database=str(where), reason=why)
+
+    def _report_recall_rebuild(self, why: str) -> None:
         where = self._path if self._path is not None else ":memory:"
         report = f"recall index of {where} rebuilt from the messages: {why}"
         logger.warning(report)
@@ -684,11 +760,11 @@ class SessionStore:
             The written path.
 
         Raises:
-            InvalidArgumentError: unknown format or extension.
+            InvalidArgumentError: unknown format or extension, or ``path`` is not a path.
             SessionNotFoundError: no such session.
             StorageError: the file could not be written.
         """
-        target = Path(path)
+        target = check_path("path", path)
         if format is None:
             fmt = _EXPORT_FORMATS.get(target.suffix.lower())
             if fmt is None:
@@ -701,11 +777,15 @@ class SessionStore:
         else:
             raise InvalidArgumentError(f"format must be 'json' or 'html', got {format!r}")
         record = self.load(session_id)
-        text = export_json(record) if fmt == "json" else export_html(record)
-        try:
-            atomic_write_text(target, text)
-        except OSError as exc:
-            raise StorageError(f"cannot write the export {target}: {exc}", path=target) from exc
+        with operation(
+            self.reporter, "export", session_id=record.info.id, path=str(target), format=fmt
+        ) as done:
+            text = export_json(record) if fmt == "json" else export_html(record)
+            try:
+                atomic_write_text(target, text)
+            except OSError as exc:
+                raise StorageError(f"cannot write the export {target}: {exc}", path=target) from exc
+            done["bytes"] = len(text.encode("utf-8", "surrogatepass"))
         return target
 
     # ------------------------------------------------------------------ lifecycle

@@ -20,13 +20,18 @@ from typing import Any, Final
 
 from agentmem._storage.sqlite import Migration
 from agentmem.errors import SessionNotFoundError
+from agentmem.session_store import recall_index
+from agentmem.session_store.recall_index import (
+    RECALL_BATCH,
+    create_recall_index_v1,
+    upgrade_to_v2,
+)
 from agentmem.session_store.records import Row
 
 __all__ = [
     "MIGRATIONS",
     "RECALL_BATCH",
     "SessionsSQL",
-    "create_recall_index",
     "flush_recall_index",
     "rebuild_recall_index",
 ]
@@ -108,127 +113,12 @@ MIGRATIONS: Final = (
     # renumber, a cascading session delete, quarantine) changes queue or index in the
     # same transaction: together they cannot drift from the messages, even across kill -9.
     # Existing messages are indexed here, so a store written by an earlier release is
-    # searchable once opened.
-    Migration("0003_recall_index", lambda conn: create_recall_index(conn)),
+    # searchable once opened. (Kept as released; 0004 re-indexes under the current rules.)
+    Migration("0003_recall_index", lambda conn: create_recall_index_v1(conn)),
+    # Index rules 2 (the memory's own messages left out), recall_state (the rules' version,
+    # and the flag raised by a write to the index from outside), every message re-indexed.
+    Migration("0004_recall_index_v2", lambda conn: upgrade_to_v2(conn)),
 )
-
-# The searchable text of a message body, in SQL (so triggers can compute it): a string
-# content, or the text of its parts, then the name and arguments of every tool call.
-# A body that is not valid JSON (a damaged row) is indexed as empty text, never refused.
-_TEXT_OF: Final = """(CASE WHEN json_valid({b}) THEN trim(
-    COALESCE(CASE json_type({b}, '$.content')
-        WHEN 'text' THEN json_extract({b}, '$.content')
-        WHEN 'array' THEN (SELECT group_concat(COALESCE(json_extract(p.value, '$.text'),
-            CASE json_type(p.value, '$.content') WHEN 'text'
-                THEN json_extract(p.value, '$.content') END, ''), ' ')
-            FROM json_each({b}, '$.content') AS p)
-    END, '') || ' ' ||
-    COALESCE((SELECT group_concat(COALESCE(json_extract(t.value, '$.function.name'), '')
-            || ' ' || COALESCE(json_extract(t.value, '$.function.arguments'), ''), ' ')
-        FROM json_each({b}, '$.tool_calls') AS t
-        WHERE json_type({b}, '$.tool_calls') = 'array'), ''))
-    ELSE '' END)"""
-
-# How many queued message changes are indexed together (see recall_pending_flush).
-RECALL_BATCH: Final = 64
-# Index the queued changes: drop the index rows of every queued message, then index the
-# queued messages that still exist (a queued delete leaves no row; a renumbered message is
-# queued under both seqs). Both go through recall_docs, whose triggers forward to FTS5.
-_FLUSH_DELETE: Final = """DELETE FROM recall_docs WHERE docid IN (
-            SELECT d.docid FROM recall_pending AS p
-            JOIN recall_docs AS d ON d.session_id = p.session_id AND d.seq = p.seq)"""
-_FLUSH_INSERT: Final = f"""INSERT INTO recall_docs (session_id, seq, role, text)
-            SELECT m.session_id, m.seq, m.role, {_TEXT_OF.format(b="m.body")}
-            FROM (SELECT DISTINCT session_id, seq FROM recall_pending) AS p
-            JOIN messages AS m ON m.session_id = p.session_id AND m.seq = p.seq"""
-
-_RECALL_SCHEMA: Final = (
-    """
-    CREATE TABLE recall_docs (
-        docid INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        role TEXT NOT NULL,
-        text TEXT NOT NULL
-    )
-    """,
-    "CREATE UNIQUE INDEX recall_docs_by_message ON recall_docs (session_id, seq)",
-    # Porter stemming over unicode61 (diacritics folded); the text lives in recall_docs.
-    """
-    CREATE VIRTUAL TABLE recall_fts USING fts5 (
-        text, content = 'recall_docs', content_rowid = 'docid',
-        tokenize = 'porter unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER recall_docs_ai AFTER INSERT ON recall_docs BEGIN
-        INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
-    END
-    """,
-    """
-    CREATE TRIGGER recall_docs_ad AFTER DELETE ON recall_docs BEGIN
-        INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', old.docid, old.text);
-    END
-    """,
-    """
-    CREATE TRIGGER recall_docs_au AFTER UPDATE OF text ON recall_docs BEGIN
-        INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', old.docid, old.text);
-        INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
-    END
-    """,
-    # Every message change queues its (session_id, seq) here, in the changing statement.
-    """
-    CREATE TABLE recall_pending (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL
-    )
-    """,
-    """
-    CREATE TRIGGER messages_recall_ai AFTER INSERT ON messages BEGIN
-        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
-    END
-    """,
-    """
-    CREATE TRIGGER messages_recall_ad AFTER DELETE ON messages BEGIN
-        INSERT INTO recall_pending (session_id, seq) VALUES (old.session_id, old.seq);
-    END
-    """,
-    """
-    CREATE TRIGGER messages_recall_seq AFTER UPDATE OF seq ON messages BEGIN
-        INSERT INTO recall_pending (session_id, seq) VALUES (old.session_id, old.seq);
-        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
-    END
-    """,
-    """
-    CREATE TRIGGER messages_recall_body AFTER UPDATE OF role, body ON messages BEGIN
-        INSERT INTO recall_pending (session_id, seq) VALUES (new.session_id, new.seq);
-    END
-    """,
-    # Every RECALL_BATCH-th queued change indexes the queue in the same statement (ids
-    # restart at 1 once the queue is emptied, so this fires once per RECALL_BATCH changes):
-    # FTS5 then writes one segment per batch instead of one per commit.
-    f"""
-    CREATE TRIGGER recall_pending_flush AFTER INSERT ON recall_pending
-    WHEN new.id % {RECALL_BATCH} = 0 BEGIN
-        {_FLUSH_DELETE};
-        {_FLUSH_INSERT};
-        DELETE FROM recall_pending;
-    END
-    """,
-)
-
-_SQL_INDEX_ALL: Final = (
-    "INSERT INTO recall_docs (session_id, seq, role, text) "
-    f"SELECT session_id, seq, CAST(role AS TEXT), {_TEXT_OF.format(b='body')} FROM messages"
-)
-
-
-def create_recall_index(conn: sqlite3.Connection) -> None:
-    """Create the recall index and index every stored message (migration 0003)."""
-    for statement in _RECALL_SCHEMA:
-        conn.execute(statement)
-    conn.execute(_SQL_INDEX_ALL)
 
 
 def flush_recall_index(conn: sqlite3.Connection) -> bool:
@@ -238,31 +128,14 @@ def flush_recall_index(conn: sqlite3.Connection) -> bool:
     """
     if conn.execute(_SQL_RECALL_PENDING).fetchone() is None:
         return False
-    conn.execute(_FLUSH_DELETE)
-    conn.execute(_FLUSH_INSERT)
-    conn.execute("DELETE FROM recall_pending")
+    recall_index.flush(conn)
     return True
 
 
-def rebuild_recall_index(conn: sqlite3.Connection) -> None:
-    """Re-derive the whole recall index from the messages (inside the caller's transaction).
-
-    Every recall trigger is dropped meanwhile (a damaged index refuses the deletes they
-    would forward), ``recall_docs`` is filled again from ``messages``, FTS5's ``rebuild``
-    re-indexes it without reading the old index, and the triggers are created again from
-    their one definition (so one dropped by hand is back and the schema matches its
-    fingerprint).
-    """
-    triggers = [s for s in _RECALL_SCHEMA if "CREATE TRIGGER" in s]
-    for statement in triggers:
-        name = statement.split("CREATE TRIGGER", 1)[1].split()[0]
-        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-    conn.execute("DELETE FROM recall_docs")
-    conn.execute("DELETE FROM recall_pending")
-    conn.execute(_SQL_INDEX_ALL)
-    conn.execute("INSERT INTO recall_fts (recall_fts) VALUES ('rebuild')")
-    for statement in triggers:
-        conn.execute(statement)
+def rebuild_recall_index(conn: sqlite3.Connection) -> str:
+    """Re-derive the whole recall index from the messages (see :func:`.recall_index.rebuild`;
+    in its own transactions). Returns ``""``, or what was done about damaged pages."""
+    return recall_index.rebuild(conn)
 
 
 def _raw(column: str) -> str:
@@ -376,16 +249,15 @@ _SQL_RECALL_INTEGRITY: Final = (
 )
 # Messages without their index row, index rows without their message, and index rows whose
 # role or text is not what their message gives (any of the three is drift).
-_SQL_RECALL_DRIFT: Final = f"""
+_SQL_RECALL_DRIFT: Final = """
     SELECT (SELECT count(*) FROM messages AS m WHERE NOT EXISTS (
                 SELECT 1 FROM recall_docs AS d
                 WHERE d.session_id = m.session_id AND d.seq = m.seq)),
            (SELECT count(*) FROM recall_docs AS d WHERE NOT EXISTS (
                 SELECT 1 FROM messages AS m WHERE m.session_id = d.session_id AND m.seq = d.seq)),
-           (SELECT count(*) FROM messages AS m
-                JOIN recall_docs AS d ON d.session_id = m.session_id AND d.seq = m.seq
-                WHERE d.role IS NOT CAST(m.role AS TEXT)
-                   OR d.text IS NOT {_TEXT_OF.format(b="m.body")})
+           (SELECT count(*) FROM recall_source AS x
+                JOIN recall_docs AS d ON d.session_id = x.session_id AND d.seq = x.seq
+                WHERE d.role IS NOT x.role OR d.text IS NOT x.text)
 """
 
 

@@ -92,6 +92,18 @@ def session_loop(tmp: str) -> agentmem.Usage:
         return s.usage
 
 
+def stale_writer(s: agentmem.Session) -> bool:
+    from agentmem.tasks import TaskHandle
+
+    handle: TaskHandle[agentmem.Message] = s.task_handle()
+    active: int | None = s.active_task_id
+    try:
+        stored: agentmem.Message = handle.append({"role": "assistant", "content": "late"})
+    except agentmem.StaleTaskError as exc:
+        return exc.task_id == handle.task_id and exc.active_task_id != active
+    return stored["task_id"] == s.open_task_id and not handle.stale
+
+
 def long_term_memory_and_notes(mem: agentmem.Memory) -> str:
     entry: agentmem.LTMEntry = mem.ltm.add_discovery("Tests run with pytest", confidence=0.9)
     mem.ltm.add_solution("lock timeout", "close the other session", examples=["a.py"])

@@ -4,21 +4,32 @@ Seed: Clacky's MemoryUpdater (DESIGN section 7). When a task took at least
 :data:`MEMORY_UPDATE_MIN_ITERATIONS` LLM iterations, :meth:`Session.finish_task
 <agentmem.session.Session.finish_task>` runs one memory update:
 
-* **The fork.** The task's conversation is *copied* (the session's history
-  is never touched, nothing the fork says is stored in the session), the
-  memory-update instructions (:func:`instructions`) are appended to its
-  system prompt, and a user turn ``"Please proceed."`` follows. It is not a
-  session: no store, no task, no iteration counted, no recursion.
+* **The fork is the task's own request, continued** (:mod:`._fork`). Its
+  first request is the task's last request unchanged -- the payload the last
+  ``context()`` returned, rendered the same way, and the host's tools when
+  they include the three update tools -- followed by the messages the task
+  added since (its final answer), the memory-update instructions
+  (:func:`instructions`) as a new system message, and the user turn
+  ``"Please proceed."``. The provider's prompt cache serves the whole task;
+  :attr:`MemoryUpdateResult.shared_prefix_tokens` says how much of it the
+  two requests share, :attr:`MemoryUpdateResult.cache_miss` why not all of it.
+  When there is no request to continue, or it plus the update would not
+  leave room in the window, the session's own context pipeline rebuilds the
+  payload on a scratch copy of its window (nothing shared, reported). The
+  session's history is never touched, nothing the fork says is stored in the
+  session; it is not a session: no store, no task, no iteration counted, no
+  recursion.
 * **Three tools** (:data:`TOOL_NAMES`, OpenAI specs from :func:`tool_specs`):
   ``list_memories()``, ``read_memory(topic)`` and ``write_memory(topic,
   content)`` over a :class:`~agentmem.topics.TopicStore`
   (``memories/<topic>.md``: names checked, writes atomic, locked across
   processes, secret-scrubbed, cut to the per-file token limit by the
-  library whatever the model does). Bad arguments come back to the model as
-  an error text, never as an exception.
+  library whatever the model does). Bad arguments, and calls of the host's
+  other tools, come back to the model as an error text, never as an exception.
 * **A bounded loop.** The model is called until it answers without tool
   calls, or :attr:`MemoryUpdateSettings.max_iterations` calls were made.
-  Every payload goes through :func:`agentmem.repair.build_payload`, so it is
+  Each later request is the first one with the fork's turns appended; the
+  new messages go through :func:`agentmem.repair.build_payload`, so they are
   valid for the provider (dangling calls answered, orphans dropped).
 * **Failures are reported, not raised.** An LLM error, an unusable reply or
   a tool's storage failure ends the update: it is logged on the
@@ -41,25 +52,55 @@ see :func:`billing_records`) or render topics into later prompts
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from agentmem._json import encode_arguments, parse_arguments
-from agentmem.errors import AgentMemError, ConfigurationError, StorageError
+from agentmem.errors import AgentMemError, StorageError
 from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, reply_usage, run_flow
+from agentmem.memory_updater._fork import (
+    Fork,
+    TaskRequest,
+    arebuild_request,
+    check_tools,
+    choose_tools,
+    continued_request,
+    fork_args,
+    plan,
+    rebuild_request,
+    tools_tokens,
+)
+from agentmem.memory_updater._settings import (
+    DEFAULT_MAX_ITERATIONS,
+    MEMORY_UPDATE_MIN_ITERATIONS,
+    TOPICS_PROMPT_TOKENS,
+    MemoryUpdateSettings,
+    skip_reason,
+    update_settings,
+)
+from agentmem.memory_updater._tools import (
+    PROCEED,
+    TOOL_NAMES,
+    BadArgument,
+    assistant_message,
+    instructions,
+    string_arg,
+    tool_specs,
+)
 from agentmem.message_tokens import count_message
 from agentmem.messages import Message, content_text, normalize_message
 from agentmem.protocols import ProgressReporter, TokenCounter
-from agentmem.repair import build_payload, select_task_chain
+from agentmem.repair import select_task_chain
 from agentmem.session_store import BillingRecord
 from agentmem.tokens import HeuristicCounter
+from agentmem.tools import TOOL_NAME as MEMORY_TOOL
+from agentmem.tools import TOPIC_OPERATIONS
 from agentmem.topics import (
-    DEFAULT_MAX_TOKENS_PER_FILE,
-    MIN_TOKENS_PER_FILE,
     TopicStore,
     WriteResult,
     check_topic,
@@ -75,9 +116,16 @@ __all__ = [
     "MemoryUpdateResult",
     "MemoryUpdateSettings",
     "MemoryUpdater",
+    "Rebuild",
     "RequestUsage",
+    "TaskRequest",
+    "arebuild_request",
     "billing_records",
+    "check_tools",
+    "continued_request",
+    "fork_args",
     "instructions",
+    "rebuild_request",
     "skip_reason",
     "tool_specs",
     "update_settings",
@@ -85,188 +133,15 @@ __all__ = [
 
 _log = logging.getLogger("agentmem.memory_updater")
 
-MEMORY_UPDATE_MIN_ITERATIONS = 10
-"""A task with fewer LLM iterations (``record_usage`` calls) is not consolidated."""
-DEFAULT_MAX_ITERATIONS = 8
-"""Model calls one memory update may make."""
-TOPICS_PROMPT_TOKENS = 2000
-"""Default budget of the topic files injected into a later session's system prompt."""
-PROCEED = "Please proceed."
 BILLING_KIND = "memory_update"
-TOOL_NAMES = ("list_memories", "read_memory", "write_memory")
+_TOPIC_TOOLS = dict(zip(TOPIC_OPERATIONS, TOOL_NAMES, strict=True))
+"""``memory_operations``' topic operations and the update tool each one is."""
 _MAX_TOOL_TEXT = 200_000  # a read_memory answer longer than this is cut (a hand-edited file)
 
-
-@dataclass(frozen=True, kw_only=True)
-class MemoryUpdateSettings:
-    """How a :class:`~agentmem.memory.Memory` runs memory updates (``Memory(memory_update=...)``).
-
-    Raises:
-        ConfigurationError: a field out of range or of the wrong type.
-    """
-
-    enabled: bool = True
-    """Run the updater at the end of long tasks (it also needs ``Memory(llm=...)``)."""
-    min_iterations: int = MEMORY_UPDATE_MIN_ITERATIONS
-    """Fewest LLM iterations a task needs before it is consolidated."""
-    max_iterations: int = DEFAULT_MAX_ITERATIONS
-    """Most model calls one update makes (the tool loop's bound)."""
-    max_tokens_per_file: int = DEFAULT_MAX_TOKENS_PER_FILE
-    """Per-topic-file token limit, told to the model and enforced on every write."""
-    inject_topics: bool = True
-    """Inject the topic files into later sessions' system prompts."""
-    prompt_tokens: int = TOPICS_PROMPT_TOKENS
-    """Token budget of that injection (also capped at a tenth of the context window)."""
-
-    def __post_init__(self) -> None:
-        for name in ("enabled", "inject_topics"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigurationError(
-                    f"memory_update.{name} must be True or False, got {getattr(self, name)!r}"
-                )
-        for name, low in (
-            ("min_iterations", 0),
-            ("max_iterations", 1),
-            ("max_tokens_per_file", MIN_TOKENS_PER_FILE),
-            ("prompt_tokens", 0),
-        ):
-            value = getattr(self, name)
-            if type(value) is not int or not low <= value <= 2**31 - 1:
-                raise ConfigurationError(
-                    f"memory_update.{name} must be an int from {low} to 2**31-1, got {value!r}"
-                )
-
-
-def update_settings(value: object) -> MemoryUpdateSettings:
-    """``Memory(memory_update=...)`` as settings: a bool, MemoryUpdateSettings or a mapping.
-
-    Raises:
-        ConfigurationError: anything else, or a bad field.
-    """
-    if isinstance(value, MemoryUpdateSettings):
-        return value
-    if isinstance(value, bool):
-        return MemoryUpdateSettings(enabled=value)
-    if isinstance(value, Mapping):
-        known = set(MemoryUpdateSettings.__dataclass_fields__)
-        unknown = sorted(str(k) for k in value if k not in known)
-        if unknown:
-            raise ConfigurationError(
-                f"memory_update has unknown settings {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}"
-            )
-        return MemoryUpdateSettings(**{str(k): v for k, v in value.items()})
-    raise ConfigurationError(
-        "memory_update must be True, False, MemoryUpdateSettings or a mapping, "
-        f"got {type(value).__name__}"
-    )
-
-
-def skip_reason(
-    *,
-    has_llm: bool,
-    settings: MemoryUpdateSettings,
-    incognito: bool,
-    subagent: bool,
-    task_id: int | None,
-    iterations: int,
-) -> str | None:
-    """Why a finished task is not consolidated, or ``None`` when the updater should run."""
-    if task_id is None:
-        return "no task was running"
-    if subagent:
-        return "sub-agent sessions never update memory"
-    if not settings.enabled:
-        return "memory updates are disabled"
-    if incognito:
-        return "incognito memory writes nothing"
-    if not has_llm:
-        return "the Memory has no llm"
-    if iterations < settings.min_iterations:
-        return f"the task took {iterations} LLM iterations (fewer than {settings.min_iterations})"
-    return None
-
-
-def tool_specs() -> list[dict[str, Any]]:
-    """The updater's three tools as OpenAI function tool specs (fresh copies)."""
-    topic = {
-        "type": "string",
-        "description": "Topic name, e.g. 'deploy' (file memories/<topic>.md): "
-        "letters, digits, '-', '_'; no '/' or '..'.",
-    }
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": "list_memories",
-                "description": "List the existing topic files with their size and last update.",
-                "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-            },
-        },
-        {
-            "type": "function",
-            "function": {
-                "name": "read_memory",
-                "description": "Read the whole content of one topic file.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"topic": topic},
-                    "required": ["topic"],
-                    "additionalProperties": False,
-                },
-            },
-        },
-        {
-            "type": "function",
-            "function": {
-                "name": "write_memory",
-                "description": "Create or replace a topic file with the complete new content "
-                "(markdown). Replaces the whole file: include what should be kept.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {
-                        "topic": topic,
-                        "content": {"type": "string", "description": "The full file content."},
-                    },
-                    "required": ["topic", "content"],
-                    "additionalProperties": False,
-                },
-            },
-        },
-    ]
-
-
-def instructions(max_tokens_per_file: int, existing: Sequence[str] = ()) -> str:
-    """The memory-update instructions appended to the forked system prompt."""
-    known = ", ".join(existing) if existing else "(none yet)"
-    return "\n".join(
-        [
-            "# Memory update",
-            "The task above is finished. Before the session moves on, consolidate what it "
-            "taught you into the project's topic files, so later sessions can reuse it. You "
-            "have three tools: list_memories(), read_memory(topic) and "
-            "write_memory(topic, content).",
-            "1. Decide the topics the task's lasting knowledge belongs to (for example "
-            "deploy, testing, architecture, conventions, user-preferences): facts about the "
-            "project, commands that worked, pitfalls and their fixes, decisions and the "
-            "user's preferences. Leave out one-off details, secrets and what the code "
-            "already says plainly.",
-            "2. Choose which files to update and which to create: read a related existing "
-            "topic with read_memory before writing it; prefer updating it over creating a "
-            "near-duplicate.",
-            "3. Merge: keep what is still true, add the new knowledge, correct what the task "
-            "proved wrong, remove duplicates. write_memory replaces the whole file, so write "
-            "the complete merged content.",
-            f"4. Each topic file is limited to {max_tokens_per_file} tokens (about "
-            f"{max_tokens_per_file * 4} characters). When the merged content would exceed "
-            "it, drop the least useful or most outdated details first; anything beyond the "
-            "limit is cut off the end of the file.",
-            "5. Topic names are short and lowercase: letters, digits, '-' and '_'.",
-            "6. If nothing is worth remembering, write nothing. When you are done, answer "
-            "in one short line, without calling a tool.",
-            f"Existing topics: {known}.",
-        ]
-    )
+Rebuild = Callable[[int], "TaskRequest | Awaitable[TaskRequest]"]
+"""``rebuild(reserve)``: the task's payload rebuilt by the host's context pipeline with
+``reserve`` tokens of the window kept free (sync for :meth:`MemoryUpdater.run`, sync or
+async for :meth:`MemoryUpdater.arun`); raises when it cannot."""
 
 
 class RequestUsage(NamedTuple):
@@ -301,6 +176,17 @@ class MemoryUpdateResult:
     """``"answered"``, ``"max_iterations"``, ``"error"`` or ``"skipped"``."""
     answer: str = ""
     """The model's final text."""
+    shared_prefix_messages: int = 0
+    """Messages at the start of the fork's first request identical to the task's last
+    request (its whole payload when the fork continues it), with the same tools."""
+    shared_prefix_tokens: int = 0
+    """Tokens of those messages (the session's counter): what a provider's prompt cache
+    can serve from the task. The tool schemas, then identical too, come on top."""
+    cache_miss: str | None = None
+    """Why the fork's first request does not start with the task's last request and its
+    tools (each reason, ``"; "``-joined), or ``None`` when it does."""
+    first_request_tokens: int = 0
+    """Tokens of the fork's first request: messages, reply priming and tool schemas."""
     duration_s: float = field(default=0.0, compare=False)
 
     @property
@@ -355,6 +241,17 @@ class _Run:
         self.failure: str | None = None
         self.iterations = 0
         self.seen: dict[str, str | None] = {}  # topic -> content this update last read or wrote
+        self.fork: Fork | None = None
+        self.miss: str | None = None  # why the fork does not continue the task's request
+        self.host_tools: Sequence[Mapping[str, Any]] | None = None
+        self.first_tokens = 0
+
+
+class _Refit(NamedTuple):
+    """The fork cannot continue the task's request: rebuild it with ``reserve`` tokens free."""
+
+    reserve: int
+    reason: str
 
 
 class MemoryUpdater:
@@ -365,9 +262,11 @@ class MemoryUpdater:
         topics: Where topic files are read and written.
         settings: Iteration bound and per-file limit (``enabled`` and
             ``min_iterations`` are the caller's business, see :func:`skip_reason`).
-        token_counter: Counts tokens to fit the copied conversation into ``context_window``.
-        context_window: The model's window; the copy keeps the system prompt and
-            the newest messages within three quarters of it. ``None``: no limit.
+        token_counter: Counts the fork's requests (the session's counter).
+        context_window: The model's window. The fork's first request must leave
+            :meth:`loop_room` of it for the update's own turns; when the task's
+            request plus the update does not, it is rebuilt smaller (``rebuild``
+            of :meth:`run`). ``None``: no limit.
         reporter: Told ``memory_update_started`` and ``memory_update_finished``.
         session_id: For logs, events and the result.
         task_id: For logs, events and the result.
@@ -396,11 +295,29 @@ class MemoryUpdater:
 
     # ------------------------------------------------------------------ runners
 
-    def run(self, messages: Sequence[Message], *, task_chain: Any = None) -> MemoryUpdateResult:
+    def run(
+        self,
+        messages: Sequence[Message],
+        *,
+        task_chain: Collection[int] | None = None,
+        request: TaskRequest | str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        rebuild: Rebuild | None = None,
+    ) -> MemoryUpdateResult:
         """Run the update with a synchronous LLM; never raises an ``Exception``.
 
         An async LLM cannot be awaited here: the result's ``error`` says to use
         the async twin (``afinish_task`` / :meth:`arun`).
+
+        Args:
+            messages: The task's conversation (canonical messages); copied, never modified.
+            task_chain: Active task ids (messages of other tasks are left out); ``None``: all.
+            request: The task's last request, which the fork continues
+                (:func:`continued_request`), or why there is none.
+            tools: The OpenAI tool specs the task's request was sent with: sent
+                unchanged when they include the three update tools.
+            rebuild: Rebuilds the task's payload smaller when it cannot be continued
+                (:data:`Rebuild`, synchronous here); ``None``: the whole conversation.
         """
         self._report("memory_update_started", None)
         try:
@@ -412,7 +329,27 @@ class MemoryUpdater:
                 self._log_failure(error, 0)
                 result = self._result(_Run(), error=error, stopped="error")
             else:
-                result = run_flow(self.flow(messages, task_chain=task_chain), self.llm)
+                run = _Run()
+                run.host_tools = tools
+                step = self._prepare(run, messages, task_chain, request)
+                if isinstance(step, _Refit):
+                    rebuilt: Any = None
+                    if rebuild is not None:
+                        try:
+                            rebuilt = rebuild(step.reserve)
+                        except Exception as exc:
+                            rebuilt = exc
+                        if inspect.isawaitable(rebuilt):  # an async rebuild: arun's to await
+                            close = getattr(rebuilt, "close", None)
+                            if callable(close):
+                                close()
+                            rebuilt = TypeError("rebuild is async: use arun (afinish_task)")
+                    step = self._refitted(run, step, rebuilt, messages, task_chain)
+                result = (
+                    step
+                    if isinstance(step, MemoryUpdateResult)
+                    else run_flow(self._flow(run, step), self.llm)
+                )
         except BaseException as exc:
             self._report("memory_update_finished", None, interrupted=exc)
             raise
@@ -420,49 +357,230 @@ class MemoryUpdater:
         return result
 
     async def arun(
-        self, messages: Sequence[Message], *, task_chain: Any = None
+        self,
+        messages: Sequence[Message],
+        *,
+        task_chain: Collection[int] | None = None,
+        request: TaskRequest | str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        rebuild: Rebuild | None = None,
     ) -> MemoryUpdateResult:
-        """Run the update with an async (or sync) LLM; never raises an ``Exception``."""
+        """Run the update with an async (or sync) LLM; never raises an ``Exception``.
+
+        Same arguments as :meth:`run`; ``rebuild`` may be async here.
+        """
         self._report("memory_update_started", None)
         try:
-            result = await arun_flow(self.flow(messages, task_chain=task_chain), self.llm)
+            run = _Run()
+            run.host_tools = tools
+            step = self._prepare(run, messages, task_chain, request)
+            if isinstance(step, _Refit):
+                rebuilt: Any = None
+                if rebuild is not None:
+                    try:
+                        rebuilt = rebuild(step.reserve)
+                        if inspect.isawaitable(rebuilt):
+                            rebuilt = await rebuilt
+                    except Exception as exc:
+                        rebuilt = exc
+                step = self._refitted(run, step, rebuilt, messages, task_chain)
+            result = (
+                step
+                if isinstance(step, MemoryUpdateResult)
+                else await arun_flow(self._flow(run, step), self.llm)
+            )
         except BaseException as exc:
             self._report("memory_update_finished", None, interrupted=exc)
             raise
         self._report("memory_update_finished", result)
         return result
 
+    # ------------------------------------------------------------------ the fork
+
+    def loop_room(self) -> int:
+        """Tokens of the window the first request leaves for the update's own turns.
+
+        Room for reading and writing a topic file, at most a tenth of the window.
+        """
+        window = self.context_window or 0
+        return min(self.settings.max_tokens_per_file, window // 10)
+
+    def _new_messages(self, via_memory_tool: bool = False) -> list[Message]:
+        """The memory-update instructions (a system message) and "Please proceed."."""
+        try:
+            existing = [info.topic for info in self.topics.list()]
+        except AgentMemError:
+            existing = []
+        return [
+            {
+                "role": "system",
+                "content": instructions(
+                    self.settings.max_tokens_per_file, existing, via_memory_tool=via_memory_tool
+                ),
+                "memory_update": True,
+            },
+            {"role": "user", "content": PROCEED, "memory_update": True},
+        ]
+
+    def _prepare(
+        self,
+        run: _Run,
+        messages: Sequence[Message],
+        task_chain: Collection[int] | None,
+        request: TaskRequest | str | None,
+    ) -> Fork | _Refit | MemoryUpdateResult:
+        """The fork continuing ``request``, or what rebuilding it needs, or a failure."""
+        try:
+            if not isinstance(request, TaskRequest):
+                reason = request or "no request of the task was given"
+                return _Refit(self._reserve(run.host_tools), reason)
+            fork = plan(
+                request,
+                self._new_messages,
+                host_tools=run.host_tools,
+                update_specs=tool_specs(),
+                counter=self.token_counter,
+                shared=True,
+            )
+            tokens = fork.tokens(self.token_counter)
+            budget = self._budget()
+            if budget is not None and tokens > budget:
+                return _Refit(
+                    self._reserve(run.host_tools),
+                    f"the task's last request plus the update ({tokens} tokens) would leave "
+                    f"less than {self.loop_room()} of the {self.context_window}-token window "
+                    "for the update's turns",
+                )
+            run.first_tokens = tokens
+            return fork
+        except Exception as exc:  # a part failing must not break the host's finished task
+            return self._fail(run, f"cannot prepare the update: {exc}", exc)
+
+    def _budget(self) -> int | None:
+        return None if self.context_window is None else self.context_window - self.loop_room()
+
+    def _reserve(self, host_tools: Any) -> int:
+        """Tokens a rebuilt payload must leave free: new messages, tools, the loop's room."""
+        counter = self.token_counter
+        tools, _, via_memory_tool = choose_tools(host_tools, tool_specs())
+        return (
+            sum(count_message(m, counter) for m in self._new_messages(via_memory_tool))
+            + tools_tokens(tools, counter)
+            + self.loop_room()
+        )
+
+    def _refitted(
+        self,
+        run: _Run,
+        refit: _Refit,
+        rebuilt: TaskRequest | BaseException | None,
+        messages: Sequence[Message],
+        task_chain: Collection[int] | None,
+    ) -> Fork | MemoryUpdateResult:
+        """The fork over a rebuilt payload (or the whole conversation without a pipeline)."""
+        run.miss = refit.reason
+        if isinstance(rebuilt, BaseException):
+            return self._fail(
+                run,
+                f"cannot fit the update into the window ({refit.reason}): {rebuilt}",
+                rebuilt,
+            )
+        try:
+            new = self._new_messages
+            if rebuilt is None:
+                # No pipeline to trim with: the whole conversation, when no window bounds it.
+                conversation = tuple(dict(m) for m in select_task_chain(messages, task_chain))
+                fork = plan(
+                    TaskRequest(messages=()),
+                    new,
+                    host_tools=run.host_tools,
+                    update_specs=tool_specs(),
+                    counter=self.token_counter,
+                    shared=False,
+                )
+                fork.rest[:0] = conversation
+            else:
+                if not isinstance(rebuilt, TaskRequest):
+                    raise TypeError(f"rebuild returned {type(rebuilt).__name__}, not a TaskRequest")
+                fork = plan(
+                    rebuilt,
+                    new,
+                    host_tools=run.host_tools,
+                    update_specs=tool_specs(),
+                    counter=self.token_counter,
+                    shared=False,
+                )
+            fork.misses[:0] = [
+                refit.reason,
+                "the fork starts from a payload rebuilt by the context pipeline"
+                if rebuilt is not None
+                else "the fork sends the whole conversation",
+            ]
+            tokens = fork.tokens(self.token_counter)
+            budget = self._budget()
+            if budget is not None and tokens > budget:
+                raise ValueError(
+                    f"the fork's first request has {tokens} tokens, over the {budget} the "
+                    f"{self.context_window}-token window leaves it"
+                )
+        except Exception as exc:
+            return self._fail(run, f"cannot prepare the update: {exc}", exc)
+        _log.info(
+            "memory update of session %s task %s does not continue the task's request: %s",
+            self.session_id,
+            self.task_id,
+            fork.miss,
+        )
+        run.first_tokens = tokens
+        return fork
+
     # ------------------------------------------------------------------ the flow
 
     def flow(
-        self, messages: Sequence[Message], *, task_chain: Any = None
+        self,
+        messages: Sequence[Message],
+        *,
+        task_chain: Collection[int] | None = None,
+        request: TaskRequest | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> Flow[MemoryUpdateResult]:
         """The update as a sans-IO flow (see :mod:`agentmem.llm`); returns its result.
 
         Args:
             messages: The task's conversation (canonical messages); copied, never modified.
+                Sent whole when ``request`` is ``None``.
             task_chain: Active task ids (messages of other tasks are left out); ``None``: all.
+            request: The task's last request, continued (no rebuild here: a request
+                that does not fit ends the update with an error).
+            tools: As for :meth:`run`.
         """
         run = _Run()
-        try:
-            conversation = self._fork(messages, task_chain)
-        except Exception as exc:  # a part failing must not break the host's finished task
-            return self._fail(run, f"cannot prepare the update: {exc}", exc)
-        specs = tool_specs()
+        run.host_tools = tools
+        step = self._prepare(run, messages, task_chain, request)
+        if isinstance(step, _Refit):
+            step = self._refitted(run, step, None, messages, task_chain)
+        if isinstance(step, MemoryUpdateResult):
+            return step
+        return (yield from self._flow(run, step))
+
+    def _flow(self, run: _Run, fork: Fork) -> Flow[MemoryUpdateResult]:
+        run.fork = fork
         for iteration in range(1, self.settings.max_iterations + 1):
             run.iterations = iteration
             try:
-                payload = build_payload(conversation, provider="openai")
+                payload = fork.payload()
             except Exception as exc:
                 return self._fail(run, f"cannot build the payload: {exc}", exc)
             try:
-                reply = yield LLMRequest(payload, tools=specs, purpose="memory_update")
+                reply = yield LLMRequest(
+                    payload, tools=copy.deepcopy(fork.tools), purpose="memory_update"
+                )
             except Exception as exc:  # the LLM failed (thrown in by the driver)
                 return self._fail(run, f"the LLM failed: {type(exc).__name__}: {exc}", exc)
             run.requests.append(RequestUsage(*reply_usage(reply)))
             try:
-                assistant, calls = self._assistant(reply, iteration)
-                conversation.extend(normalize_message(assistant))
+                assistant, calls = assistant_message(reply, iteration)
+                fork.rest.extend(normalize_message(assistant))
             except Exception as exc:
                 return self._fail(run, f"the LLM's reply cannot be used: {exc}", exc)
             if not calls:
@@ -471,7 +589,7 @@ class MemoryUpdater:
                 )
             for call_id, name, args in calls:
                 text = self._call_tool(run, name, args)
-                conversation.append(
+                fork.rest.append(
                     {
                         "role": "tool",
                         "tool_call_id": call_id,
@@ -489,102 +607,23 @@ class MemoryUpdater:
         )
         return self._result(run, stopped="max_iterations")
 
-    def _fork(self, messages: Sequence[Message], task_chain: Any) -> list[Message]:
-        """A copy of the conversation: instructions in the system prompt, then "Please proceed."."""
-        selected = [dict(m) for m in select_task_chain(messages, task_chain)]
-        try:
-            existing = [info.topic for info in self.topics.list()]
-        except AgentMemError:
-            existing = []
-        extra = instructions(self.settings.max_tokens_per_file, existing)
-        if selected and selected[0].get("role") == "system":
-            system = selected.pop(0)
-            content = system.get("content")
-            if isinstance(content, list):
-                system["content"] = [*content, {"type": "text", "text": extra}]
-            else:
-                system["content"] = f"{content}\n\n{extra}" if content else extra
-        else:
-            system = {"role": "system", "content": extra, "memory_update": True}
-        proceed: Message = {"role": "user", "content": PROCEED, "memory_update": True}
-        kept = self._fit(system, selected, proceed)
-        return [system, *kept, proceed]
-
-    def _fit(self, system: Message, body: list[Message], proceed: Message) -> list[Message]:
-        """The newest messages of ``body`` that fit three quarters of the window."""
-        if self.context_window is None:
-            return body
-        budget = self.context_window * 3 // 4
-        budget -= count_message(system, self.token_counter) + count_message(
-            proceed, self.token_counter
-        )
-        kept: list[Message] = []
-        for message in reversed(body):
-            budget -= count_message(message, self.token_counter)
-            if budget < 0:
-                break
-            kept.append(message)
-        kept.reverse()
-        if len(kept) < len(body):
-            _log.info(
-                "memory update of session %s task %s sees the newest %d of %d messages",
-                self.session_id,
-                self.task_id,
-                len(kept),
-                len(body),
-            )
-        return kept
-
-    @staticmethod
-    def _assistant(
-        reply: Mapping[str, Any], iteration: int
-    ) -> tuple[dict[str, Any], list[tuple[str, str, dict[str, Any] | str]]]:
-        """The reply as a storable assistant message, and its calls ``(id, name, args or error)``.
-
-        Calls whose arguments cannot be decoded are kept with ``{}`` arguments, so the
-        conversation stays valid and the model is told what was wrong.
-        """
-        calls: list[tuple[str, str, dict[str, Any] | str]] = []
-        stored: list[dict[str, Any]] = []
-        for index, call in enumerate(reply.get("tool_calls") or ()):
-            function = call.get("function") if isinstance(call, Mapping) else None
-            function = function if isinstance(function, Mapping) else {}
-            call_id = call.get("id") if isinstance(call, Mapping) else None
-            if not isinstance(call_id, str) or not call_id:
-                call_id = f"memory_update_{iteration}_{index}"
-            name = function.get("name")
-            name = name if isinstance(name, str) and name else "unnamed"
-            raw = function.get("arguments")
-            args: dict[str, Any] | str
-            text = "{}"
-            if isinstance(raw, Mapping):
-                args = {str(k): v for k, v in raw.items()}
-                text = encode_arguments(args)
-            elif raw is None or isinstance(raw, str):
-                try:
-                    parsed = parse_arguments(raw or "")
-                    args, text = parsed.value, parsed.text
-                except AgentMemError as exc:
-                    args = f"the arguments are not a JSON object: {exc}"
-            else:
-                args = f"the arguments must be a JSON object, got {type(raw).__name__}"
-            stored.append(
-                {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
-            )
-            calls.append((call_id, name, args))
-        message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
-        if stored:
-            message["tool_calls"] = stored
-        elif not message["content"]:
-            message["content"] = ""
-        return message, calls
-
     # ------------------------------------------------------------------ tools
 
     def _call_tool(self, run: _Run, name: str, args: dict[str, Any] | str) -> str:
         """Run one tool call; the text for the model. Never raises an ``Exception``."""
         if isinstance(args, str):
             return self._tool_error(run, name, args)
+        if name == MEMORY_TOOL and run.fork is not None and run.fork.via_memory_tool:
+            operation = args.get("operation")
+            target = _TOPIC_TOOLS.get(operation) if isinstance(operation, str) else None
+            if target is None:
+                return self._tool_error(
+                    run,
+                    name,
+                    f"during the memory update {MEMORY_TOOL} runs only "
+                    f"{', '.join(_TOPIC_TOOLS)}, not {operation!r}",
+                )
+            name, args = target, {k: v for k, v in args.items() if k != "operation"}
         try:
             if name == "list_memories":
                 if args:
@@ -600,15 +639,15 @@ class MemoryUpdater:
                 ]
                 return json.dumps(listing, ensure_ascii=False) if listing else "No topics yet."
             if name == "read_memory":
-                topic = check_topic(_string_arg(args, "topic", {"topic"}))
+                topic = check_topic(string_arg(args, "topic", {"topic"}))
                 content = self.topics.read(topic)
                 run.seen[topic] = content
                 if content is None:
                     return f"There is no topic {topic!r} yet."
                 return content[:_MAX_TOOL_TEXT]
             if name == "write_memory":
-                topic = check_topic(_string_arg(args, "topic", {"topic", "content"}))
-                content = _string_arg(args, "content", {"topic", "content"})
+                topic = check_topic(string_arg(args, "topic", {"topic", "content"}))
+                content = string_arg(args, "content", {"topic", "content"})
                 if topic in run.seen:
                     found = self.topics.write_if_unchanged(topic, content, expected=run.seen[topic])
                     if found is None:
@@ -639,7 +678,7 @@ class MemoryUpdater:
             return self._tool_error(
                 run, name, f"unknown tool {name!r}; the tools are {', '.join(TOOL_NAMES)}"
             )
-        except _BadArgument as exc:
+        except BadArgument as exc:
             return self._tool_error(run, name, str(exc))
         except StorageError as exc:
             run.failure = f"tool {name} failed: {exc}"
@@ -693,6 +732,10 @@ class MemoryUpdater:
             tool_errors=tuple(run.tool_errors),
             stopped=stopped,
             answer=answer,
+            shared_prefix_messages=run.fork.shared_messages if run.fork else 0,
+            shared_prefix_tokens=run.fork.shared_tokens if run.fork else 0,
+            cache_miss=run.fork.miss if run.fork else run.miss,
+            first_request_tokens=run.first_tokens,
             duration_s=time.monotonic() - run.started,
         )
 
@@ -716,18 +759,3 @@ class MemoryUpdater:
             self.reporter.report(event, data)
         except Exception:  # a reporter must never break the agent
             _log.warning("progress reporter failed on %s", event, exc_info=True)
-
-
-class _BadArgument(Exception):
-    pass
-
-
-def _string_arg(args: Mapping[str, Any], name: str, allowed: set[str]) -> str:
-    extra = sorted(set(args) - allowed)
-    if extra:
-        raise _BadArgument(f"unexpected argument(s) {', '.join(extra)}")
-    value = args.get(name)
-    if not isinstance(value, str):
-        got = "missing" if name not in args else f"a {type(value).__name__}"
-        raise _BadArgument(f"argument {name!r} must be a string ({got})")
-    return value
