@@ -335,7 +335,7 @@ class Memory:
                 lock.release()
             raise
         if lock is not None and not exists and not create:
-            store.discard_lock(lock)  # deleted since we looked: leave nothing behind
+            lock.discard()  # deleted since we looked: leave nothing behind
             raise SessionNotFoundError(lock.session_id)
         if lock is not None and exists:
             try:

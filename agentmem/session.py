@@ -877,8 +877,8 @@ class Session:
         """How the memory update continues the task's last request (see memory_updater)."""
         if tools is None:  # the session's default tools are what its requests carried
             tools = self.tools
-        # A rebuild fits the window beside the tools the fork sends and the output reserve.
-        args = self._build_args("openai", (), None, False, tools=tools, max_output_tokens=None)
+        # A rebuild's window is already smaller by what the fork adds (its tools included).
+        args = self._build_args("openai", (), None, False, tools=(), max_output_tokens=0)
         chain, summarizer = self._chain(None), self._memory.summarizer
         return fork_args(
             self.context_manager,

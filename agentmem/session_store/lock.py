@@ -108,6 +108,26 @@ class SessionLock:
                 self._file_lock.release(force=True)
             self._locked = False
 
+    def discard(self) -> None:
+        """Release the lock and remove its lock file (the session is gone or never was).
+
+        The file goes while the lock is still held, so no other holder uses it.
+
+        Raises:
+            StorageError: the file could not be removed (the lock is released anyway).
+        """
+        try:
+            if self._locked and self._path is not None:
+                try:
+                    self._path.unlink(missing_ok=True)
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot remove the lock file of session {self._session_id}: {exc}",
+                        path=self._path,
+                    ) from exc
+        finally:
+            self.release()
+
     def _locked_error(self) -> StoreLockedError:
         return StoreLockedError(
             f"session {self._session_id} is already open in another process or object",

@@ -41,6 +41,7 @@ from agentmem.session_store.export import export_html, export_json
 from agentmem.session_store.loading import apply_repairs, check_rows
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import (
+    _SESSION_ID_RE,
     FORMAT_NAME,
     FORMAT_VERSION,
     BillingRecord,
@@ -489,28 +490,24 @@ class SessionStore:
         )
 
     def delete(self, session_id: str) -> bool:
-        """Delete a session and everything it owns.
+        """Delete a session and everything it owns, under its lock.
 
         Its rows (messages, billing, threads, quarantine, recall index) go in one
-        transaction; then, still under its lock, what :attr:`purge` removes
-        for it (the time machine's records, and the snapshot blobs no other
-        session refers to) and its lock file. A delete whose rows went but
-        whose files could not be removed raises; deleting the id again
-        removes what was left (and returns ``False``).
+        transaction; then what ``purge`` removes for it (the time machine's
+        records and the blobs no other session uses) and its lock file. If the
+        files could not be removed, deleting the id again removes what was left.
 
         Returns:
             ``True`` if the session existed.
 
         Raises:
-            StoreLockedError: the session is open (in this process or another);
+            StoreLockedError: the session is open (here or in another process);
                 nothing was deleted.
             StorageError: the rows or the session's files could not be removed.
         """
         sid = _check_lookup_id(session_id)
-        if not _is_session_id(sid):
-            # No session, lock file or snapshot can carry an id that create() refuses.
-            with self._write(f"delete session {sid}") as sql:
-                return sql.delete(sid)
+        if not _SESSION_ID_RE.fullmatch(sid):  # no row, lock or snapshot can carry it
+            return False
         lock = self.lock(sid)
         try:
             with self._write(f"delete session {sid}") as sql:
@@ -518,30 +515,8 @@ class SessionStore:
             if self._purge is not None:
                 self._purge(sid)
         finally:
-            self.discard_lock(lock)
+            lock.discard()
         return existed
-
-    def discard_lock(self, lock: SessionLock) -> None:
-        """Release ``lock`` and remove its lock file (the session is gone or was never made).
-
-        The file is removed while the lock is still held, so no other holder
-        can be using it; a later open creates a fresh one.
-
-        Raises:
-            StorageError: the lock file exists but could not be removed (the lock
-                is released all the same).
-        """
-        try:
-            if lock.locked and lock.path is not None:
-                try:
-                    lock.path.unlink(missing_ok=True)
-                except OSError as exc:
-                    raise StorageError(
-                        f"cannot remove the lock file of session {lock.session_id}: {exc}",
-                        path=lock.path,
-                    ) from exc
-        finally:
-            lock.release()
 
     def rename(self, session_id: str, name: str | None) -> None:
         """Set a session's name.
@@ -819,12 +794,3 @@ class SessionStore:
         where = str(self._path) if self._path is not None else ":memory:"
         state = " closed" if self._conn is None else ""
         return f"<SessionStore {where} durability={self._durability}{state}>"
-
-
-def _is_session_id(session_id: str) -> bool:
-    """Whether ``session_id`` is one :meth:`SessionStore.create` accepts."""
-    try:
-        _check_session_id(session_id)
-    except InvalidArgumentError:
-        return False
-    return True
