@@ -248,3 +248,35 @@ def test_delete_in_incognito_respects_the_open_session(tmp_path: Path) -> None:
         s.close()
         assert mem.sessions.delete("x") is True
         assert not mem.sessions.exists("x")
+
+
+def test_a_lock_taken_on_a_deleted_lock_file_is_not_kept(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a delete opens: B opens the old lock file, the deleter unlinks it and
+    releases, a third holder locks a fresh file at the path, and B's flock of the old
+    file succeeds. B must notice the path is another file and not think it holds it."""
+    import filelock
+
+    mem.session("raced").close()
+    path = mem.root / "locks" / "raced.lock"
+    other: list[filelock.FileLock] = []
+    real_acquire = filelock.FileLock.acquire
+
+    def acquire_then_lose_the_path(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = real_acquire(self, *args, **kwargs)
+        if not other:  # once: the file B locked is unlinked, a fresh one is locked by C
+            path.unlink()
+            other.append(filelock.FileLock(str(path), timeout=0, thread_local=False))
+            real_acquire(other[0])
+        return result
+
+    monkeypatch.setattr(filelock.FileLock, "acquire", acquire_then_lose_the_path)
+    try:
+        with pytest.raises(StoreLockedError):
+            mem.session("raced")
+    finally:
+        monkeypatch.undo()
+        other[0].release(force=True)
+    with mem.session("raced", create=False):  # and once C is gone, B gets it
+        pass
