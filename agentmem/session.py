@@ -32,6 +32,7 @@ from agentmem._facade_args import (
 )
 from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
 from agentmem._storage.files import atomic_write_text, make_dirs
+from agentmem._tool_specs import provider_tools
 from agentmem._usage import Usage, message_summary, session_counter
 from agentmem.context import (
     ContextBuild,
@@ -875,8 +876,8 @@ class Session:
 
     def _fork(self, tools: Any, *, asynchronous: bool = False) -> dict[str, Any]:
         """How the memory update continues the task's last request (see memory_updater)."""
-        if tools is None:  # the session's default tools are what its requests carried
-            tools = self.tools
+        if tools is None and self.tools is not None:  # what the session's requests carried
+            tools = provider_tools(self.tools, "openai")  # the fork speaks OpenAI's shape
         # A rebuild's window is already smaller by what the fork adds (its tools included).
         args = self._build_args("openai", (), None, False, tools=(), max_output_tokens=0)
         chain, summarizer = self._chain(None), self._memory.summarizer

@@ -447,3 +447,38 @@ def test_text_the_anthropic_conversion_adds_is_counted() -> None:
         system, messages = s.context_after_overflow(attempt, "anthropic")
         assert "<system-reminder>" in messages[-1]["content"][0]["text"]
         assert anthropic_payload_tokens(system, messages) <= s.context_manager.stats.tokens
+
+
+def test_the_memory_update_continues_with_the_sessions_tools(tmp_path: Any) -> None:
+    """finish_task() without tools: the fork sends the session's tools (OpenAI shape)."""
+    from agentmem.adapters import anthropic_tools
+    from agentmem.memory_updater import PROCEED, tool_specs
+    from agentmem.testing import ScriptedLLM, tool_call
+    from agentmem.tools import openai_tools
+
+    bash = {
+        "type": "function",
+        "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}},
+    }
+    host_tools = [bash, *openai_tools(), *tool_specs()]
+    llm = ScriptedLLM([{"role": "assistant", "content": "Memory updated."}])
+    root = tmp_path / ".agentmem"
+    with (
+        Memory(root=root, working_dir=tmp_path, llm=llm) as mem,
+        mem.session(tools=anthropic_tools(host_tools), max_output_tokens=1_000) as s,
+    ):
+        s.append({"role": "system", "content": "You are a coding agent."})
+        s.start_task("Deploy the app to staging.")
+        for i in range(11):
+            last = s.context()
+            s.record_usage(100, 10, 0.0)
+            s.append(tool_call("bash", {"cmd": f"make step{i}"}, call_id=f"c{i}"))
+            s.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"{i}: ok"})
+        last = s.context()
+        assert s.context_manager.stats.tool_tokens > 0
+        s.finish_task()
+        assert s.last_memory_update is not None and s.last_memory_update.error is None
+    messages, tools = llm.calls[0]
+    assert tools == host_tools
+    assert messages[: len(last)] == last
+    assert messages[-1] == {"role": "user", "content": PROCEED}
