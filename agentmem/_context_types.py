@@ -10,12 +10,14 @@ through :mod:`agentmem.context`, which re-exports them; the pipeline itself
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agentmem._tool_specs import count_tools, provider_tools, tools_json
 from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.messages import Message
 from agentmem.protocols import TokenCounter
@@ -28,9 +30,13 @@ __all__ = [
     "NoteCounts",
     "NoteMap",
     "Stage",
+    "ToolCost",
+    "ToolCounts",
     "TrimEvent",
     "TurnNote",
+    "check_max_output_tokens",
     "note_map",
+    "session_tools",
 ]
 
 Stage = Literal[1, 2, 3]
@@ -130,6 +136,13 @@ class ContextStats:
     """Trims this build performed."""
     truncated: int = 0
     """Messages whose content was truncated in the payload."""
+    tool_tokens: int = 0
+    """What the tool schemas sent with the payload cost (see :mod:`agentmem._tool_specs`)."""
+    reserved_output_tokens: int = 0
+    """Tokens kept free for the answer (``max_output_tokens``)."""
+    budget: int = 0
+    """What the messages had to fit: the window minus the tools and the reserved output.
+    ``tokens + tool_tokens + reserved_output_tokens <= context_window``."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +156,8 @@ class ContextBuild:
     """The payload in canonical (OpenAI) shape, internal fields included; do not modify."""
     stats: ContextStats
     """What the build did."""
+    tools: tuple[dict[str, Any], ...] = ()
+    """The tool specs counted with the payload, in the provider's shape (empty: none)."""
 
 
 TurnNote = tuple[Message, Message]
@@ -205,3 +220,95 @@ class NoteCounts:
         self._counts = fresh
         self._last = (notes, epoch, total)
         return total
+
+
+def check_max_output_tokens(value: object) -> int | None:
+    """``value`` when it is ``None`` or an int >= 0 (tokens reserved for the answer).
+
+    Raises:
+        InvalidArgumentError: anything else (a bool, a float, a negative number).
+    """
+    if value is not None and (type(value) is not int or value < 0):
+        raise InvalidArgumentError(f"max_output_tokens must be None or an int >= 0, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ToolCost:
+    """Tool specs as one provider receives them, and what they cost a request."""
+
+    specs: tuple[dict[str, Any], ...]
+    """The specs in the provider's shape."""
+    tokens: int
+    """Their cost (:func:`agentmem._tool_specs.count_tools`)."""
+
+
+class ToolCounts:
+    """What a tools list costs, counted once per distinct list (by its JSON) and counter epoch.
+
+    The list is converted and serialised on every call (cheap, and safe if the
+    caller mutated it in place); only the token count, the expensive part, is
+    cached, keyed by the provider and that JSON text.
+    """
+
+    MAX_ENTRIES = 8
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], tuple[int, int]] = {}  # -> (tokens, epoch)
+
+    def cost(
+        self, tools: Sequence[Mapping[str, Any]] | None, provider: str, counter: TokenCounter
+    ) -> ToolCost:
+        """The cost of ``tools`` sent to ``provider`` (``None`` or empty: nothing).
+
+        Raises:
+            InvalidArgumentError: ``tools`` is malformed (see
+                :func:`agentmem._tool_specs.provider_tools`).
+        """
+        specs = provider_tools(tools, provider)
+        if not specs:
+            return ToolCost((), 0)
+        text = tools_json(specs)
+        epoch = getattr(counter, "epoch", 0)
+        key = (provider, text)
+        hit = self._counts.get(key)
+        if hit is None or hit[1] != epoch:
+            if len(self._counts) >= self.MAX_ENTRIES:
+                self._counts.clear()
+            hit = (count_tools(text, len(specs), counter, provider), epoch)
+            self._counts[key] = hit
+        return ToolCost(tuple(specs), hit[0])
+
+
+def session_tools(
+    tools: Sequence[Mapping[str, Any]] | None,
+    max_output_tokens: int | None,
+    context_window: int | None,
+) -> tuple[dict[str, Any], ...] | None:
+    """Check a session's default ``tools`` and ``max_output_tokens``; a frozen copy of the tools.
+
+    The copy is the session's own, so a host that later edits its list does not
+    change what the session sends (pass ``tools=`` per call for that).
+
+    Raises:
+        ConfigurationError: malformed ``tools``, or a ``max_output_tokens`` that is
+            not an int >= 0 (below ``context_window`` when that is given).
+    """
+    try:
+        check_max_output_tokens(max_output_tokens)
+        if tools is not None:
+            tools_json(provider_tools(tools, "openai"))
+    except InvalidArgumentError as exc:
+        raise ConfigurationError(str(exc)) from None
+    if (
+        max_output_tokens is not None
+        and context_window is not None
+        and max_output_tokens >= context_window
+    ):
+        raise ConfigurationError(
+            f"max_output_tokens ({max_output_tokens}) must be below the "
+            f"context_window ({context_window}): nothing would be left for the prompt"
+        )
+    if tools is None:
+        return None
+    return tuple(copy.deepcopy(dict(spec)) for spec in tools)

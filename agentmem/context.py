@@ -22,7 +22,11 @@ user turn) ride in the payload only: each system ``note`` is placed right
 after its history ``message`` wherever that message is sent, and counted in
 every stage like the system prompt.
 
-and keeps it inside the window in three stages:
+and keeps it inside the window in three stages. "The window" here is the
+*budget*: ``context_window`` minus what the request's tool schemas cost (in
+the provider's shape, see :mod:`agentmem._tool_specs`) and minus the
+``max_output_tokens`` reserved for the answer; every threshold and target
+below is a share of it:
 
 1. **Proactive trim** (before building). When the estimate -- cached
    per-message counts, O(1) per turn -- passes ``proactive_threshold`` (75%)
@@ -58,8 +62,9 @@ a re-serialisation. The whole history is never recounted.
 
 Guarantees: the payload satisfies the provider rules of
 :mod:`agentmem.repair`; it always contains the system prompt and the newest
-real user message; its count by the history's token counter never exceeds
-the context window (the system prompt alone exceeding it raises
+real user message; its count by the history's token counter, plus the
+tools' count, plus ``max_output_tokens``, never exceeds the context window
+(the system prompt, tools and output alone exceeding it raise
 :class:`~agentmem.errors.ContextOverflowError`, because no payload can be
 valid then); between trims, appending a message only appends to the payload.
 """
@@ -68,9 +73,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from agentmem._context_state import (
+    Prefix,
+    PrefixKey,
+    SummaryCache,
+    SystemCache,
+    anthropic_extra,
+    copy_view,
+    has_reasoning,
+    prompt_tokens_in,
+    text_of,
+)
 from agentmem._context_types import (
     ContextBuild,
     ContextSettings,
@@ -78,9 +93,13 @@ from agentmem._context_types import (
     NoteCounts,
     NoteMap,
     Stage,
+    ToolCost,
+    ToolCounts,
     TrimEvent,
     TurnNote,
+    check_max_output_tokens,
     note_map,
+    session_tools,
 )
 from agentmem._progress import (
     TODO_TOOL_NAMES,
@@ -92,7 +111,7 @@ from agentmem._progress import (
 from agentmem._shrink import PayloadShrinker
 from agentmem._truncate import truncate_text
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
-from agentmem.messages import Message, TurnCache, content_text, is_real_user, to_anthropic
+from agentmem.messages import Message, TurnCache, is_real_user, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
@@ -112,103 +131,13 @@ __all__ = [
     "latest_todos",
     "progress_of",
     "render_progress",
+    "session_tools",
     "truncate_text",
 ]
 
 _log = logging.getLogger("agentmem.context")
 
 RECOVERY_TAG = "context_recovery"
-
-
-def _copy_view(view: Mapping[str, Any]) -> dict[str, Any]:
-    """Copy the containers of an OpenAI message view; strings and numbers are shared.
-
-    As safe as a deep copy for a caller that mutates the payload (strings are
-    immutable) at a fraction of the cost: only lists and dicts are rebuilt.
-    """
-    out = dict(view)
-    content = out.get("content")
-    if type(content) is list:
-        out["content"] = [
-            {k: (dict(v) if type(v) is dict else v) for k, v in part.items()} for part in content
-        ]
-    calls = out.get("tool_calls")
-    if calls:
-        out["tool_calls"] = [{**call, "function": dict(call["function"])} for call in calls]
-    audio = out.get("audio")
-    if type(audio) is dict:
-        out["audio"] = dict(audio)
-    return out
-
-
-def _text_of(msg: Mapping[str, Any]) -> str:
-    return content_text(msg.get("content"))
-
-
-@dataclass(frozen=True)
-class _SystemCache:
-    prompt: Message | None  # history[0] when it is a system message
-    injections: tuple[str, ...]
-    message: Message | None  # prompt with injections appended
-    tokens: int
-    epoch: int
-
-
-@dataclass(frozen=True)
-class _SummaryCache:
-    summary: Any  # the ThreadSummary object the message was rendered from
-    message: Message | None
-    tokens: int
-    epoch: int
-
-
-@dataclass(frozen=True)
-class _PrefixKey:
-    """Everything the incremental repair state depends on (objects compared by identity)."""
-
-    history: Any
-    revision: int
-    epoch: int
-    start: int
-    pinned: tuple[int, ...]
-    system: Message | None
-    summary: Message | None
-    chain: frozenset[Any] | None
-    notes: NoteMap  # the turn notes: their messages and notes compared by identity
-
-    def same(self, other: _PrefixKey) -> bool:
-        return (
-            self.history is other.history
-            and self.system is other.system
-            and self.summary is other.summary
-            and (self.revision, self.epoch, self.start, self.pinned, self.chain)
-            == (other.revision, other.epoch, other.start, other.pinned, other.chain)
-            and _same_notes(self.notes, other.notes)
-        )
-
-
-def _same_notes(a: NoteMap, b: NoteMap) -> bool:
-    """The same pairs in the same order, by identity (a map reused as is: at once)."""
-    return a is b or (
-        len(a) == len(b)
-        and all(x[0] is y[0] and x[1] is y[1] for x, y in zip(a.values(), b.values(), strict=True))
-    )
-
-
-@dataclass
-class _Prefix:
-    """Incremental repair state for one window position (valid until a trim or a rewrite)."""
-
-    key: _PrefixKey
-    stream: RepairStream
-    upto: int  # history messages consumed (exclusive index)
-    tokens: int  # count of stream.out
-    counted: int  # entries of stream.out included in `tokens`
-    reasoning: bool  # some assistant entry carries reasoning_content
-
-
-def _has_reasoning(msg: Mapping[str, Any]) -> bool:
-    return msg["role"] == "assistant" and isinstance(msg.get("reasoning_content"), str)
 
 
 class ContextManager:
@@ -257,11 +186,12 @@ class ContextManager:
         self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._shrinker = PayloadShrinker()
         self._turns: TurnCache = {}
-        self._system_cache: _SystemCache | None = None
-        self._summary_cache: _SummaryCache | None = None
-        self._prefix: _Prefix | None = None
+        self._system_cache: SystemCache | None = None
+        self._summary_cache: SummaryCache | None = None
+        self._prefix: Prefix | None = None
         self._reasoning = False
         self._note_counts = NoteCounts()
+        self._tool_counts = ToolCounts()
         # The newest turn notes given as a tuple and their checked map: the session
         # passes the same tuple until a turn adds a note, so it is checked once.
         self._notes: tuple[Sequence[TurnNote], NoteMap] = ((), {})
@@ -284,6 +214,8 @@ class ContextManager:
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
         turn_notes: Sequence[TurnNote] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The payload for the next call (stages 1 and 2).
 
@@ -300,14 +232,20 @@ class ContextManager:
             turn_notes: ``(message, note)`` pairs: system message ``note`` goes right
                 after history ``message`` (by identity) whenever it is sent. Pass the
                 same note objects on every build (see :data:`TurnNote`).
+            tools: The tool specs sent with the request (OpenAI Chat, OpenAI
+                Responses or Anthropic shape); their cost in ``provider``'s shape
+                comes off the window. ``None`` or empty: no tools.
+            max_output_tokens: Tokens reserved for the answer (``None``: 0).
 
         Returns:
             OpenAI: a list of message dicts. Anthropic: ``(system, messages)``.
             A fresh structure the caller may modify.
 
         Raises:
-            InvalidArgumentError: unknown provider, or no window.
-            ContextOverflowError: the system prompt alone does not fit the window.
+            InvalidArgumentError: unknown provider, no window, malformed ``tools``
+                or a ``max_output_tokens`` that is not an int >= 0.
+            ContextOverflowError: the system prompt (beside the tools and the
+                reserved output) does not fit the window.
         """
         return self.build_result(
             window,
@@ -317,6 +255,8 @@ class ContextManager:
             task_chain=task_chain,
             force_reasoning_content_pad=force_reasoning_content_pad,
             turn_notes=turn_notes,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
         ).payload
 
     def build_after_overflow(
@@ -330,6 +270,8 @@ class ContextManager:
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
         turn_notes: Sequence[TurnNote] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         """The payload after the provider rejected the previous one for length (stage 3).
 
@@ -350,6 +292,8 @@ class ContextManager:
             task_chain=task_chain,
             force_reasoning_content_pad=force_reasoning_content_pad,
             turn_notes=turn_notes,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
         ).payload
 
     def build_result(
@@ -363,6 +307,8 @@ class ContextManager:
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
         turn_notes: Sequence[TurnNote] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> ContextBuild:
         """Like :meth:`build` (``attempt=0``) or :meth:`build_after_overflow`, with the stats.
 
@@ -387,6 +333,8 @@ class ContextManager:
             task_chain,
             force_reasoning_content_pad,
             turn_notes,
+            tools,
+            max_output_tokens,
         )
         try:
             while True:
@@ -410,6 +358,8 @@ class ContextManager:
         task_chain: Collection[int] | None = None,
         force_reasoning_content_pad: bool = False,
         turn_notes: Sequence[TurnNote] = (),
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> ContextBuild:
         """The async twin of :meth:`build_result`: a trim awaits YaRN's summarizer.
 
@@ -426,6 +376,8 @@ class ContextManager:
             task_chain,
             force_reasoning_content_pad,
             turn_notes,
+            tools,
+            max_output_tokens,
         )
         try:
             while True:
@@ -448,10 +400,17 @@ class ContextManager:
         task_chain: Collection[int] | None,
         force_pad: bool,
         turn_notes: Sequence[TurnNote],
+        tools: Sequence[Mapping[str, Any]] | None,
+        max_output_tokens: int | None,
     ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
         """Check a build's arguments (eagerly), then return the pipeline (:meth:`_build`)."""
         if isinstance(attempt, bool) or attempt not in (0, 1, 2, 3):
             raise InvalidArgumentError(f"attempt must be 0, 1, 2 or 3, got {attempt!r}")
+        if provider not in PROVIDERS:
+            raise InvalidArgumentError(
+                f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
+            )
+        reserved_output = check_max_output_tokens(max_output_tokens) or 0
         if window is None:
             window = self.window
         if yarn is None:
@@ -464,6 +423,7 @@ class ContextManager:
         if window is not self._built_from:
             self._reset()
             self._built_from = window
+        tool_cost = self._tool_counts.cost(tools, provider, window.history.token_counter)
         return self._build(
             window,
             yarn,
@@ -473,6 +433,8 @@ class ContextManager:
             force_pad,
             attempt=attempt,
             notes=self._note_map(turn_notes),
+            tool_cost=tool_cost,
+            reserved_output=reserved_output,
         )
 
     def _note_map(self, turn_notes: Sequence[TurnNote]) -> NoteMap:
@@ -506,31 +468,42 @@ class ContextManager:
         *,
         attempt: int,
         notes: NoteMap,
+        tool_cost: ToolCost,
+        reserved_output: int,
     ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
         """The pipeline; yields ``(yarn, request)`` for each summary a trim's compression owes.
 
         The driver settles it (``yarn.summarize`` or ``await yarn.asummarize``)
         and resumes; the return value is the build. Nothing else differs
         between the sync and the async build.
+
+        Every stage works within ``limit``: the window minus what the tool
+        schemas cost and the output reserved for the answer.
         """
-        if provider not in PROVIDERS:
-            raise InvalidArgumentError(
-                f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}"
-            )
         chain = task_chain_set(task_chain)
         settings = self.settings
-        limit = settings.context_window
+        reserved = tool_cost.tokens + reserved_output
+        limit = settings.context_window - reserved
         history = window.history
         counter = history.token_counter
-        stats = ContextStats()
+        stats = ContextStats(
+            tool_tokens=tool_cost.tokens, reserved_output_tokens=reserved_output, budget=limit
+        )
 
         system, system_tokens = self._system_message(window, injections)
         if system_tokens + REPLY_PRIMING_TOKENS > limit:
+            extra = (
+                f" beside the tool schemas ({tool_cost.tokens} tokens) and the reserved "
+                f"output ({reserved_output} tokens)"
+                if reserved
+                else ""
+            )
             raise ContextOverflowError(
-                f"the system prompt (with injections) costs {system_tokens} tokens, more than "
-                f"the {limit}-token context window; no payload can fit",
-                needed=system_tokens,
-                window=limit,
+                f"the system prompt (with injections) costs {system_tokens} tokens; it does "
+                f"not fit the {settings.context_window}-token context window{extra}, so no "
+                "payload can fit",
+                needed=system_tokens + REPLY_PRIMING_TOKENS + reserved,
+                window=settings.context_window,
             )
 
         # Turn notes (semantic memory blocks) sit beside their turns; trims count them
@@ -539,19 +512,40 @@ class ContextManager:
         if attempt:
             target = int(settings.overflow_targets[attempt - 1] * limit)
             yield from self._trim(
-                window, yarn, fixed_tokens, stats, stage=3, attempt=attempt, target=target
+                window,
+                yarn,
+                fixed_tokens,
+                stats,
+                stage=3,
+                attempt=attempt,
+                target=target,
+                limit=limit,
             )
         elif self._estimate(window, yarn, fixed_tokens) > settings.proactive_threshold * limit:
             target = int(settings.trim_target * limit)
             yield from self._trim(
-                window, yarn, fixed_tokens, stats, stage=1, attempt=0, target=target
+                window,
+                yarn,
+                fixed_tokens,
+                stats,
+                stage=1,
+                attempt=0,
+                target=target,
+                limit=limit,
             )
 
         messages, total = self._repaired(window, yarn, system, chain, notes)
         if not attempt and total > settings.validation_threshold * limit:
             target = int(settings.trim_target * limit)
             yield from self._trim(
-                window, yarn, fixed_tokens, stats, stage=2, attempt=0, target=target
+                window,
+                yarn,
+                fixed_tokens,
+                stats,
+                stage=2,
+                attempt=0,
+                target=target,
+                limit=limit,
             )
             messages, total = self._repaired(window, yarn, system, chain, notes)
 
@@ -579,18 +573,31 @@ class ContextManager:
         else:
             ceiling = int(settings.validation_threshold * limit)
             ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
+        # Anthropic's shape adds text of its own (a system note after the first turn is
+        # sent as tagged user text, an empty turn as a placeholder): it takes room too.
+        added = anthropic_extra(messages, counter) if provider == "anthropic" else 0
+        room = limit - added
+        ceiling = min(ceiling, room)
         if total > ceiling:
-            messages, total = self._shrink(messages, window, yarn, stats, ceiling, system, limit)
-        if total > limit:
+            messages, total = self._shrink(messages, window, yarn, stats, ceiling, system, room)
+        if total > room:
+            total += added
             raise ContextOverflowError(
-                f"cannot fit the conversation into {limit} tokens (the minimum is {total})",
-                needed=total,
-                window=limit,
+                f"cannot fit the conversation into {limit} tokens (the minimum is {total})"
+                + (
+                    f"; the {settings.context_window}-token window also holds the tool schemas "
+                    f"({tool_cost.tokens} tokens) and the reserved output ({reserved_output})"
+                    if reserved
+                    else ""
+                ),
+                needed=total + reserved,
+                window=settings.context_window,
             )
-        stats.tokens = total
+        stats.tokens = total + added
         stats.messages = len(messages)
         pad = force_pad or self._reasoning
-        return ContextBuild(self._render(messages, provider, pad), tuple(messages), stats)
+        payload = self._render(messages, provider, pad)
+        return ContextBuild(payload, tuple(messages), stats, tool_cost.specs)
 
     # ------------------------------------------------------------------ parts
 
@@ -619,11 +626,11 @@ class ContextManager:
         if not extra:
             message = prompt
         else:
-            parts = [_text_of(prompt)] if prompt is not None else []
+            parts = [text_of(prompt)] if prompt is not None else []
             parts.extend(extra)
             message = {"role": "system", "content": "\n\n".join(p for p in parts if p)}
         tokens = count_message(message, counter) if message is not None else 0
-        self._system_cache = _SystemCache(prompt, extra, message, tokens, epoch)
+        self._system_cache = SystemCache(prompt, extra, message, tokens, epoch)
         return message, tokens
 
     def _summary_message(
@@ -639,14 +646,14 @@ class ContextManager:
             return cache.message, cache.tokens
         message = yarn.render_message()
         tokens = count_message(message, counter) if message is not None else 0
-        self._summary_cache = _SummaryCache(summary, message, tokens, epoch)
+        self._summary_cache = SummaryCache(summary, message, tokens, epoch)
         return message, tokens
 
     def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
         """Cheap payload estimate from cached counts only."""
         history = window.history
         # The window's own count includes a prompt at index 0, already in system_tokens.
-        total = system_tokens + window.token_count() - _prompt_tokens_in(window)
+        total = system_tokens + window.token_count() - prompt_tokens_in(window)
         return total + REPLY_PRIMING_TOKENS + self._summary_message(yarn, history.token_counter)[1]
 
     def _trim(
@@ -659,6 +666,7 @@ class ContextManager:
         stage: Stage,
         attempt: int,
         target: int,
+        limit: int,
     ) -> Generator[tuple[YaRN, SummaryRequest], None, None]:
         """Evict to ``target`` into YaRN; yields the summary the compression owes, if any."""
         history = window.history
@@ -676,8 +684,8 @@ class ContextManager:
         )
         stats.trims.append(event)
         self._notify(event)
-        reserve = int(self.settings.summary_max_fraction * self.settings.context_window)
-        budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + _prompt_tokens_in(window)
+        reserve = int(self.settings.summary_max_fraction * limit)
+        budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + prompt_tokens_in(window)
         if stage == 3 and attempt == 3:
             evicted = window.evict_to(max_messages=1)
         else:
@@ -688,7 +696,7 @@ class ContextManager:
             anchor = history.last_real_user_index()
             request = yarn.fold(
                 [m for m in evicted if m is not prompt],
-                current_task=_text_of(history[anchor]) if anchor is not None else None,
+                current_task=text_of(history[anchor]) if anchor is not None else None,
             )
         self._prefix = None
         alive = {id(m) for m in window.messages()}
@@ -741,7 +749,7 @@ class ContextManager:
         counter = history.token_counter
         summary, summary_tokens = self._summary_message(yarn, counter)
         start = window.start
-        key = _PrefixKey(
+        key = PrefixKey(
             history,
             history.revision,
             getattr(counter, "epoch", 0),
@@ -780,8 +788,8 @@ class ContextManager:
                 tokens += (
                     hit[1] if hit is not None and hit[0] is entry else count_message(entry, counter)
                 )
-            reasoning = any(_has_reasoning(entry) for entry in stream.out)
-            prefix = _Prefix(key, stream, first, tokens, len(stream.out), reasoning)
+            reasoning = any(has_reasoning(entry) for entry in stream.out)
+            prefix = Prefix(key, stream, first, tokens, len(stream.out), reasoning)
             self._prefix = prefix
         stream = prefix.stream
         for i in range(prefix.upto, len(history)):
@@ -796,7 +804,7 @@ class ContextManager:
                     prefix.tokens += (
                         history.message_tokens(i) if entry is msg else count_message(entry, counter)
                     )
-                    prefix.reasoning = prefix.reasoning or _has_reasoning(entry)
+                    prefix.reasoning = prefix.reasoning or has_reasoning(entry)
                 prefix.counted = len(stream.out)
         prefix.upto = len(history)
         messages = stream.finish()
@@ -847,7 +855,7 @@ class ContextManager:
             system=system,
             ceiling=ceiling,
             anchor_ceiling=anchor_ceiling,
-            summary_reserve=int(self.settings.summary_max_fraction * self.settings.context_window),
+            summary_reserve=int(self.settings.summary_max_fraction * anchor_ceiling),
         )
         stats.truncated += truncated
         return out, total
@@ -879,7 +887,7 @@ class ContextManager:
                 views[id(msg)] = (msg, view)
             else:
                 view = cached[1]
-            fresh = _copy_view(view)
+            fresh = copy_view(view)
             if pad and msg["role"] == "assistant" and "reasoning_content" not in fresh:
                 fresh["reasoning_content"] = ""
             out.append(fresh)
@@ -890,9 +898,3 @@ def check_overflow_attempt(attempt: Any) -> None:
     """Raise :class:`InvalidArgumentError` unless ``attempt`` is 1, 2 or 3 (a stage-3 attempt)."""
     if type(attempt) is not int or attempt not in (1, 2, 3):
         raise InvalidArgumentError(f"attempt must be 1, 2 or 3, got {attempt!r}")
-
-
-def _prompt_tokens_in(window: ShortTermMemory) -> int:
-    """Tokens of the system prompt when the window still starts at it (index 0), else 0."""
-    history = window.history
-    return history.message_tokens(0) if window.start == 0 and history.has_system_prompt() else 0

@@ -43,6 +43,7 @@ closed (or its process dies). Incognito memory writes nothing at all.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -57,13 +58,12 @@ from agentmem._facade_args import (
     context_settings,
 )
 from agentmem._storage.gc import gc_paused
-from agentmem.context import (
-    ContextSettings,
-)
+from agentmem.context import ContextSettings, session_tools
 from agentmem.errors import (
     AgentMemError,
     ConfigurationError,
     InvalidArgumentError,
+    SessionNotFoundError,
     StorageError,
 )
 from agentmem.ltm import LongTermMemory
@@ -85,6 +85,7 @@ from agentmem.session import (
     MAX_CONTEXT_WINDOW,
     MIN_CONTEXT_WINDOW,
     SESSIONS_FILE,
+    SNAPSHOTS_DIR,
     Session,
     Usage,
 )
@@ -92,6 +93,7 @@ from agentmem.session_store import (
     Durability,
     SessionStore,
 )
+from agentmem.time_machine import delete_stored_session
 from agentmem.tools import MemoryTools
 from agentmem.topics import TOPICS_DIR, TopicStore
 
@@ -228,7 +230,10 @@ class Memory:
                     path=self.root,
                 ) from exc
             self.sessions = SessionStore(
-                self.root / SESSIONS_FILE, durability=durability, reporter=reporter
+                self.root / SESSIONS_FILE,
+                durability=durability,
+                reporter=reporter,
+                purge=functools.partial(delete_stored_session, self.root / SNAPSHOTS_DIR),
             )
             self.ltm = LongTermMemory(self.root / LTM_FILE, scrubber=scrubber)
             self.notes = KeyValueStore(self.root / NOTES_DIR, scrubber=scrubber, root=self.root)
@@ -250,6 +255,9 @@ class Memory:
         name: str | None = None,
         model: str | None = None,
         context_window: int | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
+        create: bool = True,
         *,
         extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
@@ -263,6 +271,15 @@ class Memory:
                 A resumed session keeps its stored model unless one is given.
             context_window: The model's context window in tokens (default
                 128,000; a resumed session keeps its stored window unless given).
+            tools: Tool specs sent with every request of this session (OpenAI
+                Chat, OpenAI Responses or Anthropic shape): the default of
+                ``Session.context(tools=...)``, whose cost comes off the window.
+                A frozen copy is kept; not stored: say it on every open.
+            max_output_tokens: Tokens kept free for every answer: the default of
+                ``Session.context(max_output_tokens=...)``. Not stored.
+            create: ``False``: only resume. An unknown ``session_id`` raises
+                :class:`~agentmem.errors.SessionNotFoundError` and creates
+                nothing (no record, no lock file, no directory).
             extensions: :class:`~agentmem.semantic.SemanticMemoryExtension` objects
                 for this session: each user turn is captured and gets its
                 ``<memory-context>`` block, and resident personas join the system
@@ -274,14 +291,19 @@ class Memory:
 
         Raises:
             StoreLockedError: the session is already open (here or in another process).
+            SessionNotFoundError: ``create=False`` and no session has this id.
             ConfigurationError: a ``context_window`` outside 256..2**31-1, a
                 ``model`` that is not a non-empty string, ``extensions`` that are
-                not extensions, or a ``subagent`` that is not a bool.
-            InvalidArgumentError: bad id or name.
+                not extensions, a ``subagent`` or ``create`` that is not a bool,
+                malformed ``tools``, or a ``max_output_tokens`` that is not an
+                int >= 0 below the context window.
+            InvalidArgumentError: bad id or name; ``create=False`` without an id.
         """
         if self._closed:
             raise InvalidArgumentError("this Memory is closed")
         check_flag("subagent", subagent)
+        check_flag("create", create)
+        frozen_tools = session_tools(tools, max_output_tokens, context_window)
         if context_window is not None and (
             isinstance(context_window, bool)
             or not isinstance(context_window, int)
@@ -297,6 +319,12 @@ class Memory:
             raise InvalidArgumentError(f"name must be a string or None, got {name!r}")
         extensions = check_extensions(extensions)
         store = self.sessions
+        if not create:
+            if session_id is None:
+                raise InvalidArgumentError("create=False needs the id of a stored session")
+            # Look before locking: taking the lock would create a lock file for a typo.
+            if not store.exists(session_id):
+                raise SessionNotFoundError(session_id)
         # Lock before looking: two processes opening one new id must not both decide to
         # create it (the loser would get "already exists" instead of StoreLockedError).
         lock = store.lock(session_id) if session_id is not None else None
@@ -306,6 +334,9 @@ class Memory:
             if lock is not None:
                 lock.release()
             raise
+        if lock is not None and not exists and not create:
+            lock.discard()  # deleted since we looked: leave nothing behind
+            raise SessionNotFoundError(lock.session_id)
         if lock is not None and exists:
             try:
                 # A resume allocates per message and per task; nothing it builds holds a
@@ -323,6 +354,8 @@ class Memory:
                         name=name,
                         extensions=extensions,
                         subagent=subagent,
+                        tools=frozen_tools,
+                        max_output_tokens=max_output_tokens,
                     )
             except BaseException:
                 lock.release()
@@ -338,7 +371,15 @@ class Memory:
                 )
                 if lock is None:
                     lock = store.lock(info.id)
-                session = Session._new(self, info, lock, extensions=extensions, subagent=subagent)
+                session = Session._new(
+                    self,
+                    info,
+                    lock,
+                    extensions=extensions,
+                    subagent=subagent,
+                    tools=frozen_tools,
+                    max_output_tokens=max_output_tokens,
+                )
             except BaseException:
                 if lock is not None:
                     lock.release()

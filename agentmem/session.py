@@ -32,6 +32,7 @@ from agentmem._facade_args import (
 )
 from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
 from agentmem._storage.files import atomic_write_text, make_dirs
+from agentmem._tool_specs import provider_tools
 from agentmem._usage import Usage, message_summary, session_counter
 from agentmem.context import (
     ContextBuild,
@@ -104,6 +105,9 @@ class Session:
         name: Display name (may be ``None``).
         model: Model name.
         context_window: Tokens the model accepts.
+        tools: The default tool specs of :meth:`context` (``None``: no tools), as given
+            to :meth:`Memory.session` (a frozen copy); counted in every payload's window.
+        max_output_tokens: The default output reserve of :meth:`context` (``None``: 0).
         history: Every message of the session (durable on every mutation).
         window: The working window over ``history``.
         yarn: Archive and running summary of what the window evicted.
@@ -158,8 +162,12 @@ class Session:
         name: str | None,
         extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         self._memory = memory
+        self.tools = tools
+        self.max_output_tokens = max_output_tokens
         self.subagent = subagent
         self.last_memory_update: MemoryUpdateResult | None = None
         self._sent = (0, -1)  # (len, revision) of the history at the newest build
@@ -254,6 +262,8 @@ class Session:
         *,
         extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> Session:
         session = cls(
             memory,
@@ -267,6 +277,8 @@ class Session:
             name=info.name,
             extensions=extensions,
             subagent=subagent,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
         )
         session._save_state()
         return session
@@ -283,6 +295,8 @@ class Session:
         name: str | None,
         extensions: Sequence[SemanticMemoryExtension] = (),
         subagent: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
     ) -> Session:
         info = record.info
         state, kept, reasons = read_state(record.state, info.id)
@@ -300,6 +314,8 @@ class Session:
             name=name if name is not None else info.name,
             extensions=extensions,
             subagent=subagent,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
         )
         session._kept_state = kept
         session.unreadable_state = reasons
@@ -464,6 +480,8 @@ class Session:
     def context(
         self,
         provider: Literal["openai"] = ...,
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -474,6 +492,8 @@ class Session:
     def context(
         self,
         provider: Literal["anthropic"],
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -484,6 +504,8 @@ class Session:
     def context(
         self,
         provider: str,
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -493,6 +515,8 @@ class Session:
     def context(
         self,
         provider: str = "openai",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
         *,
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
@@ -506,6 +530,15 @@ class Session:
 
         Args:
             provider: ``"openai"`` or ``"anthropic"``.
+            tools: The tool specs sent with this request (OpenAI Chat, OpenAI
+                Responses or Anthropic shape, any of them for any provider);
+                their cost in ``provider``'s shape is taken off the window
+                first. ``None``: the session's default (:attr:`tools`); ``[]``:
+                none.
+            max_output_tokens: Tokens kept free for the answer (the request's
+                ``max_tokens``); ``None``: the session's default (0 without one).
+                The payload, the tools and this reserve together fit
+                ``context_window``.
             injections: Extra system-prompt texts for this call (persona, memory context).
             task_chain: Active task ids (time machine); ``None`` for all.
             force_reasoning_content_pad: Pad ``reasoning_content`` on every assistant message.
@@ -515,11 +548,21 @@ class Session:
 
         Raises:
             InvalidArgumentError: unknown provider, ``injections`` not a
-                sequence of strings, or a bad ``task_chain``.
+                sequence of strings, a bad ``task_chain``, malformed ``tools``
+                or a ``max_output_tokens`` that is not an int >= 0.
+            ContextOverflowError: the system prompt, the tools and the
+                reserved output alone leave no room in the window.
         """
         return self._finish_build(
             self.context_manager.build_result(
-                **self._build_args(provider, injections, task_chain, force_reasoning_content_pad)
+                **self._build_args(
+                    provider,
+                    injections,
+                    task_chain,
+                    force_reasoning_content_pad,
+                    tools=tools,
+                    max_output_tokens=max_output_tokens,
+                )
             )
         )
 
@@ -527,6 +570,8 @@ class Session:
     async def acontext(
         self,
         provider: Literal["openai"] = ...,
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -537,6 +582,8 @@ class Session:
     async def acontext(
         self,
         provider: Literal["anthropic"],
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -547,6 +594,8 @@ class Session:
     async def acontext(
         self,
         provider: str,
+        tools: Sequence[Mapping[str, Any]] | None = ...,
+        max_output_tokens: int | None = ...,
         *,
         injections: Sequence[str] = ...,
         task_chain: Collection[int] | None = ...,
@@ -556,6 +605,8 @@ class Session:
     async def acontext(
         self,
         provider: str = "openai",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
         *,
         injections: Sequence[str] = (),
         task_chain: Collection[int] | None = None,
@@ -570,7 +621,14 @@ class Session:
         """
         return self._finish_build(
             await self.context_manager.abuild_result(
-                **self._build_args(provider, injections, task_chain, force_reasoning_content_pad)
+                **self._build_args(
+                    provider,
+                    injections,
+                    task_chain,
+                    force_reasoning_content_pad,
+                    tools=tools,
+                    max_output_tokens=max_output_tokens,
+                )
             )
         )
 
@@ -578,6 +636,8 @@ class Session:
         self,
         attempt: int,
         provider: str = "openai",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
         *,
         reported_tokens: int | None = None,
         injections: Sequence[str] = (),
@@ -589,6 +649,8 @@ class Session:
         Args:
             attempt: 1, 2 or 3: trims to 50%, 25% and the minimum.
             provider: ``"openai"`` or ``"anthropic"``.
+            tools: As for :meth:`context`.
+            max_output_tokens: As for :meth:`context`.
             reported_tokens: The prompt size the provider's error reported,
                 if it did; calibrates a learning token estimator.
             injections: As for :meth:`context`.
@@ -605,6 +667,8 @@ class Session:
             injections,
             task_chain,
             force_reasoning_content_pad,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
             attempt=attempt,
             reported_tokens=reported_tokens,
         )
@@ -617,6 +681,8 @@ class Session:
         self,
         attempt: int,
         provider: str = "openai",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_output_tokens: int | None = None,
         *,
         reported_tokens: int | None = None,
         injections: Sequence[str] = (),
@@ -629,6 +695,8 @@ class Session:
             injections,
             task_chain,
             force_reasoning_content_pad,
+            tools=tools,
+            max_output_tokens=max_output_tokens,
             attempt=attempt,
             reported_tokens=reported_tokens,
         )
@@ -654,6 +722,8 @@ class Session:
         task_chain: Collection[int] | None,
         force_reasoning_content_pad: bool,
         *,
+        tools: Sequence[Mapping[str, Any]] | None,
+        max_output_tokens: int | None,
         attempt: int | None = None,
         reported_tokens: int | None = None,
     ) -> dict[str, Any]:
@@ -683,6 +753,11 @@ class Session:
             "task_chain": self._chain(task_chain),
             "force_reasoning_content_pad": force_reasoning_content_pad,
             "turn_notes": self._ext.notes(),
+            # The session's defaults (Memory.session) stand in for an omitted argument.
+            "tools": self.tools if tools is None else tools,
+            "max_output_tokens": (
+                self.max_output_tokens if max_output_tokens is None else max_output_tokens
+            ),
         }
 
     def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
@@ -710,7 +785,7 @@ class Session:
         """Teach a learning counter the provider's size of the last payload built (if any)."""
         sent = self.context_manager.last_build
         if self._calibration is not None and sent is not None:
-            self._calibration.observe(sent.messages, prompt_tokens)
+            self._calibration.observe(sent.messages, prompt_tokens, tools=sent.tools or None)
 
     def record_usage(
         self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0
@@ -801,7 +876,10 @@ class Session:
 
     def _fork(self, tools: Any, *, asynchronous: bool = False) -> dict[str, Any]:
         """How the memory update continues the task's last request (see memory_updater)."""
-        args = self._build_args("openai", (), None, False)
+        if tools is None and self.tools is not None:  # what the session's requests carried
+            tools = provider_tools(self.tools, "openai")  # the fork speaks OpenAI's shape
+        # A rebuild's window is already smaller by what the fork adds (its tools included).
+        args = self._build_args("openai", (), None, False, tools=(), max_output_tokens=0)
         chain, summarizer = self._chain(None), self._memory.summarizer
         return fork_args(
             self.context_manager,

@@ -70,6 +70,7 @@ from agentmem._snapshots import (
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
+    check_inside,
     check_path_text,
     make_dirs,
     remove_stale_temps,
@@ -878,3 +879,53 @@ class TimeMachine(RestoreMixin):
 
     def __repr__(self) -> str:
         return f"TimeMachine(active={self.active_task_id!r}, tasks={len(self._tasks) - 1})"
+
+
+SESSION_FILE_SUFFIXES: Final = (".json", ".index.json", ".restore.json", ".guard")
+"""The files ``<store_dir>/sessions/<id><suffix>`` one session's time machine keeps."""
+
+
+def delete_stored_session(store_dir: str | Path, session_id: str) -> int:
+    """Remove a closed session's time-machine files and the blobs only it referred to.
+
+    For a session nobody has open (the session store calls it under the
+    session's lock, from :meth:`~agentmem.session_store.SessionStore.delete`):
+    its task tree, stat index, restore intent and guard marker go, then every
+    blob no remaining session record or index refers to (and older than
+    :data:`GC_GRACE_SECONDS`, so a concurrent writer's new blob survives). If a
+    remaining record cannot be read, no blob is removed: its references are
+    unknown.
+
+    Returns:
+        How many blobs were removed.
+
+    Raises:
+        StorageError: a file of the session could not be removed.
+        UnsafePathError: a symlink under the memory root on the way (nothing is
+            removed through it).
+    """
+    # <root>/snapshots: nothing below it may be a symlink (the files go, not what they point to).
+    root = Path(store_dir).parent
+    sessions = check_inside(root, Path(store_dir) / "sessions")
+    check_inside(root, Path(store_dir) / "blobs")
+    for suffix in SESSION_FILE_SUFFIXES:
+        path = check_inside(root, sessions / f"{session_id}{suffix}")
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot remove {path}: {exc}", path=path) from exc
+    keep: set[str] = set()
+    try:
+        docs = list(sessions.glob("*.json")) if sessions.is_dir() else []
+        for doc in docs:
+            try:
+                keep.update(json_refs(json.loads(doc.read_text(encoding="utf-8"))))
+            except FileNotFoundError:
+                continue  # deleted meanwhile: its references went with it
+    except (OSError, ValueError) as exc:
+        _log.warning("snapshot blobs not collected: a session record is unreadable (%s)", exc)
+        return 0
+    blobs = BlobStore(Path(store_dir) / "blobs")
+    return blobs.collect(keep, grace_seconds=GC_GRACE_SECONDS, now=time.time())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import os
 import threading
 from pathlib import Path
 from types import TracebackType
@@ -86,16 +87,36 @@ class SessionLock:
                 root = self._path.parent.parent  # <root>/locks/<id>.lock: no symlink on the way
                 make_dirs(root, self._path.parent)
                 check_inside(root, self._path)
-                try:
-                    self._file_lock.acquire(timeout=0)
-                except filelock.Timeout:
-                    raise self._locked_error() from None
-                except OSError as exc:
-                    raise StorageError(
-                        f"cannot lock session {self._session_id}: {exc}", path=self._path
-                    ) from exc
+                self._acquire_file()
             self._locked = True
             return self
+
+    def _acquire_file(self) -> None:
+        """``flock`` the lock file, and make sure it is still the file at the path.
+
+        A delete removes the lock file while holding it (:meth:`discard`). An
+        acquirer that opened that file just before could lock it just after
+        the release, while a third party locks a fresh file at the same path:
+        two holders. So the path is looked at before and after: when it is gone
+        or is another file, the lock taken is released and taken again.
+        """
+        assert self._file_lock is not None
+        assert self._path is not None
+        for _ in range(3):
+            before = _identity(self._path)
+            try:
+                self._file_lock.acquire(timeout=0)
+            except filelock.Timeout:
+                raise self._locked_error() from None
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot lock session {self._session_id}: {exc}", path=self._path
+                ) from exc
+            after = _identity(self._path)
+            if after is not None and before in (None, after):
+                return
+            self._file_lock.release(force=True)
+        raise self._locked_error()
 
     def release(self) -> None:
         """Release the lock; does nothing when it is not held."""
@@ -107,6 +128,26 @@ class SessionLock:
             else:
                 self._file_lock.release(force=True)
             self._locked = False
+
+    def discard(self) -> None:
+        """Release the lock and remove its lock file (the session is gone or never was).
+
+        The file goes while the lock is still held, so no other holder uses it.
+
+        Raises:
+            StorageError: the file could not be removed (the lock is released anyway).
+        """
+        try:
+            if self._locked and self._path is not None:
+                try:
+                    self._path.unlink(missing_ok=True)
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot remove the lock file of session {self._session_id}: {exc}",
+                        path=self._path,
+                    ) from exc
+        finally:
+            self.release()
 
     def _locked_error(self) -> StoreLockedError:
         return StoreLockedError(
@@ -128,3 +169,12 @@ class SessionLock:
     def __repr__(self) -> str:
         state = "locked" if self._locked else "unlocked"
         return f"<SessionLock {self._session_id!r} {state}>"
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path``, or ``None`` when there is none."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino

@@ -41,6 +41,7 @@ from agentmem.session_store.export import export_html, export_json
 from agentmem.session_store.loading import apply_repairs, check_rows
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import (
+    _SESSION_ID_RE,
     FORMAT_NAME,
     FORMAT_VERSION,
     BillingRecord,
@@ -96,6 +97,10 @@ class SessionStore:
             default. Tests pass a fixed clock for reproducible timestamps.
         reporter: Told about recall index rebuilds and exports
             (``recall.index_rebuild.*``, ``export.*``; docs/progress.md).
+        purge: Called by :meth:`delete` with the id of a deleted session, under
+            its lock, to remove what other parts keep for it outside this
+            database (the facade passes the time machine's
+            :func:`~agentmem.time_machine.delete_stored_session`).
 
     Raises:
         InvalidArgumentError: unknown ``durability``.
@@ -114,8 +119,10 @@ class SessionStore:
         durability: Durability = "full",
         clock: Callable[[], float] | None = None,
         reporter: ProgressReporter | None = None,
+        purge: Callable[[str], object] | None = None,
     ) -> None:
         self.reporter = reporter  # progress events: recall index rebuilds, exports
+        self._purge = purge
         if durability not in DURABILITIES:
             raise InvalidArgumentError(
                 f"durability must be one of {', '.join(DURABILITIES)}; got {durability!r}"
@@ -483,17 +490,33 @@ class SessionStore:
         )
 
     def delete(self, session_id: str) -> bool:
-        """Delete a session and everything it owns (messages, billing, threads, quarantine).
+        """Delete a session and everything it owns, under its lock.
 
-        Locks are not consulted: a writer still holding the session gets
-        :class:`SessionNotFoundError` on its next write.
+        Its rows (messages, billing, threads, quarantine, recall index) go in one
+        transaction; then what ``purge`` removes for it (the time machine's
+        records and the blobs no other session uses) and its lock file. If the
+        files could not be removed, deleting the id again removes what was left.
 
         Returns:
             ``True`` if the session existed.
+
+        Raises:
+            StoreLockedError: the session is open (here or in another process);
+                nothing was deleted.
+            StorageError: the rows or the session's files could not be removed.
         """
         sid = _check_lookup_id(session_id)
-        with self._write(f"delete session {sid}") as sql:
-            return sql.delete(sid)
+        if not _SESSION_ID_RE.fullmatch(sid):  # no row, lock or snapshot can carry it
+            return False
+        lock = self.lock(sid)
+        try:
+            with self._write(f"delete session {sid}") as sql:
+                existed = sql.delete(sid)
+            if self._purge is not None:
+                self._purge(sid)
+        finally:
+            lock.discard()
+        return existed
 
     def rename(self, session_id: str, name: str | None) -> None:
         """Set a session's name.

@@ -1,0 +1,167 @@
+"""The context manager's incremental state: what a build keeps for the next one.
+
+Private to :mod:`agentmem.context`: the cached system prompt and summary
+(with their counts), the key and state of the incremental repair stream,
+and the structural copy of a cached OpenAI view. Each cache is keyed by the
+objects it was built from (compared by identity) and the token counter's
+epoch, so a change to any of them rebuilds it and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentmem._codecs.anthropic import (
+    EMPTY_USER_PLACEHOLDER,
+    LEADING_USER_PLACEHOLDER,
+    SYSTEM_NOTE_TAG,
+)
+from agentmem._context_types import NoteMap
+from agentmem.message_tokens import MESSAGE_OVERHEAD_TOKENS
+from agentmem.messages import Message, content_text
+from agentmem.protocols import TokenCounter
+from agentmem.repair import RepairStream
+from agentmem.stm import ShortTermMemory
+
+__all__ = [
+    "Prefix",
+    "PrefixKey",
+    "SummaryCache",
+    "SystemCache",
+    "anthropic_extra",
+    "copy_view",
+    "has_reasoning",
+    "prompt_tokens_in",
+    "same_notes",
+    "text_of",
+]
+
+
+def copy_view(view: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy the containers of an OpenAI message view; strings and numbers are shared.
+
+    As safe as a deep copy for a caller that mutates the payload (strings are
+    immutable) at a fraction of the cost: only lists and dicts are rebuilt.
+    """
+    out = dict(view)
+    content = out.get("content")
+    if type(content) is list:
+        out["content"] = [
+            {k: (dict(v) if type(v) is dict else v) for k, v in part.items()} for part in content
+        ]
+    calls = out.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [{**call, "function": dict(call["function"])} for call in calls]
+    audio = out.get("audio")
+    if type(audio) is dict:
+        out["audio"] = dict(audio)
+    return out
+
+
+def text_of(msg: Mapping[str, Any]) -> str:
+    return content_text(msg.get("content"))
+
+
+@dataclass(frozen=True)
+class SystemCache:
+    prompt: Message | None  # history[0] when it is a system message
+    injections: tuple[str, ...]
+    message: Message | None  # prompt with injections appended
+    tokens: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class SummaryCache:
+    summary: Any  # the ThreadSummary object the message was rendered from
+    message: Message | None
+    tokens: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class PrefixKey:
+    """Everything the incremental repair state depends on (objects compared by identity)."""
+
+    history: Any
+    revision: int
+    epoch: int
+    start: int
+    pinned: tuple[int, ...]
+    system: Message | None
+    summary: Message | None
+    chain: frozenset[Any] | None
+    notes: NoteMap  # the turn notes: their messages and notes compared by identity
+
+    def same(self, other: PrefixKey) -> bool:
+        return (
+            self.history is other.history
+            and self.system is other.system
+            and self.summary is other.summary
+            and (self.revision, self.epoch, self.start, self.pinned, self.chain)
+            == (other.revision, other.epoch, other.start, other.pinned, other.chain)
+            and same_notes(self.notes, other.notes)
+        )
+
+
+def same_notes(a: NoteMap, b: NoteMap) -> bool:
+    """The same pairs in the same order, by identity (a map reused as is: at once)."""
+    return a is b or (
+        len(a) == len(b)
+        and all(x[0] is y[0] and x[1] is y[1] for x, y in zip(a.values(), b.values(), strict=True))
+    )
+
+
+@dataclass
+class Prefix:
+    """Incremental repair state for one window position (valid until a trim or a rewrite)."""
+
+    key: PrefixKey
+    stream: RepairStream
+    upto: int  # history messages consumed (exclusive index)
+    tokens: int  # count of stream.out
+    counted: int  # entries of stream.out included in `tokens`
+    reasoning: bool  # some assistant entry carries reasoning_content
+
+
+def has_reasoning(msg: Mapping[str, Any]) -> bool:
+    return msg["role"] == "assistant" and isinstance(msg.get("reasoning_content"), str)
+
+
+def prompt_tokens_in(window: ShortTermMemory) -> int:
+    """Tokens of the system prompt when the window still starts at it (index 0), else 0."""
+    history = window.history
+    return history.message_tokens(0) if window.start == 0 and history.has_system_prompt() else 0
+
+
+def anthropic_extra(messages: Sequence[Message], counter: TokenCounter) -> int:
+    """Tokens the Anthropic conversion of repaired ``messages`` adds to their canonical count.
+
+    :func:`agentmem.messages.to_anthropic` sends a system message that follows
+    the first turn as user text wrapped in ``<system-reminder>`` tags, an
+    empty user turn as a placeholder text, and puts a placeholder user turn
+    first when the conversation would start with the assistant. Those texts
+    are not in the canonical messages; each is counted here (a wrapper with
+    one token of slack for where its tags meet the text). Only short
+    constant strings are counted, so this costs a walk over the payload.
+    """
+    tags = counter.count_text(f"<{SYSTEM_NOTE_TAG}>\n") + counter.count_text(
+        f"\n</{SYSTEM_NOTE_TAG}>"
+    )
+    extra = 0
+    leading = True
+    for msg in messages:
+        role = msg["role"]
+        if role == "system":
+            if not leading and content_text(msg.get("content")).strip():
+                extra += tags + 1
+            continue
+        if leading and role != "user":
+            extra += MESSAGE_OVERHEAD_TOKENS + counter.count_text("user")
+            extra += counter.count_text(LEADING_USER_PLACEHOLDER)
+        leading = False
+        if role == "user" and not content_text(msg.get("content")).strip():
+            extra += counter.count_text(EMPTY_USER_PLACEHOLDER)
+    return extra
