@@ -42,7 +42,7 @@ EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "context.overflow.started": _CONTEXT_OVERFLOW,
     "context.overflow.finished": (*_CONTEXT_OVERFLOW, *_DONE, "tokens", "messages"),
     "restore.started": _RESTORE,
-    "restore.finished": (*_RESTORE, *_DONE),
+    "restore.finished": (*_RESTORE, *_DONE, "skipped"),
     "session.repaired": ("session_id", "repairs", "time_machine"),
     "recall.index_rebuild.started": _INDEX,
     "recall.index_rebuild.finished": (*_INDEX, *_DONE),

@@ -72,7 +72,7 @@ from agentmem.session_store import (
 )
 from agentmem.stm import ShortTermMemory
 from agentmem.tasks import TaskGate, TaskHandle, TaskTracker, finish_interrupted_start
-from agentmem.time_machine import TimeMachine
+from agentmem.time_machine import RestoreResult, TimeMachine
 from agentmem.yarn import YaRN
 
 if TYPE_CHECKING:
@@ -128,6 +128,10 @@ class Session:
             ``None`` before any task finished; a
             :class:`~agentmem.memory_updater.MemoryUpdateResult` with ``ran=False``
             and ``skipped`` (why) when it did not run, else what the update did.
+        last_restore: What the last :meth:`undo` / :meth:`switch_to_task` did to the
+            working directory (:class:`~agentmem.time_machine.RestoreResult`: paths
+            restored, removed, and ``skipped`` -- left alone because their earlier
+            content is unknown; each is also logged), ``None`` before any.
         persona_prompt: The semantic extensions' resident persona summaries, rendered
             when the session was created and restored as they were on resume (``""``
             without them); added after ``topics_prompt``.
@@ -170,6 +174,7 @@ class Session:
         self.max_output_tokens = max_output_tokens
         self.subagent = subagent
         self.last_memory_update: MemoryUpdateResult | None = None
+        self.last_restore: RestoreResult | None = None
         self._sent = (0, -1)  # (len, revision) of the history at the newest build
         self._lock = lock
         self.id: str = info.id
@@ -392,8 +397,9 @@ class Session:
         """
         self._check_open()
         with self._gate.switching(), self._restoring("undo", None) as done:
-            self.time_machine.undo_last_task()
+            self.last_restore = self.time_machine.undo_last_task()
             done["to_task"] = self.time_machine.active_task_id
+            done["skipped"] = self._skipped()
             return self.time_machine.active_task_id
 
     def switch_to_task(self, task_id: int | None) -> int | None:
@@ -404,9 +410,15 @@ class Session:
             RestoreError: a snapshot is missing or damaged; nothing changed.
         """
         self._check_open()
-        with self._gate.switching(), self._restoring("switch", task_id):
-            self.time_machine.switch_to_task(task_id)
+        with self._gate.switching(), self._restoring("switch", task_id) as done:
+            self.last_restore = self.time_machine.switch_to_task(task_id)
+            done["skipped"] = self._skipped()
             return self.time_machine.active_task_id
+
+    def _skipped(self) -> list[str]:
+        """The paths the last restore left alone (``path: reason``), for its progress event."""
+        result = self.last_restore
+        return [f"{f.path}: {f.reason}" for f in result.skipped] if result is not None else []
 
     def task_handle(self) -> TaskHandle[Message]:
         """A handle whose appends land in the active task, or raise once the user moved on.

@@ -354,7 +354,7 @@ def test_a_sessions_database_with_a_malformed_version_is_repaired_from_its_migra
     ):
         # Nothing set aside, nothing lost: the version is the migrations table's.
         assert not list(root.glob("sessions.sqlite.corrupt-*"))
-        with mem.session(sid) as s:
+        with mem.session(sid, create=False) as s:
             assert [m["content"] for m in s.history.to_list()] == ["alpha zebra", "beta"]
         assert [hit.session_id for hit in mem.recall("zebra")] == [sid]
     assert any("unreadable agentmem.sessions version" in r.getMessage() for r in caplog.records)

@@ -790,3 +790,35 @@ def test_a_pending_restore_is_not_finished_once_another_task_started(
     assert tm.active_task_id == 2, "the undo of task 3, not the stale restore's target"
     assert any("became active before it finished" in p for p in tm.problems)
     assert third in tm.get_child_tasks(2)
+
+
+def test_the_session_keeps_and_reports_what_a_restore_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "user.dat").write_bytes(b"the user's own data\n")
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    class Recorder:
+        def report(self, event: str, data: dict[str, Any]) -> None:
+            events.append((event, data))
+
+    mem = agentmem.Memory(root=tmp_path / "root", working_dir=work, reporter=Recorder())
+    monkeypatch.setattr(tm_module, "open", _Faults({"user.dat": "unreadable"}), raising=False)
+    with mem, mem.session() as s:
+        assert s.last_restore is None
+        s.start_task("one")
+        with s.time_machine.guard():
+            (work / "made.txt").write_text("new")
+        s.start_task("two")
+        with s.time_machine.guard():
+            (work / "user.dat").write_bytes(b"rewritten by the command\n")
+        assert s.undo() == 1
+        assert s.last_restore is not None and s.last_restore.task_id == 1
+        assert [f.path for f in s.last_restore.skipped] == ["user.dat"]
+        finished = [d for e, d in events if e == "restore.finished"]
+        assert finished[-1]["skipped"] and finished[-1]["skipped"][0].startswith("user.dat: ")
+        assert s.switch_to_task(2) == 2
+        assert s.last_restore.task_id == 2
+    assert (work / "user.dat").read_bytes() == b"rewritten by the command\n"
