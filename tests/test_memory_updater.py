@@ -24,6 +24,7 @@ from profiles import scaled
 from provider_rules import anthropic_violations, openai_violations
 
 from agentmem import Memory, Session
+from agentmem._tool_specs import count_tools, provider_tools, tools_json
 from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.memory_updater import (
     MEMORY_UPDATE_MIN_ITERATIONS,
@@ -98,10 +99,9 @@ def work(s: Session, iterations: int, *, cost: float = 0.01) -> int:
 
 
 def tools_tokens(tools: list[dict[str, Any]] | None, counter: Any) -> int:
-    """What a request's tool schemas cost: their compact JSON text."""
-    if not tools:
-        return 0
-    return int(counter.count_text(json.dumps(tools, ensure_ascii=False, separators=(",", ":"))))
+    """What a request's tool schemas cost: the window's rule (compact JSON + framing)."""
+    specs = provider_tools(tools, "openai")
+    return count_tools(tools_json(specs), len(specs), counter, "openai")
 
 
 def snapshot(s: Session) -> list[dict[str, Any]]:

@@ -35,7 +35,6 @@ addition to the system prompt, and repair runs on the new messages only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -43,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from agentmem._tool_specs import count_tools, provider_tools, tools_json
 from agentmem.context import ContextBuild, ContextManager, ContextSettings
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.history import MessageHistory
@@ -157,10 +157,10 @@ def render_prefix(request: TaskRequest) -> list[dict[str, Any]]:
 
 
 def tools_tokens(tools: Sequence[Mapping[str, Any]] | None, counter: TokenCounter) -> int:
-    """Tokens the tool schemas cost, counted as their JSON text."""
-    if not tools:
-        return 0
-    return counter.count_text(json.dumps(list(tools), ensure_ascii=False, separators=(",", ":")))
+    """Tokens the (OpenAI-shape) tool schemas cost a request: the window's one rule
+    (:func:`agentmem._tool_specs.count_tools`: compact JSON plus per-tool framing)."""
+    specs = provider_tools(tools, "openai")
+    return count_tools(tools_json(specs), len(specs), counter, "openai")
 
 
 def _functions(tools: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
