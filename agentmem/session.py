@@ -168,6 +168,7 @@ class Session:
         subagent: bool = False,
         tools: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
+        threads: Mapping[str, Sequence[Message]] | None = None,
     ) -> None:
         self._memory = memory
         self.tools = tools
@@ -192,17 +193,12 @@ class Session:
             messages, token_counter=self.token_counter, observer=self._writer
         )
         state = dict(state or {})
-        # YaRN reads the history as its main thread; its state carries the summary
-        # and any side threads. A state part that cannot be read is reported and
-        # replaced by a fresh one: the messages, which matter most, are intact.
-        self.yarn = YaRN(summarizer=memory.summarizer, main_thread=self.history)
-        if state.get("yarn"):
-            try:
-                self.yarn = YaRN.from_state(
-                    state["yarn"], summarizer=memory.summarizer, main_thread=self.history
-                )
-            except AgentMemError as exc:
-                _log.warning("session %s: thread summary not restored (%s)", self.id, exc)
+        # YaRN reads the history as its main thread; its state carries the summary,
+        # the side threads' order and, in a state saved by an earlier release, the
+        # side threads themselves; the store's threads table (``threads``) holds
+        # their messages. A state part that cannot be read is reported and replaced by a
+        # fresh one: the messages, which matter most, are intact.
+        self.yarn = self._restore_yarn(state.get("yarn"), threads or {})
         self.window = ShortTermMemory(self.history)
         if state.get("window"):
             try:
@@ -321,6 +317,7 @@ class Session:
             subagent=subagent,
             tools=tools,
             max_output_tokens=max_output_tokens,
+            threads=record.threads,
         )
         session._kept_state = kept
         session.unreadable_state = reasons
@@ -972,12 +969,37 @@ class Session:
 
     # ------------------------------------------------------------------ persistence
 
+    def _restore_yarn(
+        self, part: Mapping[str, Any] | None, threads: Mapping[str, Sequence[Message]]
+    ) -> YaRN:
+        summarizer = self._memory.summarizer
+        if part:
+            try:
+                return YaRN.from_state(
+                    part, summarizer=summarizer, main_thread=self.history, saved_threads=threads
+                )
+            except AgentMemError as exc:
+                _log.warning("session %s: thread summary not restored (%s)", self.id, exc)
+        # No readable YaRN part: the side threads' rows still come back.
+        yarn = YaRN(summarizer=summarizer, main_thread=self.history)
+        try:
+            return YaRN.from_state(
+                yarn.state(include_threads=False),
+                summarizer=summarizer,
+                main_thread=self.history,
+                saved_threads=threads,
+            )
+        except AgentMemError as exc:  # the rows stay stored: threads are only appended
+            _log.warning("session %s: side threads not restored (%s)", self.id, exc)
+            return yarn
+
     def _state(self) -> dict[str, Any]:
         state: dict[str, Any] = {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
             "window": self.window.state(),
-            "yarn": self.yarn.state(),
+            # Side threads are rows of the threads table (_save_state), not state.
+            "yarn": self.yarn.state(include_threads=False),
             "tasks": self.tasks.state(),
         }
         if self._calibration is not None:
@@ -990,7 +1012,13 @@ class Session:
         return state
 
     def _save_state(self) -> None:
-        self._writer.save_state(self._state())
+        # The side-thread messages archived since the last save are appended to the
+        # threads table in the same transaction as the state: O(new messages), and a
+        # kill leaves both written or neither (the state's thread order matches the rows).
+        unsaved = self.yarn.unsaved_threads()
+        threads = {tid: messages for tid, (_, messages) in unsaved.items()}
+        self._writer.save_state_and_threads(self._state(), threads)
+        self.yarn.mark_saved(unsaved)
 
     def _checkpoint(self, event: TrimEvent) -> None:
         """Write ``memory/session_progress.md`` before a trim (never in incognito mode)."""

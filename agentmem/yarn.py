@@ -495,6 +495,10 @@ class YaRN:
         self._pending_asks: dict[str, str] = {}
         self._folds = 0  # compressions that owed a summarizer call (SummaryRequest.seq)
         self._text_seq = 0  # the seq whose summarizer text is in the summary
+        # Persistence hooks (a session stores side threads as rows, append-only):
+        # messages of each thread its owner already stored, and the threads with more.
+        self._saved: dict[str, int] = {}
+        self._unsaved: dict[str, None] = {}  # an ordered set of thread ids
 
     # ------------------------------------------------------------------ archive
 
@@ -524,6 +528,8 @@ class YaRN:
         copies = [m for m in normalize_messages(messages) if not m.get("transient")]
         with self._lock:
             self._threads.setdefault(thread_id, []).extend(copies)
+            if copies:
+                self._unsaved[thread_id] = None
 
     def thread(self, thread_id: str = MAIN_THREAD) -> list[Message]:
         """Every archived message of a thread, oldest first.
@@ -686,25 +692,62 @@ class YaRN:
 
     # ------------------------------------------------------------------ persistence
 
-    def state(self) -> dict[str, Any]:
+    def state(self, *, include_threads: bool = True) -> dict[str, Any]:
         """A JSON-ready snapshot: the summary, the archived threads, the carried fold state.
 
         The main thread is included only when YaRN owns it (no ``main_thread``
         was given); otherwise the session persists it with its history.
+
+        Args:
+            include_threads: ``False`` leaves the archived messages out and
+                keeps only the threads' order (``"thread_order"``), for an owner
+                that stores the messages itself (:meth:`unsaved_threads`): the
+                snapshot then costs O(number of threads), not O(archive).
         """
         with self._lock:
-            threads = {tid: list(msgs) for tid, msgs in self._threads.items()}
-            return {
+            state: dict[str, Any] = {
                 "format": STATE_FORMAT,
                 "version": STATE_VERSION,
                 "summary": self._summary.to_json() if self._summary is not None else None,
-                # Stored messages are validated plain JSON: a JSON round trip is a deep copy.
-                "threads": orjson.loads(orjson.dumps(threads)),
-                "pending": {
-                    "question": self._pending_question,
-                    "asks": [[cid, q] for cid, q in self._pending_asks.items()],
-                },
             }
+            if include_threads:
+                threads = {tid: list(msgs) for tid, msgs in self._threads.items()}
+                # Stored messages are validated plain JSON: a JSON round trip is a deep copy.
+                state["threads"] = orjson.loads(orjson.dumps(threads))
+            else:
+                state["thread_order"] = list(self._threads)
+            state["pending"] = {
+                "question": self._pending_question,
+                "asks": [[cid, q] for cid, q in self._pending_asks.items()],
+            }
+            return state
+
+    def unsaved_threads(self) -> dict[str, tuple[int, list[Message]]]:
+        """Thread id -> (messages already saved, the messages archived since), oldest first.
+
+        For an owner that stores threads append-only (a session writes them
+        as rows): store these, then call :meth:`mark_saved` with the same
+        mapping. Costs O(new messages): untouched threads are not visited.
+        The dicts are the stored ones: serialise them, do not change them.
+        """
+        with self._lock:
+            return {
+                tid: (self._saved.get(tid, 0), self._threads[tid][self._saved.get(tid, 0) :])
+                for tid in self._unsaved
+            }
+
+    def mark_saved(self, saved: Mapping[str, tuple[int, Sequence[Message]]]) -> None:
+        """Record that what :meth:`unsaved_threads` returned is now stored.
+
+        Messages archived after that call stay unsaved.
+        """
+        with self._lock:
+            for tid, (start, messages) in saved.items():
+                count = start + len(messages)
+                if count > self._saved.get(tid, 0):
+                    self._saved[tid] = count
+                if self._saved[tid] >= len(self._threads.get(tid, ())):
+                    self._unsaved.pop(tid, None)
 
     @classmethod
     def from_state(
@@ -714,6 +757,7 @@ class YaRN:
         summarizer: Summarizer | None = None,
         ask_tools: Collection[str] = DEFAULT_ASK_TOOLS,
         main_thread: Iterable[Message] | None = None,
+        saved_threads: Mapping[str, Sequence[Message]] | None = None,
     ) -> YaRN:
         """Rebuild a :class:`YaRN` from :meth:`state`.
 
@@ -723,6 +767,12 @@ class YaRN:
             ask_tools: As for the constructor (not part of the state).
             main_thread: The resumed session's history, when the state was
                 taken with one.
+            saved_threads: Side threads the owner stored itself (thread id ->
+                messages), counted as saved. They come first, in the state's
+                ``"thread_order"`` (threads it does not list follow, by id);
+                messages the state itself holds for a thread (a state taken
+                with ``include_threads=True``, or by an older release) follow
+                them and count as unsaved, so the owner's next save moves them.
 
         Raises:
             InvalidArgumentError: ``state`` is malformed or of an unknown
@@ -738,6 +788,8 @@ class YaRN:
         threads = state.get("threads", {})
         if not isinstance(threads, Mapping):
             raise InvalidArgumentError(f"state.threads must be an object, got {type_name(threads)}")
+        if saved_threads:
+            yarn._load_saved(saved_threads, state.get("thread_order", []))
         for tid, messages in threads.items():
             if not isinstance(tid, str) or not tid:
                 raise InvalidArgumentError(f"state.threads has a bad thread id {tid!r}")
@@ -752,9 +804,12 @@ class YaRN:
                     )
                 continue
             try:
-                yarn._threads[tid] = normalize_messages(messages)
+                copies = normalize_messages(messages)
             except InvalidMessageError as exc:
                 raise InvalidArgumentError(f"state.threads[{tid!r}]: {exc}") from exc
+            yarn._threads.setdefault(tid, []).extend(copies)
+            if saved_threads is not None and copies:
+                yarn._unsaved[tid] = None
         pending = state.get("pending", {})
         if not isinstance(pending, Mapping):
             raise InvalidArgumentError(f"state.pending must be an object, got {type_name(pending)}")
@@ -770,6 +825,23 @@ class YaRN:
         yarn._pending_question = question
         yarn._pending_asks = dict(asks)
         return yarn
+
+    def _load_saved(self, saved: Mapping[str, Sequence[Message]], order: Any) -> None:
+        """Place the owner's stored side threads, in ``order`` then by id (see from_state)."""
+        if not isinstance(order, list) or not all(isinstance(t, str) for t in order):
+            raise InvalidArgumentError("state.thread_order must be a list of thread ids")
+        ids = [t for t in dict.fromkeys(order) if t in saved]
+        ids += sorted(t for t in saved if t not in set(ids))
+        for tid in ids:
+            _check_thread_id(tid)
+            if tid == MAIN_THREAD and self._main is not None:
+                raise InvalidArgumentError("a saved side thread is named 'main'")
+            try:
+                copies = normalize_messages(saved[tid])
+            except InvalidMessageError as exc:
+                raise InvalidArgumentError(f"saved thread {tid!r}: {exc}") from exc
+            self._threads.setdefault(tid, []).extend(copies)
+            self._saved[tid] = len(self._threads[tid])
 
     def __repr__(self) -> str:
         summary = self._summary
