@@ -788,7 +788,7 @@ class YaRN:
         threads = state.get("threads", {})
         if not isinstance(threads, Mapping):
             raise InvalidArgumentError(f"state.threads must be an object, got {type_name(threads)}")
-        if saved_threads:
+        if saved_threads is not None:
             yarn._load_saved(saved_threads, state.get("thread_order", []))
         for tid, messages in threads.items():
             if not isinstance(tid, str) or not tid:
@@ -830,14 +830,14 @@ class YaRN:
         """Place the owner's stored side threads, in ``order`` then by id (see from_state)."""
         if not isinstance(order, list) or not all(isinstance(t, str) for t in order):
             raise InvalidArgumentError("state.thread_order must be a list of thread ids")
-        ids = [t for t in dict.fromkeys(order) if t in saved]
+        ids = list(dict.fromkeys(order))  # an empty thread has no rows, only its place
         ids += sorted(t for t in saved if t not in set(ids))
         for tid in ids:
             _check_thread_id(tid)
             if tid == MAIN_THREAD and self._main is not None:
                 raise InvalidArgumentError("a saved side thread is named 'main'")
             try:
-                copies = normalize_messages(saved[tid])
+                copies = normalize_messages(saved.get(tid, ()))
             except InvalidMessageError as exc:
                 raise InvalidArgumentError(f"saved thread {tid!r}: {exc}") from exc
             self._threads.setdefault(tid, []).extend(copies)

@@ -22,14 +22,26 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from profiles import scaled
 
 from agentmem import Memory
 from agentmem.errors import StorageError
 from agentmem.session_store.sql import SessionsSQL
-from tests.golden.make_golden_side_threads import CONTEXT, NAME, SESSION_ID, side_thread
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REPO = Path(__file__).resolve().parent.parent
+NAME = "side-threads-state-v4.sqlite"  # made by golden/make_golden_side_threads.py
+CONTEXT = "side-threads-state-v4.context.json"  # its context() and threads, as saved
+SESSION_ID = "side-threads"
+
+
+def side_thread(tag: str, count: int) -> list[dict[str, object]]:
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{tag} step {i}: " + "x" * i}
+        for i in range(count)
+    ]
 
 
 def _memory(root: Path) -> Memory:
@@ -208,7 +220,9 @@ _CHILD = textwrap.dedent(
     import os, signal, sys
     from agentmem import Memory
     from agentmem.session_store.sql import SessionsSQL
-    from tests.golden.make_golden_side_threads import side_thread
+
+    def side_thread(tag, count):
+        return [{"role": "user", "content": f"{tag} {i}"} for i in range(count)]
 
     root, sid, step = sys.argv[1], sys.argv[2], sys.argv[3]
     memory = Memory(root, working_dir=os.path.dirname(root))
@@ -248,3 +262,51 @@ def test_kill9_at_a_write_step_leaves_a_consistent_resume(tmp_path: Path, step: 
         s.record_usage(1, 1)
     with _memory(root) as memory:
         assert _threads(memory.session(SESSION_ID)) == golden["threads"]
+
+
+# ---------------------------------------------------------------- any sequence of changes
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("archive"), st.sampled_from(["t1", "t0", "t2"]), st.integers(0, 3)),
+        st.tuples(st.sampled_from(["save", "failed save", "reopen"]), st.none(), st.none()),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=scaled(25))
+@given(ops=_OPS)
+def test_any_archives_saves_and_reopens_come_back_exactly(ops: list[Any]) -> None:
+    """Archive, save, fail a save, reopen, in any order: the threads come back as archived."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp, _memory(Path(tmp) / "root") as memory:
+        s = memory.session("p")
+        model: dict[str, list[dict[str, Any]]] = {}
+        for n, (op, tid, count) in enumerate(ops):
+            if op == "archive":
+                batch = side_thread(f"{n}", count)
+                s.yarn.archive(batch, tid)
+                model.setdefault(tid, []).extend(batch)  # an empty batch still makes the thread
+            elif op == "save":
+                s.record_usage(1, 1)
+            elif op == "failed save":
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(SessionsSQL, "save_state", _fail)
+                    with pytest.raises(StorageError):
+                        s.record_usage(1, 1)
+            else:
+                s.close()
+                s = memory.session("p")
+            assert {t: m for t, m in _threads(s).items() if t != "main"} == model
+            assert list(_threads(s))[1:] == list(model)
+        s.close()
+        rows = _rows(Path(tmp) / "root", "p")
+    assert sorted((t, orjson.loads(b)["content"]) for t, _, b in rows) == sorted(
+        (t, m["content"]) for t, ms in model.items() for m in ms
+    )
+
+
+def _fail(self: SessionsSQL, *args: Any) -> bool:
+    raise sqlite3.OperationalError("disk I/O error (injected)")
