@@ -80,7 +80,14 @@ from agentmem._extract import (
 from agentmem._json import type_name
 from agentmem._storage.formats import check_format
 from agentmem._truncate import truncate_text
-from agentmem.errors import InvalidArgumentError, InvalidMessageError
+from agentmem._yarn_state import (
+    MAIN_THREAD,
+    check_thread_id,
+    read_pending,
+    read_saved,
+    read_threads,
+)
+from agentmem.errors import InvalidArgumentError
 from agentmem.messages import (
     Message,
     normalize_messages,
@@ -120,9 +127,6 @@ STATE_VERSION: Final = 1
 
 SUMMARY_OPEN: Final = "<thread_summary>\n"
 SUMMARY_CLOSE: Final = "\n</thread_summary>"
-
-MAIN_THREAD: Final = "main"
-"""Id of the session's own conversation thread."""
 
 DEFAULT_ASK_TOOLS: Final[frozenset[str]] = frozenset(
     {"ask_user", "ask_followup_question", "interact", "request_user_input", "AskUserQuestion"}
@@ -519,7 +523,7 @@ class YaRN:
                 not a list of messages.
             InvalidMessageError: a message is invalid (its index is named).
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         if thread_id == MAIN_THREAD and self._main is not None:
             raise InvalidArgumentError(
                 "the main thread is the session history passed as main_thread; "
@@ -541,7 +545,7 @@ class YaRN:
         Raises:
             InvalidArgumentError: no thread has this id.
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         if thread_id == MAIN_THREAD and self._main is not None:
             return [m for m in self._main if not m.get("transient")]
         with self._lock:
@@ -785,70 +789,20 @@ class YaRN:
         yarn = cls(
             summarizer=summarizer, ask_tools=ask_tools, main_thread=main_thread, summary=summary
         )
-        threads = state.get("threads", {})
-        if not isinstance(threads, Mapping):
-            raise InvalidArgumentError(f"state.threads must be an object, got {type_name(threads)}")
+        main_given = main_thread is not None
+        in_state = read_threads(state, main_given=main_given)
         if saved_threads is not None:
-            yarn._load_saved(saved_threads, state.get("thread_order", []))
-        for tid, messages in threads.items():
-            if not isinstance(tid, str) or not tid:
-                raise InvalidArgumentError(f"state.threads has a bad thread id {tid!r}")
-            if not isinstance(messages, list):
-                raise InvalidArgumentError(
-                    f"state.threads[{tid!r}] must be a list, got {type_name(messages)}"
-                )
-            if tid == MAIN_THREAD and main_thread is not None:
-                if messages:
-                    raise InvalidArgumentError(
-                        "the state holds its own main thread; do not pass main_thread"
-                    )
-                continue
-            try:
-                copies = normalize_messages(messages)
-            except InvalidMessageError as exc:
-                raise InvalidArgumentError(f"state.threads[{tid!r}]: {exc}") from exc
+            for tid, copies in read_saved(saved_threads, state, main_given=main_given):
+                yarn._threads.setdefault(tid, []).extend(copies)
+                yarn._saved[tid] = len(yarn._threads[tid])
+        for tid, copies in in_state:
             yarn._threads.setdefault(tid, []).extend(copies)
             if saved_threads is not None and copies:
-                yarn._unsaved[tid] = None
-        pending = state.get("pending", {})
-        if not isinstance(pending, Mapping):
-            raise InvalidArgumentError(f"state.pending must be an object, got {type_name(pending)}")
-        question = pending.get("question")
-        if question is not None and not isinstance(question, str):
-            raise InvalidArgumentError("state.pending.question must be a string or null")
-        asks = pending.get("asks", [])
-        if not isinstance(asks, list) or not all(
-            isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
-            for pair in asks
-        ):
-            raise InvalidArgumentError("state.pending.asks must be a list of [call_id, question]")
-        yarn._pending_question = question
-        yarn._pending_asks = dict(asks)
+                yarn._unsaved[tid] = None  # the owner's next save moves them
+        yarn._pending_question, yarn._pending_asks = read_pending(state)
         return yarn
-
-    def _load_saved(self, saved: Mapping[str, Sequence[Message]], order: Any) -> None:
-        """Place the owner's stored side threads, in ``order`` then by id (see from_state)."""
-        if not isinstance(order, list) or not all(isinstance(t, str) for t in order):
-            raise InvalidArgumentError("state.thread_order must be a list of thread ids")
-        ids = list(dict.fromkeys(order))  # an empty thread has no rows, only its place
-        ids += sorted(t for t in saved if t not in set(ids))
-        for tid in ids:
-            _check_thread_id(tid)
-            if tid == MAIN_THREAD and self._main is not None:
-                raise InvalidArgumentError("a saved side thread is named 'main'")
-            try:
-                copies = normalize_messages(saved.get(tid, ()))
-            except InvalidMessageError as exc:
-                raise InvalidArgumentError(f"saved thread {tid!r}: {exc}") from exc
-            self._threads.setdefault(tid, []).extend(copies)
-            self._saved[tid] = len(self._threads[tid])
 
     def __repr__(self) -> str:
         summary = self._summary
         folded = summary.compressed_messages if summary is not None else 0
         return f"YaRN({len(self.thread_ids())} threads, {folded} messages compressed)"
-
-
-def _check_thread_id(thread_id: Any) -> None:
-    if not isinstance(thread_id, str) or not thread_id:
-        raise InvalidArgumentError(f"thread_id must be a non-empty string, got {thread_id!r}")
