@@ -265,6 +265,8 @@ class SessionWriter:
         encoded = [(_check_thread_id(tid), _encode_messages(ms)) for tid, ms in threads.items()]
         text = _encode_state(state)
         with self._write(f"save the state and threads of session {self._id}") as sql:
+            if any(rows for _, rows in encoded):
+                self._touch(sql)  # a deleted session is SessionNotFoundError, not a foreign key
             for thread_id, rows in encoded:
                 if rows:
                     start = sql.next_seq(self._id, thread_id)
