@@ -702,11 +702,8 @@ class YaRN:
         The main thread is included only when YaRN owns it (no ``main_thread``
         was given); otherwise the session persists it with its history.
 
-        Args:
-            include_threads: ``False`` leaves the archived messages out and
-                keeps only the threads' order (``"thread_order"``), for an owner
-                that stores the messages itself (:meth:`unsaved_threads`): the
-                snapshot then costs O(number of threads), not O(archive).
+        ``include_threads=False``: only the threads' order (``"thread_order"``), for an
+        owner that stores the messages itself (:meth:`unsaved_threads`); O(threads).
         """
         with self._lock:
             state: dict[str, Any] = {
@@ -727,12 +724,10 @@ class YaRN:
             return state
 
     def unsaved_threads(self) -> dict[str, tuple[int, list[Message]]]:
-        """Thread id -> (messages already saved, the messages archived since), oldest first.
+        """Thread id -> (count already saved, messages archived since); O(new messages).
 
-        For an owner that stores threads append-only (a session writes them
-        as rows): store these, then call :meth:`mark_saved` with the same
-        mapping. Costs O(new messages): untouched threads are not visited.
-        The dicts are the stored ones: serialise them, do not change them.
+        An owner storing threads append-only stores these (read-only dicts),
+        then passes the same mapping to :meth:`mark_saved`.
         """
         with self._lock:
             return {
@@ -741,10 +736,7 @@ class YaRN:
             }
 
     def mark_saved(self, saved: Mapping[str, tuple[int, Sequence[Message]]]) -> None:
-        """Record that what :meth:`unsaved_threads` returned is now stored.
-
-        Messages archived after that call stay unsaved.
-        """
+        """Record what :meth:`unsaved_threads` returned as stored (later archives stay unsaved)."""
         with self._lock:
             for tid, (start, messages) in saved.items():
                 count = start + len(messages)
@@ -771,12 +763,9 @@ class YaRN:
             ask_tools: As for the constructor (not part of the state).
             main_thread: The resumed session's history, when the state was
                 taken with one.
-            saved_threads: Side threads the owner stored itself (thread id ->
-                messages), counted as saved. They come first, in the state's
-                ``"thread_order"`` (threads it does not list follow, by id);
-                messages the state itself holds for a thread (a state taken
-                with ``include_threads=True``, or by an older release) follow
-                them and count as unsaved, so the owner's next save moves them.
+            saved_threads: Threads the owner stored (id -> messages), saved, in
+                ``"thread_order"`` then by id; messages the state itself holds
+                (an older release's) follow them, unsaved (docs/yarn.md).
 
         Raises:
             InvalidArgumentError: ``state`` is malformed or of an unknown
