@@ -18,6 +18,7 @@ stays here is argument checking, wiring and persistence of the state.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -185,6 +186,7 @@ class Session:
         self.created_at: float = info.created_at
         self.working_directory = info.working_directory
         self._writer = memory.sessions.writer(self.id)
+        self._saving = threading.Lock()  # one state save at a time (see _save_state)
         self.token_counter: TokenCounter = session_counter(memory.token_counter, model)
         self._calibration: CalibratingCounter | None = (
             self.token_counter if isinstance(self.token_counter, CalibratingCounter) else None
@@ -1015,10 +1017,13 @@ class Session:
         # The side-thread messages archived since the last save are appended to the
         # threads table in the same transaction as the state: O(new messages), and a
         # kill leaves both written or neither (the state's thread order matches the rows).
-        unsaved = self.yarn.unsaved_threads()
-        threads = {tid: messages for tid, (_, messages) in unsaved.items()}
-        self._writer.save_state_and_threads(self._state(), threads)
-        self.yarn.mark_saved(unsaved)
+        # Saves from two threads (a task handle's worker) must not both append the same
+        # unsaved messages: taking, writing and marking them is one step.
+        with self._saving:
+            unsaved = self.yarn.unsaved_threads()
+            threads = {tid: messages for tid, (_, messages) in unsaved.items()}
+            self._writer.save_state_and_threads(self._state(), threads)
+            self.yarn.mark_saved(unsaved)
 
     def _checkpoint(self, event: TrimEvent) -> None:
         """Write ``memory/session_progress.md`` before a trim (never in incognito mode)."""

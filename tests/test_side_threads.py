@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -310,3 +311,27 @@ def test_any_archives_saves_and_reopens_come_back_exactly(ops: list[Any]) -> Non
 
 def _fail(self: SessionsSQL, *args: Any) -> bool:
     raise sqlite3.OperationalError("disk I/O error (injected)")
+
+
+def test_saves_from_several_threads_store_each_message_once(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    with _memory(root) as memory:
+        s = memory.session("c")
+        barrier = threading.Barrier(4)
+
+        def work(n: int) -> None:
+            barrier.wait()
+            for i in range(15):
+                s.yarn.archive(side_thread(f"w{n}-{i}", 2), f"w{n % 2}")
+                s.record_usage(1, 1)
+
+        workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        expected = _threads(s)
+    assert sum(len(m) for t, m in expected.items() if t != "main") == 4 * 15 * 2
+    assert len(_rows(root, "c")) == 4 * 15 * 2
+    with _memory(root) as memory:
+        assert _threads(memory.session("c")) == expected
