@@ -18,6 +18,7 @@ stays here is argument checking, wiring and persistence of the state.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -168,6 +169,7 @@ class Session:
         subagent: bool = False,
         tools: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
+        threads: Mapping[str, Sequence[Message]] | None = None,
     ) -> None:
         self._memory = memory
         self.tools = tools
@@ -184,6 +186,7 @@ class Session:
         self.created_at: float = info.created_at
         self.working_directory = info.working_directory
         self._writer = memory.sessions.writer(self.id)
+        self._saving = threading.Lock()  # one state save at a time (see _save_state)
         self.token_counter: TokenCounter = session_counter(memory.token_counter, model)
         self._calibration: CalibratingCounter | None = (
             self.token_counter if isinstance(self.token_counter, CalibratingCounter) else None
@@ -192,17 +195,12 @@ class Session:
             messages, token_counter=self.token_counter, observer=self._writer
         )
         state = dict(state or {})
-        # YaRN reads the history as its main thread; its state carries the summary
-        # and any side threads. A state part that cannot be read is reported and
-        # replaced by a fresh one: the messages, which matter most, are intact.
-        self.yarn = YaRN(summarizer=memory.summarizer, main_thread=self.history)
-        if state.get("yarn"):
-            try:
-                self.yarn = YaRN.from_state(
-                    state["yarn"], summarizer=memory.summarizer, main_thread=self.history
-                )
-            except AgentMemError as exc:
-                _log.warning("session %s: thread summary not restored (%s)", self.id, exc)
+        # YaRN reads the history as its main thread; its state carries the summary,
+        # the side threads' order and, in a state saved by an earlier release, the
+        # side threads themselves; the store's threads table (``threads``) holds
+        # their messages. A state part that cannot be read is reported and replaced by a
+        # fresh one: the messages, which matter most, are intact.
+        self.yarn = self._restore_yarn(state.get("yarn"), threads or {})
         self.window = ShortTermMemory(self.history)
         if state.get("window"):
             try:
@@ -321,6 +319,7 @@ class Session:
             subagent=subagent,
             tools=tools,
             max_output_tokens=max_output_tokens,
+            threads=record.threads,
         )
         session._kept_state = kept
         session.unreadable_state = reasons
@@ -972,12 +971,37 @@ class Session:
 
     # ------------------------------------------------------------------ persistence
 
+    def _restore_yarn(
+        self, part: Mapping[str, Any] | None, threads: Mapping[str, Sequence[Message]]
+    ) -> YaRN:
+        summarizer = self._memory.summarizer
+        if part:
+            try:
+                return YaRN.from_state(
+                    part, summarizer=summarizer, main_thread=self.history, saved_threads=threads
+                )
+            except AgentMemError as exc:
+                _log.warning("session %s: thread summary not restored (%s)", self.id, exc)
+        # No readable YaRN part: the side threads' rows still come back.
+        yarn = YaRN(summarizer=summarizer, main_thread=self.history)
+        try:
+            return YaRN.from_state(
+                yarn.state(include_threads=False),
+                summarizer=summarizer,
+                main_thread=self.history,
+                saved_threads=threads,
+            )
+        except AgentMemError as exc:  # the rows stay stored: threads are only appended
+            _log.warning("session %s: side threads not restored (%s)", self.id, exc)
+            return yarn
+
     def _state(self) -> dict[str, Any]:
         state: dict[str, Any] = {
             "format": STATE_FORMAT,
             "version": STATE_VERSION,
             "window": self.window.state(),
-            "yarn": self.yarn.state(),
+            # Side threads are rows of the threads table (_save_state), not state.
+            "yarn": self.yarn.state(include_threads=False),
             "tasks": self.tasks.state(),
         }
         if self._calibration is not None:
@@ -990,7 +1014,16 @@ class Session:
         return state
 
     def _save_state(self) -> None:
-        self._writer.save_state(self._state())
+        # The side-thread messages archived since the last save are appended to the
+        # threads table in the same transaction as the state: O(new messages), and a
+        # kill leaves both written or neither (the state's thread order matches the rows).
+        # Saves from two threads (a task handle's worker) must not both append the same
+        # unsaved messages: taking, writing and marking them is one step.
+        with self._saving:
+            unsaved = self.yarn.unsaved_threads()
+            threads = {tid: messages for tid, (_, messages) in unsaved.items()}
+            self._writer.save_state_and_threads(self._state(), threads)
+            self.yarn.mark_saved(unsaved)
 
     def _checkpoint(self, event: TrimEvent) -> None:
         """Write ``memory/session_progress.md`` before a trim (never in incognito mode)."""

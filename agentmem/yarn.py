@@ -80,7 +80,14 @@ from agentmem._extract import (
 from agentmem._json import type_name
 from agentmem._storage.formats import check_format
 from agentmem._truncate import truncate_text
-from agentmem.errors import InvalidArgumentError, InvalidMessageError
+from agentmem._yarn_state import (
+    MAIN_THREAD,
+    check_thread_id,
+    read_pending,
+    read_saved,
+    read_threads,
+)
+from agentmem.errors import InvalidArgumentError
 from agentmem.messages import (
     Message,
     normalize_messages,
@@ -120,9 +127,6 @@ STATE_VERSION: Final = 1
 
 SUMMARY_OPEN: Final = "<thread_summary>\n"
 SUMMARY_CLOSE: Final = "\n</thread_summary>"
-
-MAIN_THREAD: Final = "main"
-"""Id of the session's own conversation thread."""
 
 DEFAULT_ASK_TOOLS: Final[frozenset[str]] = frozenset(
     {"ask_user", "ask_followup_question", "interact", "request_user_input", "AskUserQuestion"}
@@ -495,6 +499,10 @@ class YaRN:
         self._pending_asks: dict[str, str] = {}
         self._folds = 0  # compressions that owed a summarizer call (SummaryRequest.seq)
         self._text_seq = 0  # the seq whose summarizer text is in the summary
+        # Persistence hooks (a session stores side threads as rows, append-only):
+        # messages of each thread its owner already stored, and the threads with more.
+        self._saved: dict[str, int] = {}
+        self._unsaved: dict[str, None] = {}  # an ordered set of thread ids
 
     # ------------------------------------------------------------------ archive
 
@@ -515,7 +523,7 @@ class YaRN:
                 not a list of messages.
             InvalidMessageError: a message is invalid (its index is named).
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         if thread_id == MAIN_THREAD and self._main is not None:
             raise InvalidArgumentError(
                 "the main thread is the session history passed as main_thread; "
@@ -524,6 +532,8 @@ class YaRN:
         copies = [m for m in normalize_messages(messages) if not m.get("transient")]
         with self._lock:
             self._threads.setdefault(thread_id, []).extend(copies)
+            if copies:
+                self._unsaved[thread_id] = None
 
     def thread(self, thread_id: str = MAIN_THREAD) -> list[Message]:
         """Every archived message of a thread, oldest first.
@@ -535,7 +545,7 @@ class YaRN:
         Raises:
             InvalidArgumentError: no thread has this id.
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         if thread_id == MAIN_THREAD and self._main is not None:
             return [m for m in self._main if not m.get("transient")]
         with self._lock:
@@ -686,25 +696,54 @@ class YaRN:
 
     # ------------------------------------------------------------------ persistence
 
-    def state(self) -> dict[str, Any]:
+    def state(self, *, include_threads: bool = True) -> dict[str, Any]:
         """A JSON-ready snapshot: the summary, the archived threads, the carried fold state.
 
         The main thread is included only when YaRN owns it (no ``main_thread``
         was given); otherwise the session persists it with its history.
+
+        ``include_threads=False``: only the threads' order (``"thread_order"``), for an
+        owner that stores the messages itself (:meth:`unsaved_threads`); O(threads).
         """
         with self._lock:
-            threads = {tid: list(msgs) for tid, msgs in self._threads.items()}
-            return {
+            state: dict[str, Any] = {
                 "format": STATE_FORMAT,
                 "version": STATE_VERSION,
                 "summary": self._summary.to_json() if self._summary is not None else None,
-                # Stored messages are validated plain JSON: a JSON round trip is a deep copy.
-                "threads": orjson.loads(orjson.dumps(threads)),
-                "pending": {
-                    "question": self._pending_question,
-                    "asks": [[cid, q] for cid, q in self._pending_asks.items()],
-                },
             }
+            if include_threads:
+                threads = {tid: list(msgs) for tid, msgs in self._threads.items()}
+                # Stored messages are validated plain JSON: a JSON round trip is a deep copy.
+                state["threads"] = orjson.loads(orjson.dumps(threads))
+            else:
+                state["thread_order"] = list(self._threads)
+            state["pending"] = {
+                "question": self._pending_question,
+                "asks": [[cid, q] for cid, q in self._pending_asks.items()],
+            }
+            return state
+
+    def unsaved_threads(self) -> dict[str, tuple[int, list[Message]]]:
+        """Thread id -> (count already saved, messages archived since); O(new messages).
+
+        An owner storing threads append-only stores these (read-only dicts),
+        then passes the same mapping to :meth:`mark_saved`.
+        """
+        with self._lock:
+            return {
+                tid: (self._saved.get(tid, 0), self._threads[tid][self._saved.get(tid, 0) :])
+                for tid in self._unsaved
+            }
+
+    def mark_saved(self, saved: Mapping[str, tuple[int, Sequence[Message]]]) -> None:
+        """Record what :meth:`unsaved_threads` returned as stored (later archives stay unsaved)."""
+        with self._lock:
+            for tid, (start, messages) in saved.items():
+                count = start + len(messages)
+                if count > self._saved.get(tid, 0):
+                    self._saved[tid] = count
+                if self._saved[tid] >= len(self._threads.get(tid, ())):
+                    self._unsaved.pop(tid, None)
 
     @classmethod
     def from_state(
@@ -714,6 +753,7 @@ class YaRN:
         summarizer: Summarizer | None = None,
         ask_tools: Collection[str] = DEFAULT_ASK_TOOLS,
         main_thread: Iterable[Message] | None = None,
+        saved_threads: Mapping[str, Sequence[Message]] | None = None,
     ) -> YaRN:
         """Rebuild a :class:`YaRN` from :meth:`state`.
 
@@ -723,6 +763,9 @@ class YaRN:
             ask_tools: As for the constructor (not part of the state).
             main_thread: The resumed session's history, when the state was
                 taken with one.
+            saved_threads: Threads the owner stored (id -> messages), saved, in
+                ``"thread_order"`` then by id; messages the state itself holds
+                (an older release's) follow them, unsaved (docs/yarn.md).
 
         Raises:
             InvalidArgumentError: ``state`` is malformed or of an unknown
@@ -735,48 +778,20 @@ class YaRN:
         yarn = cls(
             summarizer=summarizer, ask_tools=ask_tools, main_thread=main_thread, summary=summary
         )
-        threads = state.get("threads", {})
-        if not isinstance(threads, Mapping):
-            raise InvalidArgumentError(f"state.threads must be an object, got {type_name(threads)}")
-        for tid, messages in threads.items():
-            if not isinstance(tid, str) or not tid:
-                raise InvalidArgumentError(f"state.threads has a bad thread id {tid!r}")
-            if not isinstance(messages, list):
-                raise InvalidArgumentError(
-                    f"state.threads[{tid!r}] must be a list, got {type_name(messages)}"
-                )
-            if tid == MAIN_THREAD and main_thread is not None:
-                if messages:
-                    raise InvalidArgumentError(
-                        "the state holds its own main thread; do not pass main_thread"
-                    )
-                continue
-            try:
-                yarn._threads[tid] = normalize_messages(messages)
-            except InvalidMessageError as exc:
-                raise InvalidArgumentError(f"state.threads[{tid!r}]: {exc}") from exc
-        pending = state.get("pending", {})
-        if not isinstance(pending, Mapping):
-            raise InvalidArgumentError(f"state.pending must be an object, got {type_name(pending)}")
-        question = pending.get("question")
-        if question is not None and not isinstance(question, str):
-            raise InvalidArgumentError("state.pending.question must be a string or null")
-        asks = pending.get("asks", [])
-        if not isinstance(asks, list) or not all(
-            isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
-            for pair in asks
-        ):
-            raise InvalidArgumentError("state.pending.asks must be a list of [call_id, question]")
-        yarn._pending_question = question
-        yarn._pending_asks = dict(asks)
+        main_given = main_thread is not None
+        in_state = read_threads(state, main_given=main_given)
+        if saved_threads is not None:
+            for tid, copies in read_saved(saved_threads, state, main_given=main_given):
+                yarn._threads.setdefault(tid, []).extend(copies)
+                yarn._saved[tid] = len(yarn._threads[tid])
+        for tid, copies in in_state:
+            yarn._threads.setdefault(tid, []).extend(copies)
+            if saved_threads is not None and copies:
+                yarn._unsaved[tid] = None  # the owner's next save moves them
+        yarn._pending_question, yarn._pending_asks = read_pending(state)
         return yarn
 
     def __repr__(self) -> str:
         summary = self._summary
         folded = summary.compressed_messages if summary is not None else 0
         return f"YaRN({len(self.thread_ids())} threads, {folded} messages compressed)"
-
-
-def _check_thread_id(thread_id: Any) -> None:
-    if not isinstance(thread_id, str) or not thread_id:
-        raise InvalidArgumentError(f"thread_id must be a non-empty string, got {thread_id!r}")

@@ -347,6 +347,31 @@ def test_bad_arguments_to_writer(store: SessionStore) -> None:
     assert (record.state, record.billing, record.threads) == ({}, [], {})
 
 
+def test_save_state_and_threads_appends_and_replaces_in_one_transaction(
+    store: SessionStore,
+) -> None:
+    sid = store.create().id
+    w = store.writer(sid)
+    w.save_state_and_threads({"a": 1}, {"t2": [user("b")], "t1": [user("a1")]})
+    w.save_state_and_threads({"a": 2}, {"t1": [assistant("a2")], "t3": []})
+    expected = {"t1": [user("a1"), assistant("a2")], "t2": [user("b")]}
+    record = store.load(sid)
+    assert (record.state, record.threads) == ({"a": 2}, expected)
+    # Bad input anywhere (the state, a thread id, a message): nothing is written.
+    for state, threads, error in [
+        ({"x": object()}, {"t1": [user("c")]}, InvalidArgumentError),
+        ({"a": 3}, {"t1": [user("c")], "": [user("d")]}, InvalidArgumentError),
+        ({"a": 3}, {"t1": [user("c")], "t4": [{"content": "no role"}]}, InvalidMessageError),
+    ]:
+        with pytest.raises(error):
+            w.save_state_and_threads(state, threads)
+        record = store.load(sid)
+        assert (record.state, record.threads) == ({"a": 2}, expected)
+    store.delete(sid)
+    with pytest.raises(SessionNotFoundError):
+        w.save_state_and_threads({"a": 3}, {"t1": [user("c")]})
+
+
 def test_updated_at_moves_with_activity_not_with_rename(store: SessionStore, clock: Clock) -> None:
     sid = store.create().id
     w = store.writer(sid)

@@ -1054,3 +1054,72 @@ def test_extraction_module_reads_the_same_facts_the_summary_holds() -> None:
 def test_python_run_from_the_shell_writing_literal_paths(command: str, expected: list[str]) -> None:
     s = ThreadSummary.from_messages([assistant(None, call("c1", "bash", command=command))])
     assert list(s.files_touched) == expected
+
+
+# ---------------------------------------------------------------- persistence hooks (sessions)
+
+
+def _msgs(tag: str, n: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"{tag} {i}"} for i in range(n)]
+
+
+def test_state_without_threads_keeps_only_their_order() -> None:
+    yarn = YaRN(main_thread=[])
+    yarn.archive(_msgs("b", 2), "b")
+    yarn.archive(_msgs("a", 1), "a")
+    full = yarn.state()
+    assert full["threads"] == {"b": _msgs("b", 2), "a": _msgs("a", 1)}
+    assert "thread_order" not in full
+    light = yarn.state(include_threads=False)
+    assert "threads" not in light
+    assert light["thread_order"] == ["b", "a"]
+    assert {k: v for k, v in light.items() if k != "thread_order"} == {
+        k: v for k, v in full.items() if k != "threads"
+    }
+
+
+def test_unsaved_threads_lists_only_what_came_after_the_last_mark() -> None:
+    yarn = YaRN(main_thread=[])
+    assert yarn.unsaved_threads() == {}
+    yarn.archive(_msgs("b", 2), "b")
+    yarn.archive(_msgs("a", 1), "a")
+    first = yarn.unsaved_threads()
+    assert first == {"b": (0, _msgs("b", 2)), "a": (0, _msgs("a", 1))}
+    yarn.archive(_msgs("b-late", 1), "b")  # after the snapshot, before the mark
+    yarn.mark_saved(first)
+    assert yarn.unsaved_threads() == {"b": (2, _msgs("b-late", 1))}
+    yarn.mark_saved(yarn.unsaved_threads())
+    assert yarn.unsaved_threads() == {}
+    yarn.archive([{"role": "user", "content": "t", "transient": True}], "a")
+    assert yarn.unsaved_threads() == {}  # nothing archived: nothing to save
+
+
+def test_from_state_places_saved_threads_first_and_state_threads_after() -> None:
+    legacy = YaRN(main_thread=[])
+    legacy.archive(_msgs("json-c", 1), "c")
+    legacy.archive(_msgs("json-a", 1), "a")
+    state = legacy.state()  # an older release's state: threads inside
+    state["thread_order"] = ["a", "empty"]
+    yarn = YaRN.from_state(
+        state, main_thread=[], saved_threads={"a": _msgs("row-a", 2), "b": _msgs("row-b", 1)}
+    )
+    assert yarn.thread_ids() == ["main", "a", "empty", "b", "c"]
+    assert yarn.thread("a") == _msgs("row-a", 2) + _msgs("json-a", 1)
+    assert yarn.thread("empty") == []
+    assert yarn.unsaved_threads() == {"c": (0, _msgs("json-c", 1)), "a": (2, _msgs("json-a", 1))}
+    # without saved_threads (a standalone YaRN) nothing is owed to an owner
+    assert YaRN.from_state(state, main_thread=[]).unsaved_threads() == {}
+
+
+@pytest.mark.parametrize("order", ["a", [1], None])
+def test_from_state_refuses_a_bad_thread_order(order: Any) -> None:
+    state = YaRN(main_thread=[]).state(include_threads=False)
+    state["thread_order"] = order
+    with pytest.raises(InvalidArgumentError, match="thread_order"):
+        YaRN.from_state(state, main_thread=[], saved_threads={})
+
+
+def test_from_state_refuses_a_saved_thread_named_main() -> None:
+    state = YaRN(main_thread=[]).state(include_threads=False)
+    with pytest.raises(InvalidArgumentError, match="main"):
+        YaRN.from_state(state, main_thread=[], saved_threads={"main": _msgs("m", 1)})

@@ -174,12 +174,7 @@ class SessionWriter:
             SessionNotFoundError: the session no longer exists.
             StorageError: the write failed; the previous state is intact.
         """
-        if not isinstance(state, Mapping):
-            raise InvalidArgumentError(f"state must be a dict, got {type(state).__name__}")
-        try:
-            text = orjson.dumps(state if isinstance(state, dict) else dict(state)).decode("utf-8")
-        except orjson.JSONEncodeError as exc:
-            raise InvalidArgumentError(f"state is not JSON-serialisable: {exc}") from exc
+        text = _encode_state(state)
         with self._write(f"save the state of session {self._id}") as sql:
             if not sql.save_state(self._id, text, self._store._now()):
                 raise SessionNotFoundError(self._id)
@@ -237,8 +232,7 @@ class SessionWriter:
             SessionNotFoundError: the session no longer exists.
             StorageError: the write failed; nothing was written.
         """
-        if not isinstance(thread_id, str) or not thread_id:
-            raise InvalidArgumentError(f"thread_id must be a non-empty string, got {thread_id!r}")
+        _check_thread_id(thread_id)
         rows = _encode_messages(messages)
         if not rows:
             return
@@ -246,6 +240,39 @@ class SessionWriter:
             self._touch(sql)
             start = sql.next_seq(self._id, thread_id)
             sql.insert_thread_rows(self._id, thread_id, start, _rows_at(start, rows))
+
+    def save_state_and_threads(
+        self, state: Mapping[str, Any], threads: Mapping[str, Sequence[Mapping[str, Any]]]
+    ) -> None:
+        """Append to side threads and replace the state, in one transaction.
+
+        A session saves its YaRN side threads this way: the messages archived
+        since its last save (O(their size); stored rows are never rewritten)
+        with the state that lists the threads' order. Either both are written
+        or, on any failure or kill, neither.
+
+        Args:
+            state: As for :meth:`save_state`.
+            threads: Thread id -> messages to append after that thread's rows.
+
+        Raises:
+            InvalidArgumentError: ``state`` is not a JSON-serialisable mapping,
+                or a thread id is not a non-empty string.
+            InvalidMessageError: a message cannot be stored.
+            SessionNotFoundError: the session no longer exists.
+            StorageError: the write failed; the previous state and threads are intact.
+        """
+        encoded = [(_check_thread_id(tid), _encode_messages(ms)) for tid, ms in threads.items()]
+        text = _encode_state(state)
+        with self._write(f"save the state and threads of session {self._id}") as sql:
+            if any(rows for _, rows in encoded):
+                self._touch(sql)  # a deleted session is SessionNotFoundError, not a foreign key
+            for thread_id, rows in encoded:
+                if rows:
+                    start = sql.next_seq(self._id, thread_id)
+                    sql.insert_thread_rows(self._id, thread_id, start, _rows_at(start, rows))
+            if not sql.save_state(self._id, text, self._store._now()):
+                raise SessionNotFoundError(self._id)
 
     def rename(self, name: str | None) -> None:
         """Set the session's name (``updated_at`` is left alone: renaming is not activity).
@@ -259,6 +286,21 @@ class SessionWriter:
 
     def __repr__(self) -> str:
         return f"<SessionWriter {self._id!r}>"
+
+
+def _check_thread_id(thread_id: Any) -> str:
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidArgumentError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    return thread_id
+
+
+def _encode_state(state: Any) -> str:
+    if not isinstance(state, Mapping):
+        raise InvalidArgumentError(f"state must be a dict, got {type(state).__name__}")
+    try:
+        return orjson.dumps(state if isinstance(state, dict) else dict(state)).decode("utf-8")
+    except orjson.JSONEncodeError as exc:
+        raise InvalidArgumentError(f"state is not JSON-serialisable: {exc}") from exc
 
 
 if TYPE_CHECKING:
