@@ -1,4 +1,4 @@
-"""The package's import graph, every import included: no cycle, no reach into another part's privates.
+"""The package's import graph, every import included: no cycle, no reach into private names.
 
 DESIGN section 1: "No import cycles, type-only imports included", and "a part
 never imports another part's private names". ``tests/test_layout.py`` checks
@@ -31,6 +31,7 @@ modules. The shared helper modules ``agentmem._xxx`` are public to every part
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,9 +197,7 @@ def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 
 def _describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
-    steps = [
-        f"{a} (line {graph[a][b]}) -> {b}" for a, b in zip(cycle, cycle[1:], strict=False)
-    ]
+    steps = [f"{a} (line {graph[a][b]}) -> {b}" for a, b in itertools.pairwise(cycle)]
     return "\n    ".join(steps)
 
 
