@@ -13,10 +13,12 @@ per conversation::
             ...
         s.finish_task()
 
-The facade owns no logic a part should own. It builds the stores once and
-hands every session a :class:`~agentmem.session.SessionWiring`: the stores,
-the host's components, the settings and the paths a session uses (the
-session never sees the ``Memory``). A session wires, from it:
+The facade owns no logic a part should own. It builds the stores once;
+:meth:`Memory.session` opens or creates the stored session, takes its lock
+and hands the session a :class:`~agentmem.session.SessionWiring` made from
+the memory's configuration at that moment: the stores, the host's
+components, the settings and the paths a session uses (the session never
+sees the ``Memory``). A session wires, from it:
 
 * a :class:`~agentmem.history.MessageHistory` whose observer is the session
   store's writer, so every mutation (through ``s.append`` or ``s.history``)
