@@ -114,11 +114,6 @@ _HEADINGS = {
 _WORD = re.compile(r"\w+")
 
 
-def _prompt_line(entry: LTMEntry) -> str:
-    body = f"{entry.text} -> {entry.detail}" if entry.detail else entry.text
-    return f"- {' '.join(body.split())} (confidence {entry.confidence:.2f})"
-
-
 def normalise(text: str) -> str:
     """The form two texts are compared in: case-folded words, punctuation dropped, sorted."""
     return " ".join(sorted(_WORD.findall(text.casefold())))
@@ -349,6 +344,12 @@ def _check_examples(value: object) -> tuple[str, ...]:
     for index, example in enumerate(examples):
         _check_text(f"examples[{index}]", example)
     return tuple(sanitize_text(e) for e in examples[-MAX_EXAMPLES:])
+
+
+def _prompt_line(entry: LTMEntry) -> str:
+    """One line of the prompt block: the entry's text (and detail), its confidence."""
+    body = f"{entry.text} -> {entry.detail}" if entry.detail else entry.text
+    return f"- {' '.join(body.split())} (confidence {entry.confidence:.2f})"
 
 
 class LongTermMemory:
