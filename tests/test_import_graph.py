@@ -65,14 +65,10 @@ class Import:
     name: str | None  # the attribute imported from ``module`` (None: the module itself)
 
 
-def _package_of(name: str) -> str:
-    return name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
-
-
-def _absolute(source: str, node: ast.ImportFrom) -> str:
+def _absolute(package: str, node: ast.ImportFrom) -> str:
     if not node.level:
         return node.module or ""
-    base = _package_of(source)
+    base = package
     if node.level > 1:
         base = base.rsplit(".", node.level - 1)[0]
     return f"{base}.{node.module}" if node.module else base
@@ -88,16 +84,19 @@ def _literal_import_module(node: ast.Call) -> str | None:
     return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
 
 
-def _imports(source: str) -> Iterator[Import]:
-    """Every agentmem import of ``source``, at any depth of its syntax tree."""
-    tree = ast.parse(MODULES[source].read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+def _imports(source: str, text: str, *, package: str) -> Iterator[Import]:
+    """Every agentmem import of module ``source`` (``text``), at any depth of its syntax tree.
+
+    ``package`` is the package relative imports start from (``source`` itself
+    for a package's ``__init__``).
+    """
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == ROOT or alias.name.startswith(ROOT + "."):
                     yield Import(source, node.lineno, alias.name, None)
         elif isinstance(node, ast.ImportFrom):
-            module = _absolute(source, node)
+            module = _absolute(package, node)
             if module != ROOT and not module.startswith(ROOT + "."):
                 continue
             for alias in node.names:
@@ -112,7 +111,13 @@ def _imports(source: str) -> Iterator[Import]:
                 yield Import(source, node.lineno, name, None)
 
 
-IMPORTS = [imp for source in MODULES for imp in _imports(source)]
+def _module_imports(source: str) -> Iterator[Import]:
+    path = MODULES[source]
+    package = source if path.name == "__init__.py" else source.rpartition(".")[0]
+    return _imports(source, path.read_text(encoding="utf-8"), package=package)
+
+
+IMPORTS = [imp for source in MODULES for imp in _module_imports(source)]
 
 
 def _graph(imports: list[Import]) -> dict[str, dict[str, int]]:
@@ -223,15 +228,47 @@ def _reaches_into(imp: Import) -> bool:
 # ------------------------------------------------------------------ the parser
 
 
+SAMPLE = """
+import importlib
+from typing import TYPE_CHECKING
+
+import agentmem.errors
+from agentmem import messages, Memory
+from agentmem.protocols import TokenCounter as Counter
+from . import history
+from .session_store import writer
+
+if TYPE_CHECKING:
+    from agentmem.ltm import LongTermMemory
+
+def later():
+    from agentmem.topics import TopicStore
+    try:
+        import agentmem.notes
+    except ImportError:
+        pass
+    return importlib.import_module("agentmem.recall")
+"""
+
+
 def test_the_parser_sees_every_kind_of_import() -> None:
-    # A graph without edges would pass every check below: pin one edge of each kind.
+    # A graph without edges would pass every check below: pin each kind of import.
+    found = {(i.module, i.name) for i in _imports("agentmem.sample", SAMPLE, package=ROOT)}
+    assert found == {
+        ("agentmem.errors", None),  # import agentmem.x
+        ("agentmem.messages", None),  # from agentmem import <submodule>
+        ("agentmem", "Memory"),  # from agentmem import <re-export>: the package
+        ("agentmem.protocols", "TokenCounter"),  # from agentmem.x import Name as alias
+        ("agentmem.history", None),  # relative, a submodule
+        ("agentmem.session_store.writer", None),  # relative, a subpackage's submodule
+        ("agentmem.ltm", "LongTermMemory"),  # under TYPE_CHECKING
+        ("agentmem.topics", "TopicStore"),  # inside a function
+        ("agentmem.notes", None),  # inside a try, inside a function
+        ("agentmem.recall", None),  # importlib.import_module with a literal name
+    }
     graph = _graph(IMPORTS)
-    assert "agentmem.errors" in graph["agentmem.memory"]  # from agentmem.x import Name
-    assert "agentmem._codecs.anthropic" in graph["agentmem.messages"]  # a submodule
-    # under TYPE_CHECKING (_facade_args) and inside a function (the same module, line 168)
-    facade_args = [i for i in IMPORTS if i.source == "agentmem._facade_args"]
-    assert len({i.line for i in facade_args if i.module == "agentmem.context"}) == 2
-    assert "agentmem.semantic.local" in graph["agentmem.semantic"]  # TYPE_CHECKING re-export
+    assert "agentmem.session" in graph["agentmem.memory"]
+    assert "agentmem.memory" in graph["agentmem"]  # a package's re-exports are its edges
     for module in graph:
         assert set(graph[module]) <= set(MODULES), module  # every edge names a real module
 
