@@ -3,8 +3,9 @@
 A session's state (saved by the facade beside its messages) is one JSON
 object: a format header and one part per component that remembers where it
 stands (``window``, ``yarn``, ``tasks``, ``estimator``, and ``extensions``: the
-semantic-memory personas and turn blocks, :mod:`agentmem.semantic._resume`). A part written by a
-newer release, or one this release does not know, is *kept*: it is never
+semantic-memory personas and turn blocks, read by
+:func:`agentmem.semantic.extension.read_extensions_state`). A part written by
+a newer release, or one this release does not know, is *kept*: it is never
 read, and it goes back unchanged on every save, so an older agentmem never
 overwrites what a newer one wrote (docs/storage.md, "State parts").
 """
@@ -19,7 +20,7 @@ from agentmem._storage.formats import check_format
 from agentmem.errors import AgentMemError, FormatVersionError
 from agentmem.estimator import LearningEstimator
 from agentmem.history import MessageHistory
-from agentmem.semantic._resume import read_extensions_state
+from agentmem.semantic.extension import read_extensions_state
 from agentmem.stm import ShortTermMemory
 from agentmem.yarn import YaRN
 

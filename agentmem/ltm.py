@@ -43,6 +43,10 @@ U+FFFD (:func:`agentmem._json.sanitize_text`, the rule messages follow), so
 any string can be stored. Nothing is read or written through a symlink under
 the root (:func:`~agentmem._storage.files.check_inside`).
 
+**In the system prompt** a session puts :meth:`LongTermMemory.prompt_block`:
+the entries most worth knowing, under a token cap (the one renderer and
+budget rule of :mod:`agentmem._prompt_budget`).
+
 With ``path=None`` (incognito) everything lives in memory only.
 """
 
@@ -63,6 +67,7 @@ from typing import Any
 
 from agentmem._facade_args import check_int, check_str, config_path
 from agentmem._json import sanitize_text
+from agentmem._prompt_budget import block_budget, render_within
 from agentmem._storage.files import (
     atomic_write_bytes,
     check_inside,
@@ -98,6 +103,8 @@ KINDS = (
 MAX_TEXT_CHARS = 4000
 MAX_EXAMPLES = 20
 LOCK_TIMEOUT = 60.0
+PROMPT_TOKENS = 2000
+"""Most tokens of a session's long-term memory block (and at most a tenth of its window)."""
 RENDER_LIMITS = {"discoveries": 15, "problem_solutions": 15, "code_patterns": 10}
 _HEADINGS = {
     "discoveries": "Known facts about this project",
@@ -337,6 +344,12 @@ def _check_examples(value: object) -> tuple[str, ...]:
     for index, example in enumerate(examples):
         _check_text(f"examples[{index}]", example)
     return tuple(sanitize_text(e) for e in examples[-MAX_EXAMPLES:])
+
+
+def _prompt_line(entry: LTMEntry) -> str:
+    """One line of the prompt block: the entry's text (and detail), its confidence."""
+    body = f"{entry.text} -> {entry.detail}" if entry.detail else entry.text
+    return f"- {' '.join(body.split())} (confidence {entry.confidence:.2f})"
 
 
 class LongTermMemory:
@@ -716,14 +729,15 @@ class LongTermMemory:
     # ------------------------------------------------------------------ prompt
 
     def render_for_prompt(
-        self, max_tokens: int = 2000, *, token_counter: TokenCounter | None = None
+        self, max_tokens: int = PROMPT_TOKENS, *, token_counter: TokenCounter | None = None
     ) -> str:
         """Markdown for the system prompt, or ``""`` when there is nothing to say.
 
         Up to 15 discoveries, 15 solutions and 10 patterns, most confident and
-        newest first; lines are added while the whole text stays within
+        newest first, each kind under its heading. The whole text stays within
         ``max_tokens`` as counted by ``token_counter`` (a heuristic counter
-        when omitted).
+        when omitted): a line that does not fit is left out and the next ones
+        are still tried (:func:`agentmem._prompt_budget.render_within`).
         """
         if type(max_tokens) is not int or max_tokens < 0:
             raise InvalidArgumentError(f"max_tokens must be a non-negative int, got {max_tokens!r}")
@@ -731,25 +745,26 @@ class LongTermMemory:
             raise InvalidArgumentError(
                 f"token_counter must provide count_text(text), got {type(token_counter).__name__}"
             )
+        lines = [
+            (f"## {_HEADINGS[kind]}", _prompt_line(entry))
+            for kind, limit in RENDER_LIMITS.items()
+            for entry in self.entries(kind)[:limit]
+        ]
         counter = token_counter or HeuristicCounter()
-        lines: list[str] = []
-        text = ""
-        for kind, limit in RENDER_LIMITS.items():
-            chosen = self.entries(kind)[:limit]
-            if not chosen:
-                continue
-            block = [f"## {_HEADINGS[kind]}"]
-            for entry in chosen:
-                body = f"{entry.text} -> {entry.detail}" if entry.detail else entry.text
-                line = f"- {' '.join(body.split())} (confidence {entry.confidence:.2f})"
-                candidate = "\n".join([*lines, *block, line])
-                if counter.count_text("# Long-term memory\n" + candidate) > max_tokens:
-                    break
-                block.append(line)
-            if len(block) > 1:
-                lines.extend(block)
-                text = "# Long-term memory\n" + "\n".join(lines)
-        return text
+        return render_within(lines, max_tokens, counter, head="# Long-term memory")
+
+    def prompt_block(self, context_window: int, token_counter: TokenCounter) -> str:
+        """What a session with ``context_window`` puts in its system prompt.
+
+        :meth:`render_for_prompt` within :data:`PROMPT_TOKENS`, and at most a
+        tenth of the window (:func:`agentmem._prompt_budget.block_budget`).
+
+        Raises:
+            AgentMemError: ``ltm.json`` cannot be read (a session logs it and opens
+                without the block).
+        """
+        budget = block_budget(PROMPT_TOKENS, context_window)
+        return self.render_for_prompt(budget, token_counter=token_counter)
 
     def __len__(self) -> int:
         return len(self._snapshot())

@@ -13,7 +13,12 @@ per conversation::
             ...
         s.finish_task()
 
-The facade owns no logic a part should own. It wires:
+The facade owns no logic a part should own. It builds the stores once;
+:meth:`Memory.session` opens or creates the stored session, takes its lock
+and hands the session a :class:`~agentmem.session.SessionWiring` made from
+the memory's configuration at that moment: the stores, the host's
+components, the settings and the paths a session uses (the session never
+sees the ``Memory``). A session wires, from it:
 
 * a :class:`~agentmem.history.MessageHistory` whose observer is the session
   store's writer, so every mutation (through ``s.append`` or ``s.history``)
@@ -44,7 +49,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -60,7 +64,6 @@ from agentmem._facade_args import (
 from agentmem._storage.gc import gc_paused
 from agentmem.context import ContextSettings, session_tools
 from agentmem.errors import (
-    AgentMemError,
     ConfigurationError,
     InvalidArgumentError,
     SessionNotFoundError,
@@ -87,6 +90,7 @@ from agentmem.session import (
     SESSIONS_FILE,
     SNAPSHOTS_DIR,
     Session,
+    SessionWiring,
     Usage,
 )
 from agentmem.session_store import (
@@ -99,11 +103,8 @@ from agentmem.topics import TOPICS_DIR, TopicStore
 
 __all__ = ["Memory", "Session", "Usage"]
 
-_log = logging.getLogger("agentmem.memory")
-
 LTM_FILE = "ltm.json"
 NOTES_DIR = "memory"
-LTM_PROMPT_TOKENS = 2000
 
 
 class Memory:
@@ -319,6 +320,7 @@ class Memory:
             raise InvalidArgumentError(f"name must be a string or None, got {name!r}")
         extensions = check_extensions(extensions)
         store = self.sessions
+        wiring = self._session_wiring()
         if not create:
             if session_id is None:
                 raise InvalidArgumentError("create=False needs the id of a stored session")
@@ -345,8 +347,8 @@ class Memory:
                     record = store.load(lock.session_id)
                     if name is not None and name != record.info.name:
                         store.rename(record.info.id, name)
-                    session = Session._resume(
-                        self,
+                    session = Session.resume(
+                        wiring,
                         record,
                         lock,
                         model=model,
@@ -371,8 +373,8 @@ class Memory:
                 )
                 if lock is None:
                     lock = store.lock(info.id)
-                session = Session._new(
-                    self,
+                session = Session.create(
+                    wiring,
                     info,
                     lock,
                     extensions=extensions,
@@ -387,28 +389,25 @@ class Memory:
         self._open[session.id] = session
         return session
 
-    def _ltm_injection(self, token_counter: TokenCounter, context_window: int) -> str:
-        """Long-term memory for a session's system prompt ("" when disabled or incognito)."""
-        if self.incognito or not self.ltm_enabled:
-            return ""
-        budget = min(LTM_PROMPT_TOKENS, context_window // 10)
-        try:
-            return self.ltm.render_for_prompt(budget, token_counter=token_counter)
-        except AgentMemError as exc:  # an unreadable ltm.json must not stop a session
-            _log.warning("long-term memory not injected: %s", exc)
-            return ""
-
-    def _topics_injection(self, token_counter: TokenCounter, context_window: int) -> str:
-        """Topic files for a session's system prompt ("" when incognito or disabled)."""
-        settings = self.memory_update
-        if self.incognito or not settings.inject_topics:
-            return ""
-        budget = min(settings.prompt_tokens, context_window // 10)
-        try:
-            return self.topics.render_for_prompt(budget, token_counter=token_counter)
-        except AgentMemError as exc:  # an unreadable memories/ must not stop a session
-            _log.warning("topic files not injected: %s", exc)
-            return ""
+    def _session_wiring(self) -> SessionWiring:
+        """What a session is built from: this memory's stores, components and settings."""
+        return SessionWiring(
+            sessions=self.sessions,
+            working_dir=self.working_dir,
+            root=self.root,
+            ltm=self.ltm,
+            topics=self.topics,
+            ltm_enabled=self.ltm_enabled,
+            incognito=self.incognito,
+            llm=self.llm,
+            summarizer=self.summarizer,
+            token_counter=self.token_counter,
+            reporter=self.reporter,
+            scrubber=self.scrubber,
+            context=self._context,
+            memory_update=self.memory_update,
+            on_close=self._forget,
+        )
 
     def recall(
         self,

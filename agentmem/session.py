@@ -1,7 +1,16 @@
 """Session: one conversation, wired from the parts (see :mod:`agentmem.memory`).
 
-A :class:`Session` is made by :meth:`agentmem.Memory.session`, never directly.
-It holds the durable :class:`~agentmem.history.MessageHistory` (observed by
+A :class:`Session` is made by :meth:`agentmem.Memory.session`, which opens or
+creates the stored session, takes its lock and calls :meth:`Session.create`
+or :meth:`Session.resume` with a :class:`SessionWiring`: a small frozen
+object holding exactly what a session uses (the session store, the long-term
+memory and topic files it injects, the LLM, summarizer and token counter,
+the settings, the paths, the progress reporter, the scrubber and a close
+callback). A session never sees the :class:`~agentmem.memory.Memory`, so it
+can be built and tested without one, and this module does not import the
+facade.
+
+A session holds the durable :class:`~agentmem.history.MessageHistory` (observed by
 the session store's writer), the working window, the YaRN archive, the
 context manager, the session's own token counter and its task tracker, and
 saves their positions as the session state (:mod:`agentmem._session_state`).
@@ -20,17 +29,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 from agentmem._events import emit, operation
 from agentmem._facade_args import (
     check_injections,
     cost_value,
 )
+from agentmem._prompt_budget import block_budget
 from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
 from agentmem._storage.files import atomic_write_text, make_dirs
 from agentmem._tool_specs import provider_tools
@@ -38,6 +49,7 @@ from agentmem._usage import Usage, message_summary, session_counter
 from agentmem.context import (
     ContextBuild,
     ContextManager,
+    ContextSettings,
     TrimEvent,
     check_overflow_attempt,
     progress_of,
@@ -50,9 +62,11 @@ from agentmem.errors import (
     SessionClosedError,
 )
 from agentmem.history import MessageHistory, ValidatedMessages
+from agentmem.ltm import LongTermMemory
 from agentmem.memory_updater import (
     MemoryUpdater,
     MemoryUpdateResult,
+    MemoryUpdateSettings,
     billing_records,
     check_tools,
     fork_args,
@@ -60,26 +74,28 @@ from agentmem.memory_updater import (
 )
 from agentmem.messages import Message, message_mapping
 from agentmem.protocols import (
+    LLM,
     CalibratingCounter,
+    ProgressReporter,
+    Summarizer,
     TokenCounter,
 )
-from agentmem.scrub import scrub_with
+from agentmem.scrub import Scrubber, scrub_with
 from agentmem.semantic.extension import SemanticMemoryExtension, SessionExtensions
 from agentmem.session_store import (
     BillingRecord,
     SessionInfo,
     SessionLock,
     SessionRecord,
+    SessionStore,
 )
 from agentmem.stm import ShortTermMemory
 from agentmem.tasks import TaskGate, TaskHandle, TaskTracker, finish_interrupted_start
 from agentmem.time_machine import RestoreResult, TimeMachine
+from agentmem.topics import TopicStore
 from agentmem.yarn import YaRN
 
-if TYPE_CHECKING:
-    from agentmem.memory import Memory
-
-__all__ = ["Session", "Usage"]
+__all__ = ["Session", "SessionWiring", "Usage"]
 
 _log = logging.getLogger("agentmem.memory")
 
@@ -96,10 +112,92 @@ PERSONA_PROMPT_TOKENS = 1000
 """Most tokens the extensions' resident personas take in the system prompt."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class SessionWiring:
+    """What a :class:`Session` is built from: the parts and settings it uses, nothing more.
+
+    :class:`~agentmem.memory.Memory` makes one from its own configuration and
+    passes it to every session it opens; a test (or another host) can make
+    one by hand. The stores are shared with whoever made the wiring; a
+    session never closes them.
+
+    Attributes:
+        sessions: Where the session's messages, state and billing are stored.
+        working_dir: The project directory (the time machine snapshots files under it).
+        root: The memory directory: ``snapshots/`` and ``memory/session_progress.md``
+            go under it (nothing is written there when ``incognito``).
+        topics: The memory updater's topic files (it reads and writes them).
+        ltm: Long-term memory, for the system prompt (with ``ltm_enabled``).
+        ltm_enabled: Put ``ltm``'s block into every system prompt.
+        incognito: Write nothing outside ``sessions``; inject neither long-term
+            memory nor topic files; never run the memory updater.
+        llm: The host's model, for the memory updater (``None``: no updates).
+        summarizer: Optional LLM summarizer of the thread summary.
+        token_counter: The host's counter (``None``: chosen by model name); a
+            calibrating counter is deep-copied per session.
+        reporter: Receives the session's progress events.
+        scrubber: Redacts secrets in the progress file and task summaries.
+        context: The default :class:`~agentmem.context.ContextSettings`
+            (``context_window`` is the session's own).
+        memory_update: When and how the memory updater runs, and the topic
+            files' prompt budget.
+        on_close: Called with the session once it closed (the Memory forgets it).
+    """
+
+    sessions: SessionStore
+    working_dir: Path
+    root: Path
+    ltm: LongTermMemory
+    topics: TopicStore
+    ltm_enabled: bool = True
+    incognito: bool = False
+    llm: LLM | Any | None = None
+    summarizer: Summarizer | None = None
+    token_counter: TokenCounter | None = None
+    reporter: ProgressReporter | None = None
+    scrubber: Scrubber | None = None
+    context: ContextSettings = field(default_factory=ContextSettings)
+    memory_update: MemoryUpdateSettings = field(default_factory=MemoryUpdateSettings)
+    on_close: Callable[[Session], None] | None = None
+
+    def prompt_blocks(self, token_counter: TokenCounter, context_window: int) -> tuple[str, str]:
+        """The long-term memory and topic blocks of a session's system prompt.
+
+        Each part renders its own block under its cap
+        (:meth:`~agentmem.ltm.LongTermMemory.prompt_block`,
+        :meth:`~agentmem.topics.TopicStore.prompt_block`); ``""`` for one that
+        is disabled, in incognito mode, or unreadable (logged: an unreadable
+        file must not stop a session).
+        """
+        ltm = topics = ""
+        if self.ltm_enabled and not self.incognito:
+            ltm = _unless_unreadable(
+                "long-term memory", lambda: self.ltm.prompt_block(context_window, token_counter)
+            )
+        settings = self.memory_update
+        if settings.inject_topics and not self.incognito:
+            topics = _unless_unreadable(
+                "topic files",
+                lambda: self.topics.prompt_block(
+                    context_window, settings.prompt_tokens, token_counter
+                ),
+            )
+        return ltm, topics
+
+
+def _unless_unreadable(what: str, render: Callable[[], str]) -> str:
+    try:
+        return render()
+    except AgentMemError as exc:
+        _log.warning("%s not injected: %s", what, exc)
+        return ""
+
+
 class Session:
     """One conversation: durable history, working window, archive and context pipeline.
 
-    Made by :meth:`Memory.session`; not constructed directly.
+    Made by :meth:`Memory.session` (through :meth:`create` and :meth:`resume`,
+    from a :class:`SessionWiring`); not constructed directly.
 
     Attributes:
         id: The session id.
@@ -155,7 +253,7 @@ class Session:
 
     def __init__(
         self,
-        memory: Memory,
+        wiring: SessionWiring,
         info: SessionInfo,
         lock: SessionLock,
         state: Mapping[str, Any] | None,
@@ -171,7 +269,7 @@ class Session:
         max_output_tokens: int | None = None,
         threads: Mapping[str, Sequence[Message]] | None = None,
     ) -> None:
-        self._memory = memory
+        self._wiring = wiring
         self.tools = tools
         self.max_output_tokens = max_output_tokens
         self.subagent = subagent
@@ -185,9 +283,9 @@ class Session:
         self.context_window = context_window
         self.created_at: float = info.created_at
         self.working_directory = info.working_directory
-        self._writer = memory.sessions.writer(self.id)
+        self._writer = wiring.sessions.writer(self.id)
         self._saving = threading.Lock()  # one state save at a time (see _save_state)
-        self.token_counter: TokenCounter = session_counter(memory.token_counter, model)
+        self.token_counter: TokenCounter = session_counter(wiring.token_counter, model)
         self._calibration: CalibratingCounter | None = (
             self.token_counter if isinstance(self.token_counter, CalibratingCounter) else None
         )
@@ -207,13 +305,13 @@ class Session:
                 self.window.restore(state["window"])
             except AgentMemError as exc:
                 _log.warning("session %s: window position not restored (%s)", self.id, exc)
-        settings = memory._context.model_copy(update={"context_window": context_window})
+        settings = wiring.context.model_copy(update={"context_window": context_window})
         self.context_manager = ContextManager(
             settings,
             window=self.window,
             yarn=self.yarn,
             checkpoint=self._checkpoint,
-            reporter=memory.reporter,
+            reporter=wiring.reporter,
         )
         estimator = state.get("estimator")
         if estimator and self._calibration is not None:
@@ -223,14 +321,14 @@ class Session:
                 _log.warning("session %s: token calibration not restored (%s)", self.id, exc)
         # The time machine owns task ids and the active task; the session reads both there.
         self.time_machine = TimeMachine(
-            memory.working_dir,
+            wiring.working_dir,
             self.id,
-            None if memory.incognito else memory.root / SNAPSHOTS_DIR,
-            memory_root=memory.root,
+            None if wiring.incognito else wiring.root / SNAPSHOTS_DIR,
+            memory_root=wiring.root,
             known_task_ids={m.get("task_id") for m in messages},
         )
         finish_interrupted_start(
-            self.time_machine, messages, lambda m: message_summary(m, memory.scrubber)
+            self.time_machine, messages, lambda m: message_summary(m, wiring.scrubber)
         )
         self.tasks = TaskTracker(state.get("tasks"), active=self.time_machine.active_task_id)
         self._gate = TaskGate(lambda: self.time_machine.active_task_id)
@@ -238,8 +336,11 @@ class Session:
         self._closed = False
         # Long-term memory enters the system prompt once per open, not per turn, so the
         # prompt prefix stays the same (cacheable) for the whole session.
-        self.ltm_prompt: str = memory._ltm_injection(self.token_counter, context_window)
-        self.topics_prompt: str = memory._topics_injection(self.token_counter, context_window)
+        self.ltm_prompt: str
+        self.topics_prompt: str
+        self.ltm_prompt, self.topics_prompt = wiring.prompt_blocks(
+            self.token_counter, context_window
+        )
         self.extensions = tuple(extensions)
         # Semantic memory: the persona joins the system prompt once, like LTM; each user
         # turn's <memory-context> block rides in the payload only (SessionExtensions).
@@ -247,7 +348,7 @@ class Session:
         self._ext = SessionExtensions(
             self.extensions,
             token_counter=self.token_counter,
-            persona_budget=min(PERSONA_PROMPT_TOKENS, context_window // 10),
+            persona_budget=block_budget(PERSONA_PROMPT_TOKENS, context_window),
             stored=state.get("extensions"),
             history=self.history,
             session_id=self.id,
@@ -257,9 +358,9 @@ class Session:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def _new(
+    def create(
         cls,
-        memory: Memory,
+        wiring: SessionWiring,
         info: SessionInfo,
         lock: SessionLock,
         *,
@@ -268,8 +369,13 @@ class Session:
         tools: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
     ) -> Session:
+        """A session over the new, empty stored session ``info`` (its first state saved).
+
+        Hosts call :meth:`Memory.session`, which creates the record, takes
+        ``lock`` (the session's, held until :meth:`close`) and passes its wiring.
+        """
         session = cls(
-            memory,
+            wiring,
             info,
             lock,
             None,
@@ -287,9 +393,9 @@ class Session:
         return session
 
     @classmethod
-    def _resume(
+    def resume(
         cls,
-        memory: Memory,
+        wiring: SessionWiring,
         record: SessionRecord,
         lock: SessionLock,
         *,
@@ -301,12 +407,17 @@ class Session:
         tools: Sequence[Mapping[str, Any]] | None = None,
         max_output_tokens: int | None = None,
     ) -> Session:
+        """A session over the stored session ``record`` (loaded under ``lock``).
+
+        ``model``, ``context_window`` and ``name`` replace the stored ones when given.
+        Hosts call :meth:`Memory.session` (see :meth:`create`).
+        """
         info = record.info
         state, kept, reasons = read_state(record.state, info.id)
         # Every row was checked on load (trusted by checksum, or validated): no second pass.
         messages = ValidatedMessages(record.messages) if record.validated else record.messages
         session = cls(
-            memory,
+            wiring,
             info,
             lock,
             state,
@@ -332,7 +443,7 @@ class Session:
         problems = list(self.time_machine.problems)
         if self.repairs or problems:
             emit(
-                self._memory.reporter,
+                self._wiring.reporter,
                 "session.repaired",
                 {"session_id": self.id, "repairs": dict(self.repairs), "time_machine": problems},
             )
@@ -380,7 +491,7 @@ class Session:
             message["task_id"] = task_id
             stored = self.history.append(message)
             self.time_machine.start_new_task(
-                message_summary(message, self._memory.scrubber), task_id=task_id
+                message_summary(message, self._wiring.scrubber), task_id=task_id
             )
             self.tasks.start(task_id)
             self._save_state()
@@ -444,7 +555,7 @@ class Session:
     def _restoring(self, kind: str, to_task: int | None) -> AbstractContextManager[dict[str, Any]]:
         """``restore.started`` now, ``restore.finished`` when the block ends (progress events)."""
         return operation(
-            self._memory.reporter,
+            self._wiring.reporter,
             "restore",
             session_id=self.id,
             operation=kind,
@@ -719,7 +830,7 @@ class Session:
     def _recovering(self, attempt: int, provider: str) -> AbstractContextManager[dict[str, Any]]:
         """``context.overflow.started``/``.finished`` around one stage-3 build."""
         return operation(
-            self._memory.reporter,
+            self._wiring.reporter,
             "context.overflow",
             session_id=self.id,
             attempt=attempt,
@@ -891,7 +1002,7 @@ class Session:
             tools = provider_tools(self.tools, "openai")  # the fork speaks OpenAI's shape
         # A rebuild's window is already smaller by what the fork adds (its tools included).
         args = self._build_args("openai", (), None, False, tools=(), max_output_tokens=0)
-        chain, summarizer = self._chain(None), self._memory.summarizer
+        chain, summarizer = self._chain(None), self._wiring.summarizer
         return fork_args(
             self.context_manager,
             self._sent,
@@ -910,27 +1021,27 @@ class Session:
         if task_id is not None:
             self.tasks.finish(task_id)
             self._save_state()
-        memory = self._memory
+        wiring = self._wiring
         reason = skip_reason(
-            has_llm=memory.llm is not None,
-            settings=memory.memory_update,
-            incognito=memory.incognito,
+            has_llm=wiring.llm is not None,
+            settings=wiring.memory_update,
+            incognito=wiring.incognito,
             subagent=self.subagent,
             task_id=task_id,
             iterations=iterations,
         )
-        if reason is not None or memory.llm is None:
+        if reason is not None or wiring.llm is None:
             self.last_memory_update = MemoryUpdateResult(
                 ran=False, skipped=reason, session_id=self.id, task_id=task_id, stopped="skipped"
             )
             return task_id, None
         updater = MemoryUpdater(
-            memory.llm,
-            memory.topics,
-            settings=memory.memory_update,
+            wiring.llm,
+            wiring.topics,
+            settings=wiring.memory_update,
             token_counter=self.token_counter,
             context_window=self.context_window,
-            reporter=memory.reporter,
+            reporter=wiring.reporter,
             session_id=self.id,
             task_id=task_id,
         )
@@ -974,7 +1085,7 @@ class Session:
     def _restore_yarn(
         self, part: Mapping[str, Any] | None, threads: Mapping[str, Sequence[Message]]
     ) -> YaRN:
-        summarizer = self._memory.summarizer
+        summarizer = self._wiring.summarizer
         if part:
             try:
                 return YaRN.from_state(
@@ -1027,7 +1138,7 @@ class Session:
 
     def _checkpoint(self, event: TrimEvent) -> None:
         """Write ``memory/session_progress.md`` before a trim (never in incognito mode)."""
-        if self._memory.incognito:
+        if self._wiring.incognito:
             return
         progress = progress_of(self.history, self.yarn.summary, task_chars=2000)
         lines = [
@@ -1042,10 +1153,11 @@ class Session:
             *render_progress(progress, with_summary=True),
             "",
         ]
-        path = self._memory.root / PROGRESS_FILE
-        make_dirs(self._memory.root, path.parent)  # refuses a symlinked memory/ (UnsafePathError)
-        text = scrub_with(self._memory.scrubber, "\n".join(lines))
-        atomic_write_text(path, text, root=self._memory.root)
+        root = self._wiring.root
+        path = root / PROGRESS_FILE
+        make_dirs(root, path.parent)  # refuses a symlinked memory/ (UnsafePathError)
+        text = scrub_with(self._wiring.scrubber, "\n".join(lines))
+        atomic_write_text(path, text, root=root)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -1068,7 +1180,8 @@ class Session:
             self.history.close(f"session {self.id} is closed")
             self._writer.close()
             self._lock.release()
-            self._memory._forget(self)
+            if self._wiring.on_close is not None:
+                self._wiring.on_close(self)
 
     def __enter__(self) -> Session:
         return self

@@ -46,6 +46,10 @@ Guarantees:
   place of the bad bytes) is left where it is, logged once on the
   ``agentmem.storage`` logger and listed in :attr:`TopicStore.problems`.
 
+A session puts :meth:`TopicStore.prompt_block` in its system prompt: whole
+topics, newest first, under a token cap (the one renderer and budget rule of
+:mod:`agentmem._prompt_budget`).
+
 With ``directory=None`` (an incognito Memory) topics live in this object
 only and nothing is written.
 """
@@ -57,13 +61,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentmem._facade_args import check_str, config_path
 from agentmem._json import sanitize_text
+from agentmem._prompt_budget import block_budget, render_within
 from agentmem._storage.files import (
     atomic_write_text,
     check_inside,
@@ -410,7 +415,8 @@ class TopicStore:
 
         Whole topics are added, newest first, while the text stays within
         ``max_tokens``; a topic that does not fit is left out (a smaller,
-        older one may still fit). ``""`` when there is nothing to show.
+        older one may still fit: :func:`agentmem._prompt_budget.render_within`).
+        ``""`` when there is nothing to show.
         Unreadable files are skipped (reading never stops a session), and
         reported (:attr:`problems`, the ``agentmem.storage`` log).
         """
@@ -420,28 +426,41 @@ class TopicStore:
             raise InvalidArgumentError(
                 f"token_counter must provide count_text(text), got {type(token_counter).__name__}"
             )
-        counter = token_counter or self.token_counter
         heading = (
             "# Memory topics\n"
             "Notes this project's earlier tasks left in memories/<topic>.md, newest first."
         )
-        parts: builtins.list[str] = []
-        used = counter.count_text(heading)
+        counter = token_counter or self.token_counter
+        return render_within(
+            self._prompt_blocks(), max_tokens, counter, head=heading, separator="\n\n"
+        )
+
+    def prompt_block(
+        self, context_window: int, max_tokens: int, token_counter: TokenCounter
+    ) -> str:
+        """What a session with ``context_window`` puts in its system prompt.
+
+        :meth:`render_for_prompt` within ``max_tokens`` (the memory update's
+        ``prompt_tokens``), and at most a tenth of the window
+        (:func:`agentmem._prompt_budget.block_budget`).
+
+        Raises:
+            AgentMemError: ``memories/`` cannot be listed (a session logs it and
+                opens without the block).
+        """
+        budget = block_budget(max_tokens, context_window)
+        return self.render_for_prompt(budget, token_counter=token_counter)
+
+    def _prompt_blocks(self) -> Iterator[tuple[None, str]]:
+        """``## <topic>`` and its content per non-empty topic, newest first."""
         for info in sorted(self.list(), key=lambda i: (-i.updated_at, i.topic)):
             try:
                 content = self.read(info.topic)
             except (StorageError, UnsafePathError) as exc:
                 self._report(f"topic {info.topic!r} left out of the prompt: {exc}")
                 continue
-            if not content or not content.strip():
-                continue
-            block = f"## {info.topic}\n{content.strip()}"
-            cost = counter.count_text(block) + 1
-            if used + cost > max_tokens:
-                continue
-            parts.append(block)
-            used += cost
-        return "\n\n".join([heading, *parts]) if parts else ""
+            if content and content.strip():
+                yield None, f"## {info.topic}\n{content.strip()}"
 
     def _locked(self) -> AbstractContextManager[None]:
         if self._lock_path is None:

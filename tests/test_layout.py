@@ -108,7 +108,8 @@ def test_the_graph_sees_known_edges() -> None:
 
 def test_imports_have_no_cycle() -> None:
     # The root package re-exports every part; importing agentmem.x runs it first,
-    # which is the usual package pattern and not a layering cycle.
+    # which is the usual package pattern and not a layering cycle. This is the graph
+    # of import time; tests/test_import_graph.py checks every import, type-only too.
     for name in GRAPH:
         if name == "agentmem":
             continue

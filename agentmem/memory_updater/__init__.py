@@ -61,6 +61,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from agentmem._prompt_budget import block_budget
 from agentmem.errors import AgentMemError, StorageError
 from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, reply_usage, run_flow
 from agentmem.memory_updater._fork import (
@@ -402,8 +403,7 @@ class MemoryUpdater:
 
         Room for reading and writing a topic file, at most a tenth of the window.
         """
-        window = self.context_window or 0
-        return min(self.settings.max_tokens_per_file, window // 10)
+        return block_budget(self.settings.max_tokens_per_file, self.context_window or 0)
 
     def _new_messages(self, via_memory_tool: bool = False) -> list[Message]:
         """The memory-update instructions (a system message) and "Please proceed."."""

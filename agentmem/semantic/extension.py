@@ -44,6 +44,7 @@ from typing import Any, cast
 
 from agentmem._facade_args import check_flag
 from agentmem._json import decode_arguments
+from agentmem._prompt_budget import render_within
 from agentmem._truncate import truncate_text
 from agentmem.errors import AgentMemError, ConfigurationError, InvalidArgumentError
 from agentmem.messages import Message, content_text, is_real_user
@@ -74,6 +75,7 @@ __all__ = [
     "SOURCE",
     "SemanticMemoryExtension",
     "SessionExtensions",
+    "read_extensions_state",
     "strip_memory_context",
 ]
 
@@ -342,7 +344,8 @@ class SemanticMemoryExtension:
 
         The newest memories first, as many as fit ``max_tokens`` (default
         ``persona_tokens``) by ``token_counter`` (default: a heuristic
-        counter). ``""`` when nothing is remembered or the client failed (logged).
+        counter); one that does not fit is left out and older ones are still
+        tried. ``""`` when nothing is remembered or the client failed (logged).
         """
         counter = token_counter if token_counter is not None else HeuristicCounter()
         budget = self.persona_tokens if max_tokens is None else max_tokens
@@ -357,28 +360,18 @@ class SemanticMemoryExtension:
             f'<{PERSONA_TAG} source="{SOURCE}" user_id="{_attr(self.user_id)}">\n'
             "What you know about the user from earlier conversations:"
         )
-        tail = f"</{PERSONA_TAG}>"
-        used = counter.count_text(head) + counter.count_text(tail)
-        lines: list[str] = []
-        seen: set[str] = set()
+        lines: dict[str, None] = {}  # in order, each memory once
         for record in cast("list[Any]", records):  # a host's client may return anything
             if not isinstance(record, MemoryRecord):
                 continue
             if record.user_id is not None and record.user_id != self.user_id:
                 continue
             text = _line_text(record.memory)
-            if not text or text in seen:
-                continue
-            line = f"- {text}"
-            cost = counter.count_text(line) + 1
-            if used + cost > budget:
-                break
-            seen.add(text)
-            lines.append(line)
-            used += cost
-        if not lines:
-            return ""
-        return "\n".join([head, *lines, tail])
+            if text:
+                lines.setdefault(f"- {text}")
+        # A memory too long for what is left is skipped; shorter, older ones may still fit.
+        items = ((None, line) for line in lines)
+        return render_within(items, budget, counter, head=head, tail=f"</{PERSONA_TAG}>")
 
     # ------------------------------------------------------------------ recall tool
 

@@ -693,7 +693,8 @@ class SessionStore:
         sid = _check_lookup_id(session_id)
         if not self.exists(sid):
             raise SessionNotFoundError(sid)
-        return SessionWriter(self, sid)
+        # The writer gets the store's write transaction and clock, not the store.
+        return SessionWriter(sid, transaction=self._write, clock=lambda: self._now())
 
     def lock(self, session_id: str) -> SessionLock:
         """Take the exclusive lock on a session (the session need not exist yet).

@@ -1,10 +1,17 @@
-"""SessionWriter: a session's changes, one transaction each, before the history applies them."""
+"""SessionWriter: a session's changes, one transaction each, before the history applies them.
+
+The writer is built from what it uses, not from the store: a ``transaction``
+callable (one write transaction of the store: its lock, rollback on any
+exception, SQLite errors turned into :class:`~agentmem.errors.StorageError`)
+and the store's ``clock``. So this module imports nothing of
+:mod:`agentmem.session_store.sessions`, which builds writers.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -22,9 +29,12 @@ from agentmem.session_store.sql import SessionsSQL
 
 if TYPE_CHECKING:
     from agentmem.history import HistoryObserver
-    from agentmem.session_store.sessions import SessionStore
 
-__all__ = ["TOUCH_INTERVAL_S", "SessionWriter"]
+__all__ = ["TOUCH_INTERVAL_S", "SessionWriter", "Transaction"]
+
+Transaction = Callable[[str], AbstractContextManager[SessionsSQL]]
+"""``transaction(action)``: one write transaction of the store, committed when the block
+ends, rolled back on any exception; ``action`` names the write in a StorageError."""
 
 TOUCH_INTERVAL_S = 1.0
 """Appends move a session's ``updated_at`` at most once per this many seconds (every other
@@ -34,7 +44,8 @@ write moves it each time), so ``updated_at`` is the time of the last write to wi
 class SessionWriter:
     """Persists one session's changes; a :class:`~agentmem.history.HistoryObserver`.
 
-    Obtained from :meth:`SessionStore.writer`. Hand it to a
+    Obtained from :meth:`SessionStore.writer` (which passes its write
+    ``transaction`` and its ``clock``). Hand it to a
     :class:`~agentmem.history.MessageHistory` as ``observer`` and every
     change of the history is written, in one transaction, before the
     history applies it; if the write fails the history stays as it was.
@@ -45,8 +56,11 @@ class SessionWriter:
     :class:`~agentmem.errors.StorageError` after rolling back.
     """
 
-    def __init__(self, store: SessionStore, session_id: str) -> None:
-        self._store = store
+    def __init__(
+        self, session_id: str, *, transaction: Transaction, clock: Callable[[], float]
+    ) -> None:
+        self._transaction = transaction
+        self._clock = clock
         self._id = session_id
         self._closed = False
         self._touched_at = -math.inf
@@ -68,7 +82,7 @@ class SessionWriter:
     def _write(self, action: str) -> Iterator[SessionsSQL]:
         if self._closed:
             raise SessionClosedError(f"cannot {action}: the writer of session {self._id} is closed")
-        with self._store._write(action) as sql:
+        with self._transaction(action) as sql:
             yield sql
 
     @property
@@ -85,7 +99,7 @@ class SessionWriter:
         of the inserted rows checks that the session still exists
         (:meth:`SessionsSQL.insert_messages` raises :class:`SessionNotFoundError`).
         """
-        now = self._store._now()
+        now = self._clock()
         if throttled and 0 <= now - self._touched_at < TOUCH_INTERVAL_S:
             return  # the insert's foreign key still refuses a deleted session
         if not sql.touch(self._id, now):
@@ -176,7 +190,7 @@ class SessionWriter:
         """
         text = _encode_state(state)
         with self._write(f"save the state of session {self._id}") as sql:
-            if not sql.save_state(self._id, text, self._store._now()):
+            if not sql.save_state(self._id, text, self._clock()):
                 raise SessionNotFoundError(self._id)
 
     def add_billing(self, record: BillingRecord) -> None:
@@ -271,7 +285,7 @@ class SessionWriter:
                 if rows:
                     start = sql.next_seq(self._id, thread_id)
                     sql.insert_thread_rows(self._id, thread_id, start, _rows_at(start, rows))
-            if not sql.save_state(self._id, text, self._store._now()):
+            if not sql.save_state(self._id, text, self._clock()):
                 raise SessionNotFoundError(self._id)
 
     def rename(self, name: str | None) -> None:
@@ -282,7 +296,10 @@ class SessionWriter:
         """
         if self._closed:
             raise SessionClosedError(f"cannot rename: the writer of session {self._id} is closed")
-        self._store.rename(self._id, name)
+        name = _check_optional_str(name, "name")
+        with self._write(f"rename session {self._id}") as sql:
+            if not sql.rename(self._id, name):
+                raise SessionNotFoundError(self._id)
 
     def __repr__(self) -> str:
         return f"<SessionWriter {self._id!r}>"
