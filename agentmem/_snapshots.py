@@ -23,14 +23,16 @@ import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agentmem._storage.files import check_inside, make_dirs, remove_stale_temps, temp_tag
 from agentmem.errors import CorruptStoreError, InvalidArgumentError
 
 __all__ = [
+    "RACY_NS",
     "BlobStore",
     "IgnoreRules",
+    "IndexEntry",
     "Ref",
     "Stat",
     "TaskRecord",
@@ -329,6 +331,42 @@ def walk(
 
 Ref = str | None
 """A path's value: ``"<sha256>:<octal mode>"``, ``None`` (absent), or a ``"!..."`` marker."""
+
+
+RACY_NS: Final = 2_000_000_000
+"""A file modified this close to when its stat was indexed is re-hashed (racy mtime)."""
+
+
+@dataclass(slots=True)
+class IndexEntry:
+    """What the guard's stat index holds for one file (saved as ``[*stat, indexed_ns, ref]``)."""
+
+    stat: Stat
+    """The file's (size, mtime_ns, permission bits, inode) when indexed."""
+    indexed_ns: int
+    """When it was indexed (``time.time_ns()``); refreshed when a re-hash finds it unchanged."""
+    ref: Ref
+    """Its content then: a blob reference, or a marker when it could not be read."""
+
+    @property
+    def racy(self) -> bool:
+        """Modified within :data:`RACY_NS` of being indexed: its stat cannot be trusted."""
+        return self.stat[1] + RACY_NS >= self.indexed_ns
+
+    def to_json(self) -> list[Any]:
+        return [*self.stat, self.indexed_ns, self.ref]
+
+    @classmethod
+    def from_json(cls, value: object) -> IndexEntry | None:
+        """The entry saved as ``value``; ``None`` for anything not shaped like one."""
+        if (
+            isinstance(value, list)
+            and len(value) == 6
+            and all(type(x) is int for x in value[:5])
+            and (value[5] is None or isinstance(value[5], str))
+        ):
+            return cls((value[0], value[1], value[2], value[3]), value[4], value[5])
+        return None
 
 
 @dataclass(slots=True)

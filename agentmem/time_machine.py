@@ -57,6 +57,7 @@ from agentmem._restore import (
 )
 from agentmem._snapshots import (
     BlobStore,
+    IndexEntry,
     Ref,
     TaskRecord,
     blob_of,
@@ -110,8 +111,6 @@ DEFAULT_MAX_BYTES: Final = 1024 * 1024 * 1024
 CTIME_MARGIN_NS: Final = 50_000_000
 """A file whose ctime is this much older than a command's start was not changed by it
 (the margin covers the coarse clock the kernel stamps inodes with)."""
-RACY_NS: Final = 2_000_000_000
-"""A file modified this close to when its stat was indexed is re-hashed (racy mtime)."""
 GC_GRACE_SECONDS: Final = 3600.0
 """Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
 ROOT: Final = 0
@@ -182,8 +181,8 @@ class TimeMachine(RestoreMixin):
         self._created_dirs: set[str] = set()
         self._absorbed: list[int] = []
         self._chain_cache: tuple[tuple[int, int, int, int], frozenset[int], list[int]] | None = None
-        # path -> [stat signature, when indexed (ns), content ref]
-        self._index: dict[str, list[Any]] = {}
+        # The guard's stat index: path -> what it held when last seen.
+        self._index: dict[str, IndexEntry] = {}
         self._index_fresh = False
         self._index_unsaved = False
         # The intent of a restore that failed half-way and could not be rolled back.
@@ -257,14 +256,8 @@ class TimeMachine(RestoreMixin):
         if index is not None and isinstance(index.get("blind"), list):
             self._blind = {str(p) for p in index["blind"]}
         if index is not None and isinstance(index.get("entries"), Mapping):
-            self._index = {
-                str(k): [(v[0], v[1], v[2], v[3]), v[4], v[5]]
-                for k, v in index["entries"].items()
-                if isinstance(v, list)
-                and len(v) == 6
-                and all(type(x) is int for x in v[:5])
-                and (v[5] is None or isinstance(v[5], str))
-            }
+            entries = {str(k): IndexEntry.from_json(v) for k, v in index["entries"].items()}
+            self._index = {k: v for k, v in entries.items() if v is not None}
 
     def _save(self) -> None:
         path = self._file(".json")
@@ -288,7 +281,7 @@ class TimeMachine(RestoreMixin):
         path = self._file(".index.json")
         self._index_unsaved = False
         if path is not None:
-            entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
+            entries = {rel: entry.to_json() for rel, entry in self._index.items()}
             doc = {
                 "format": INDEX_FORMAT,
                 "version": VERSION,
@@ -397,7 +390,7 @@ class TimeMachine(RestoreMixin):
         return self._indexed(rel, after, UNSTABLE)
 
     def _indexed(self, rel: str, st: os.stat_result, ref: str) -> str:
-        self._index[rel] = [stat_of(st), time.time_ns(), ref]
+        self._index[rel] = IndexEntry(stat_of(st), time.time_ns(), ref)
         self._index_unsaved = True
         return ref
 
@@ -461,10 +454,6 @@ class TimeMachine(RestoreMixin):
 
     # ------------------------------------------------------------------ guard
 
-    @staticmethod
-    def _racy(entry: list[Any]) -> bool:
-        return bool(entry[0][1] + RACY_NS >= entry[1])
-
     def _refresh_index(self) -> None:
         """Bring the index up to date with the disk without recording anything.
 
@@ -478,26 +467,26 @@ class TimeMachine(RestoreMixin):
             del self._index[rel]
         for rel, st in seen.items():
             entry = self._index.get(rel)
-            stale = entry is None or entry[0] != st or self._racy(entry) or is_marker(entry[2])
+            stale = entry is None or entry.stat != st or entry.racy or is_marker(entry.ref)
             if stale and self._capture(rel, self._active) is None:
                 # Walked, then gone before it was read (an editor's unlink-and-write?):
                 # what it held is unknown, so a file there later is not a new one.
-                self._index[rel] = [st, time.time_ns(), UNKNOWN]
+                self._index[rel] = IndexEntry(st, time.time_ns(), UNKNOWN)
         if blind != self._blind:
             self._blind = blind
             self._index_unsaved = True
         self._index_fresh = True
 
-    def _content_changed(self, rel: str, entry: list[Any]) -> bool:
-        if blob_of(entry[2]) is None:
+    def _content_changed(self, rel: str, entry: IndexEntry) -> bool:
+        if blob_of(entry.ref) is None:
             return False  # too large to hash: only its stat can tell
         try:
             data = (self.working_dir / rel).read_bytes()
         except OSError:
             return True
-        if hash_bytes(data) != blob_of(entry[2]):
+        if hash_bytes(data) != blob_of(entry.ref):
             return True
-        entry[1] = time.time_ns()
+        entry.indexed_ns = time.time_ns()
         return False
 
     @contextlib.contextmanager
@@ -574,11 +563,11 @@ class TimeMachine(RestoreMixin):
                     continue
                 # New, unless it was where the walk before the command could not see.
                 changed[rel] = UNKNOWN if under(rel, self._blind) else None
-            elif entry[0] != st or (self._racy(entry) and self._content_changed(rel, entry)):
+            elif entry.stat != st or (entry.racy and self._content_changed(rel, entry)):
                 if self._unchanged_since(rel, started):
                     self._capture(rel, self._active)  # changed before the command: not by it
                     continue
-                changed[rel] = entry[2]
+                changed[rel] = entry.ref
         for rel in [r for r in self._index if r not in seen]:
             full = self.working_dir / rel
             if under(rel, blind):
@@ -587,7 +576,7 @@ class TimeMachine(RestoreMixin):
                 del self._index[rel]  # still a file, just not walked (ignored)
                 self._index_unsaved = True
             else:
-                changed[rel] = self._index.pop(rel)[2]
+                changed[rel] = self._index.pop(rel).ref
                 self._index_unsaved = True
         if blind != self._blind:
             self._blind = blind
@@ -837,7 +826,7 @@ class TimeMachine(RestoreMixin):
                 if blob:
                     refs.add(blob)
         for entry in self._index.values():
-            blob = blob_of(entry[2])
+            blob = blob_of(entry.ref)
             if blob:
                 refs.add(blob)
         return refs
