@@ -56,13 +56,16 @@ from agentmem._restore import (
     is_marker,
 )
 from agentmem._snapshots import (
+    GC_GRACE_SECONDS,
+    SESSION_FILE_SUFFIXES,
     BlobStore,
     IndexEntry,
     Ref,
     TaskRecord,
     blob_of,
+    collect_unreferenced,
+    delete_stored_session,
     hash_bytes,
-    json_refs,
     parents,
     stat_of,
     under,
@@ -71,7 +74,6 @@ from agentmem._snapshots import (
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
-    check_inside,
     check_path_text,
     make_dirs,
     remove_stale_temps,
@@ -91,10 +93,13 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_TASKS",
+    "GC_GRACE_SECONDS",
+    "SESSION_FILE_SUFFIXES",
     "RestoreError",
     "RestoreResult",
     "SkippedFile",
     "TimeMachine",
+    "delete_stored_session",
 ]
 
 _log = logging.getLogger("agentmem.time_machine")
@@ -111,8 +116,6 @@ DEFAULT_MAX_BYTES: Final = 1024 * 1024 * 1024
 CTIME_MARGIN_NS: Final = 50_000_000
 """A file whose ctime is this much older than a command's start was not changed by it
 (the margin covers the coarse clock the kernel stamps inodes with)."""
-GC_GRACE_SECONDS: Final = 3600.0
-"""Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
 ROOT: Final = 0
 _READ_ATTEMPTS: Final = 3
 """Reads of a file that keeps changing while read before it is marked ``!unstable``."""
@@ -832,19 +835,25 @@ class TimeMachine(RestoreMixin):
         return refs
 
     def collect_garbage(self) -> int:
-        """Delete blobs no stored session refers to; returns how many went."""
+        """Delete blobs no stored session refers to; returns how many went.
+
+        A blob survives when this session's tree or index, or any session record or index
+        on disk, refers to it, or when it is younger than :data:`GC_GRACE_SECONDS` (a
+        concurrent writer's). When a record on disk cannot be read, nothing is collected
+        (its references are unknown; logged). Incognito: the blobs held in memory that
+        this session no longer refers to go.
+        """
         with self._lock:
-            keep = self.referenced_blobs()
-            if self.store_dir is not None:
-                for doc in (self.store_dir / "sessions").glob("*.json"):
-                    with contextlib.suppress(OSError, ValueError):
-                        data = json.loads(doc.read_text(encoding="utf-8"))
-                        for value in json_refs(data):
-                            keep.add(value)
-            return self.blobs.collect(keep, grace_seconds=GC_GRACE_SECONDS, now=time.time())
+            if self.store_dir is None:
+                return self.blobs.collect(self.referenced_blobs(), grace_seconds=0.0, now=0.0)
+            return collect_unreferenced(self.store_dir, self.referenced_blobs())
 
     def delete_session_snapshots(self, session_id: str | None = None) -> None:
-        """Forget a session's snapshots (default: this one) and collect its blobs."""
+        """Forget a session's snapshots (default: this one) and collect its blobs.
+
+        Another session's files are removed with :func:`delete_stored_session`: it must
+        not be open (``Memory.sessions.delete`` does this under the session's lock).
+        """
         with self._lock:
             sid = self.session_id if session_id is None else session_id
             if not isinstance(sid, str) or not sid or "/" in sid or sid.startswith("."):
@@ -857,64 +866,9 @@ class TimeMachine(RestoreMixin):
                 self._index_fresh = False
                 self._absorbed.clear()
             if self.store_dir is not None:
-                for suffix in (".json", ".index.json", ".restore.json", ".guard"):
-                    with contextlib.suppress(FileNotFoundError):
-                        (self.store_dir / "sessions" / f"{sid}{suffix}").unlink()
-            self.collect_garbage()
-
-    def snapshot_bytes(self) -> int:
-        """Bytes every stored blob takes (all sessions sharing this store)."""
-        return self.blobs.size()
+                delete_stored_session(self.store_dir, sid, keep=self.referenced_blobs())
+            else:
+                self.collect_garbage()
 
     def __repr__(self) -> str:
         return f"TimeMachine(active={self.active_task_id!r}, tasks={len(self._tasks) - 1})"
-
-
-SESSION_FILE_SUFFIXES: Final = (".json", ".index.json", ".restore.json", ".guard")
-"""The files ``<store_dir>/sessions/<id><suffix>`` one session's time machine keeps."""
-
-
-def delete_stored_session(store_dir: str | Path, session_id: str) -> int:
-    """Remove a closed session's time-machine files and the blobs only it referred to.
-
-    For a session nobody has open (the session store calls it under the
-    session's lock, from :meth:`~agentmem.session_store.SessionStore.delete`):
-    its task tree, stat index, restore intent and guard marker go, then every
-    blob no remaining session record or index refers to (and older than
-    :data:`GC_GRACE_SECONDS`, so a concurrent writer's new blob survives). If a
-    remaining record cannot be read, no blob is removed: its references are
-    unknown.
-
-    Returns:
-        How many blobs were removed.
-
-    Raises:
-        StorageError: a file of the session could not be removed.
-        UnsafePathError: a symlink under the memory root on the way (nothing is
-            removed through it).
-    """
-    # <root>/snapshots: nothing below it may be a symlink (the files go, not what they point to).
-    root = Path(store_dir).parent
-    sessions = check_inside(root, Path(store_dir) / "sessions")
-    check_inside(root, Path(store_dir) / "blobs")
-    for suffix in SESSION_FILE_SUFFIXES:
-        path = check_inside(root, sessions / f"{session_id}{suffix}")
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise StorageError(f"cannot remove {path}: {exc}", path=path) from exc
-    keep: set[str] = set()
-    try:
-        docs = list(sessions.glob("*.json")) if sessions.is_dir() else []
-        for doc in docs:
-            try:
-                keep.update(json_refs(json.loads(doc.read_text(encoding="utf-8"))))
-            except FileNotFoundError:
-                continue  # deleted meanwhile: its references went with it
-    except (OSError, ValueError) as exc:
-        _log.warning("snapshot blobs not collected: a session record is unreadable (%s)", exc)
-        return 0
-    blobs = BlobStore(Path(store_dir) / "blobs")
-    return blobs.collect(keep, grace_seconds=GC_GRACE_SECONDS, now=time.time())
