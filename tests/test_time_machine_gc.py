@@ -44,7 +44,7 @@ def _two_sessions(tmp_path: Path) -> tuple[TimeMachine, TimeMachine, Path]:
 def test_collect_garbage_removes_nothing_while_a_record_is_unreadable(
     tmp_path: Path, damage: bytes
 ) -> None:
-    tm_a, tm_b, store = _two_sessions(tmp_path)
+    tm_a, _, store = _two_sessions(tmp_path)
     blobs = _age_blobs(store)
     assert len(blobs) == 2
     (store / "sessions" / "b.json").write_bytes(damage)  # b's references are now unknown
@@ -54,7 +54,7 @@ def test_collect_garbage_removes_nothing_while_a_record_is_unreadable(
 
 
 def test_collect_garbage_removes_what_no_record_refers_to(tmp_path: Path) -> None:
-    tm_a, tm_b, store = _two_sessions(tmp_path)
+    tm_a, _, store = _two_sessions(tmp_path)
     blobs = _age_blobs(store)
     for suffix in (".json", ".index.json"):
         (store / "sessions" / f"b{suffix}").unlink(
@@ -68,7 +68,7 @@ def test_collect_garbage_removes_what_no_record_refers_to(tmp_path: Path) -> Non
 def test_deleting_a_session_keeps_blobs_while_another_record_is_unreadable(
     tmp_path: Path,
 ) -> None:
-    tm_a, tm_b, store = _two_sessions(tmp_path)
+    _, _, store = _two_sessions(tmp_path)
     blobs = _age_blobs(store)
     (store / "sessions" / "b.json").write_bytes(b"{not json")
     assert delete_stored_session(store, "a") == 0
