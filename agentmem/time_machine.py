@@ -347,9 +347,11 @@ class TimeMachine(RestoreMixin):
     def _capture(self, rel: str, task: int) -> Ref:
         """The current value of ``rel`` on disk (its content stored as a blob).
 
-        Never raises for the file itself: content that cannot be known comes
-        back as a marker (``!unreadable``: a read or stat error, a symlink or
-        other non-regular file; ``!unstable``: it kept changing while read;
+        Never raises for the file itself, nor when its content cannot be stored
+        (an ``OSError`` of the blob store: disk full): content that cannot be known
+        or kept comes back as a marker (``!unreadable``: a read or stat error, a
+        symlink or other non-regular file, a snapshot that could not be stored;
+        ``!unstable``: it kept changing while read;
         ``!unknown``: it vanished between the stat and the read) and a regular
         file that exists is always indexed, marker or not, so a later guard
         never takes it for a file its command created.
@@ -386,7 +388,11 @@ class TimeMachine(RestoreMixin):
                 return self._indexed(rel, st, UNREADABLE)
             if stat_of(after) != stat_of(st):
                 continue  # written while we read it: what we hold may be torn
-            blob, added = self.blobs.put(data)
+            try:
+                blob, added = self.blobs.put(data)
+            except OSError as exc:  # the store's trouble (disk full): not this call's to raise
+                self._note_error(f"{rel}: its snapshot could not be stored ({exc})")
+                return self._indexed(rel, st, UNREADABLE)
             self._tasks[task].bytes += added
             return self._indexed(rel, st, f"{blob}:{stat.S_IMODE(st.st_mode):o}")
         self._note_error(f"{rel}: changed while it was read, not snapshotted")

@@ -1,4 +1,5 @@
-"""The time machine's blob collection: one collector, which never guesses.
+"""The time machine's blob collection (one collector, which never guesses), and
+its rule for the store's own trouble (a snapshot that cannot be stored).
 
 ``TimeMachine.collect_garbage`` and ``delete_stored_session`` (a session
 deleted from the store) share :func:`agentmem._snapshots.collect_unreferenced`:
@@ -8,6 +9,7 @@ blob is removed.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -74,3 +76,33 @@ def test_deleting_a_session_keeps_blobs_while_another_record_is_unreadable(
     assert delete_stored_session(store, "a") == 0
     assert not (store / "sessions" / "a.json").exists()
     assert all(blob.exists() for blob in blobs)
+
+
+def test_a_snapshot_that_cannot_be_stored_does_not_stop_the_guard_recording(
+    tmp_path: Path,
+) -> None:
+    """One file's snapshot failing (disk full) is recorded; the command's other
+    changes are still recorded, so an undo brings a deleted file back."""
+    work, store = tmp_path / "work", tmp_path / "store"
+    work.mkdir()
+    (work / "a.txt").write_text("old a")
+    (work / "z.txt").write_text("precious z")
+    tm = TimeMachine(work, "s", store, memory_root=store)
+    tm.start_new_task("run a command")
+    put = tm.blobs.put
+
+    def full_disk(data: bytes) -> tuple[str, int]:
+        if data == b"new a":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return put(data)
+
+    tm.blobs.put = full_disk  # type: ignore[method-assign]
+    with tm.guard():
+        (work / "a.txt").write_text("new a")  # sorted first: its snapshot fails
+        (work / "z.txt").unlink()
+    files = tm.get_task_history()[-1]["files"]
+    assert files == ["a.txt", "z.txt"]
+    assert any("a.txt" in e and "could not be stored" in e for e in tm.errors)
+    tm.undo_last_task()
+    assert (work / "z.txt").read_text() == "precious z"
+    assert (work / "a.txt").read_text() == "new a"  # unknown content: left alone
