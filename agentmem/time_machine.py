@@ -24,7 +24,12 @@ and either completes or changes nothing (rolling back, or leaving an
 intent record the next open finishes or rolls back): that half lives in
 :mod:`agentmem._restore` (:class:`RestoreMixin`). Storage layout, the
 guard's stat index and racy-mtime rule, retention and garbage collection
-are described in docs/time-machine.md.
+are described in docs/time-machine.md, and so is its one error rule: a bad
+argument raises; one file's trouble (unreadable, or its snapshot not storable)
+is a marker plus a line in :attr:`TimeMachine.errors`; a tree record not saved
+is recorded around the host's edits (``record_file_before_change``,
+``guard()``) and raised by what changes the active task (``start_new_task``,
+the restores).
 
 Why this module is long: the tree, the captures and ``guard()`` mutate one
 state under one lock, and their invariants (dirty paths, pins, the index)
