@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import warnings
+from pathlib import Path
 from types import FunctionType, ModuleType
 
 import pytest
@@ -192,3 +194,11 @@ def test_the_public_api_imports_without_warnings() -> None:
             getattr(agentmem, name)
     with pytest.raises(AttributeError, match="no_such_name"):
         agentmem.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_docs_index_lists_exactly_the_public_api() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "index.md").read_text()
+    section = page.split("## The public API in one screen")[1].split("The building blocks")[0]
+    assert set(re.findall(r"`(\w+)`", section)) - {"__all__"} == set(agentmem.__all__) - {
+        "__version__"
+    }
