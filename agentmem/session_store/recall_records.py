@@ -7,7 +7,8 @@ decoded with replacement here, once).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 __all__ = ["RecallRow", "RecallStats"]
 
@@ -30,6 +31,22 @@ class RecallRow(NamedTuple):
     """When its session was last updated (epoch seconds)."""
     length: int
     """Its length in index tokens."""
+
+    @classmethod
+    def from_sql(cls, row: Sequence[Any]) -> RecallRow:
+        """The record of one raw row of ``SessionsSQL.recall_rows``, decoded."""
+        sid, seq, role, score, text, name, created, updated, length = row
+        return cls(
+            str(sid),
+            int(seq),
+            decoded(role),
+            float(score),
+            decoded(text),
+            None if name is None else decoded(name),
+            float(created),
+            float(updated),
+            int(length),
+        )
 
 
 class RecallStats(NamedTuple):

@@ -549,20 +549,7 @@ class SessionStore:
             lambda sql: sql.recall_rows(match, limit, **filters),
             ("search the recall index", "a search", "search the rebuilt recall index"),
         )
-        return [
-            RecallRow(
-                str(sid),
-                int(seq),
-                decoded(role),
-                float(score),
-                decoded(text),
-                None if name is None else decoded(name),
-                float(created),
-                float(updated),
-                int(length),
-            )
-            for sid, seq, role, score, text, name, created, updated, length in rows
-        ]
+        return [RecallRow.from_sql(row) for row in rows]
 
     def recall_stats(self, terms: builtins.list[str]) -> RecallStats:
         """BM25's corpus statistics (see :meth:`SessionsSQL.recall_stats`), after indexing
