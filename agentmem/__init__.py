@@ -13,6 +13,10 @@ always does; those are not API). Import parts from the top level::
     system, messages = history.to_api(provider="anthropic")
 """
 
+import importlib as _importlib
+import typing as _typing
+import warnings as _warnings
+
 from agentmem.context import ContextManager, ContextSettings, ContextStats, TrimEvent
 from agentmem.errors import (
     AgentMemError,
@@ -34,6 +38,7 @@ from agentmem.errors import (
 from agentmem.history import HistoryObserver, MessageHistory
 from agentmem.ltm import LongTermMemory, LTMEntry
 from agentmem.memory import Memory, Session, Usage
+from agentmem.memory_updater import MemoryUpdateResult, MemoryUpdateSettings
 from agentmem.messages import (
     INTERNAL_FIELDS,
     Message,
@@ -55,20 +60,17 @@ from agentmem.protocols import (
     TokenCounter,
 )
 from agentmem.recall import RecallHit
-from agentmem.repair import MISSING_TOOL_RESULT, build_payload, repair
+from agentmem.repair import build_payload, repair
 from agentmem.scrub import scrub_secrets
 from agentmem.session_store import (
     BillingRecord,
     Durability,
     SessionInfo,
-    SessionLock,
-    SessionRecord,
     SessionStore,
-    SessionWriter,
 )
 from agentmem.stm import ShortTermMemory
 from agentmem.summarizer import LLMSummarizer
-from agentmem.time_machine import TimeMachine
+from agentmem.time_machine import RestoreResult, TimeMachine
 from agentmem.tokens import (
     HeuristicCounter,
     LearningEstimator,
@@ -78,15 +80,14 @@ from agentmem.tokens import (
     counter_for_model,
 )
 from agentmem.tools import MemoryTools
-from agentmem.yarn import DEFAULT_ASK_TOOLS, Decision, ThreadSummary, YaRN
+from agentmem.topics import TopicStore
+from agentmem.yarn import ThreadSummary, YaRN
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_ASK_TOOLS",
     "INTERNAL_FIELDS",
     "LLM",
-    "MISSING_TOOL_RESULT",
     "AgentMemError",
     "AsyncLLM",
     "BillingRecord",
@@ -97,7 +98,6 @@ __all__ = [
     "ContextSettings",
     "ContextStats",
     "CorruptStoreError",
-    "Decision",
     "Durability",
     "Embedder",
     "FormatVersionError",
@@ -115,19 +115,19 @@ __all__ = [
     "MemoryClient",
     "MemoryRecord",
     "MemoryTools",
+    "MemoryUpdateResult",
+    "MemoryUpdateSettings",
     "Message",
     "MessageHistory",
     "ProgressReporter",
     "RecallHit",
     "RestoreError",
+    "RestoreResult",
     "Session",
     "SessionClosedError",
     "SessionInfo",
-    "SessionLock",
     "SessionNotFoundError",
-    "SessionRecord",
     "SessionStore",
-    "SessionWriter",
     "ShortTermMemory",
     "StaleTaskError",
     "StorageError",
@@ -137,6 +137,7 @@ __all__ = [
     "TiktokenCounter",
     "TimeMachine",
     "TokenCounter",
+    "TopicStore",
     "TrimEvent",
     "UnsafePathError",
     "Usage",
@@ -153,6 +154,30 @@ __all__ = [
     "scrub_secrets",
     "to_anthropic",
 ]
+
+
+_MOVED = {
+    "DEFAULT_ASK_TOOLS": "agentmem.yarn",
+    "Decision": "agentmem.yarn",
+    "MISSING_TOOL_RESULT": "agentmem.repair",
+    "SessionLock": "agentmem.session_store",
+    "SessionRecord": "agentmem.session_store",
+    "SessionWriter": "agentmem.session_store",
+}
+"""Names that left ``__all__`` for the namespace of the part that defines them."""
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """``agentmem.<moved name>`` still works, with a :class:`DeprecationWarning`."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agentmem' has no attribute {name!r}")
+    _warnings.warn(
+        f"agentmem.{name} is deprecated: import it from {home}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(_importlib.import_module(home), name)
 
 
 def __dir__() -> list[str]:

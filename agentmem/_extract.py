@@ -24,7 +24,7 @@ from typing import Any, Final
 from agentmem._json import decode_arguments
 from agentmem._shell import commands_in_call, commands_in_text, written_files
 from agentmem._truncate import truncate_text
-from agentmem.messages import content_text, is_real_user, sanitize_text
+from agentmem.messages import is_real_user, message_text, sanitize_text
 
 # The caps keep the rendered summary bounded (a few thousand characters at most) whatever
 # the length of the session; the oldest entries go first.
@@ -226,7 +226,7 @@ class Fold:
         question, self.pending_question = self.pending_question, None
         role = msg.get("role")
         if role == "user":
-            raw = content_text(msg.get("content"))
+            raw = message_text(msg)
             # Agents that run commands without tool calls (mini-swe-agent) get the
             # output back in a user message.
             self.commits.extend(commits_made(raw))
@@ -249,13 +249,13 @@ class Fold:
                 for call in calls:
                     if isinstance(call, Mapping):
                         self._call(call)
-            text = content_text(msg.get("content")).rstrip()
+            text = message_text(msg).rstrip()
             for command in commands_in_text(text):  # mini-swe-agent: ```bash blocks
                 self.files.extend(shell_paths(command))
             if text.endswith("?") and (asked := snippet(last_sentence(text))):
                 self.pending_question = asked
         elif role == "tool":
-            text = content_text(msg.get("content"))
+            text = message_text(msg)
             call_id = msg.get("tool_call_id")
             if isinstance(call_id, str) and call_id in self.pending_asks:
                 asked = self.pending_asks.pop(call_id)

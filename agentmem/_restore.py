@@ -36,7 +36,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from agentmem._snapshots import BlobStore, Ref, TaskRecord, blob_of, mode_of, parents, stat_of
+from agentmem._snapshots import (
+    BlobStore,
+    IndexEntry,
+    Ref,
+    TaskRecord,
+    blob_of,
+    mode_of,
+    parents,
+    stat_of,
+)
 from agentmem._storage.files import move_aside, remove_stale_temps
 from agentmem.errors import AgentMemError, CorruptStoreError, RestoreError, UnsafePathError
 
@@ -313,7 +322,7 @@ class RestoreMixin:
     _active: int
     _dirty: set[str]
     _created_dirs: set[str]
-    _index: dict[str, list[Any]]
+    _index: dict[str, IndexEntry]
     _index_unsaved: bool
     _intent: dict[str, Any] | None
 
@@ -332,8 +341,6 @@ class RestoreMixin:
         def _settle(self) -> None: ...
         def _target(self, rel: str) -> Path: ...
         def _write_file(self, path: Path, data: bytes) -> None: ...
-        @staticmethod
-        def _racy(entry: list[Any]) -> bool: ...
         def _write(self, path: Path, doc: Mapping[str, Any]) -> None: ...
 
     def _value(self, chain: list[int], rel: str) -> Ref:
@@ -497,11 +504,11 @@ class RestoreMixin:
         entry = self._index.get(rel)
         if (
             entry is not None
-            and entry[0] == stat_of(st)
-            and not self._racy(entry)
-            and not is_marker(entry[2])
+            and entry.stat == stat_of(st)
+            and not entry.racy
+            and not is_marker(entry.ref)
         ):
-            return str(entry[2])
+            return str(entry.ref)
         return self._capture(rel, self._active)
 
     def _contents(self, plan: Mapping[str, Ref]) -> dict[str, bytes]:
@@ -520,7 +527,8 @@ class RestoreMixin:
             if ref is None or is_marker(ref):
                 self._index.pop(rel, None)
             else:
-                self._index[rel] = [stat_of(os.lstat(self.working_dir / rel)), time.time_ns(), ref]
+                st = os.lstat(self.working_dir / rel)
+                self._index[rel] = IndexEntry(stat_of(st), time.time_ns(), ref)
             self._index_unsaved = True
 
         def dropped(rel: str) -> None:

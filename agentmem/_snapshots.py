@@ -11,30 +11,44 @@
 * :func:`walk`: the stat walk behind ``guard()``: one ``os.scandir`` pass
   that never follows symlinks, never enters ``.git``, the memory root, or an
   ignored directory, and returns ``relative path -> Stat`` for regular files.
+* :class:`IndexEntry` (the guard's stat index) and :class:`TaskRecord` (one
+  task's before/after maps), as saved in a session's JSON files.
+* :func:`collect_unreferenced`: the one blob collection, which removes
+  nothing while any session record is unreadable; :func:`delete_stored_session`
+  removes a closed session's files, then collects.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import logging
 import os
 import re
+import time
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agentmem._storage.files import check_inside, make_dirs, remove_stale_temps, temp_tag
-from agentmem.errors import CorruptStoreError, InvalidArgumentError
+from agentmem.errors import CorruptStoreError, InvalidArgumentError, StorageError
 
 __all__ = [
+    "GC_GRACE_SECONDS",
+    "RACY_NS",
+    "SESSION_FILE_SUFFIXES",
     "BlobStore",
     "IgnoreRules",
+    "IndexEntry",
     "Ref",
     "Stat",
     "TaskRecord",
     "blob_of",
+    "collect_unreferenced",
+    "delete_stored_session",
     "hash_bytes",
     "json_refs",
     "mode_of",
@@ -43,6 +57,8 @@ __all__ = [
     "under",
     "walk",
 ]
+
+_log = logging.getLogger("agentmem.time_machine")
 
 
 def hash_bytes(data: bytes) -> str:
@@ -123,16 +139,6 @@ class BlobStore:
             for item in sub.iterdir():
                 if not item.name.startswith("."):
                     yield sub.name + item.name, item
-
-    def size(self) -> int:
-        """Bytes the blobs take on disk (in memory: their raw size)."""
-        if self.directory is None:
-            return sum(len(v) for v in self._memory.values())
-        total = 0
-        for _, path in self.stored():
-            with contextlib.suppress(OSError):
-                total += path.stat().st_size
-        return total
 
     def collect(self, keep: set[str], *, grace_seconds: float, now: float) -> int:
         """Delete blobs not in ``keep`` (older than the grace period); returns how many."""
@@ -331,6 +337,42 @@ Ref = str | None
 """A path's value: ``"<sha256>:<octal mode>"``, ``None`` (absent), or a ``"!..."`` marker."""
 
 
+RACY_NS: Final = 2_000_000_000
+"""A file modified this close to when its stat was indexed is re-hashed (racy mtime)."""
+
+
+@dataclass(slots=True)
+class IndexEntry:
+    """What the guard's stat index holds for one file (saved as ``[*stat, indexed_ns, ref]``)."""
+
+    stat: Stat
+    """The file's (size, mtime_ns, permission bits, inode) when indexed."""
+    indexed_ns: int
+    """When it was indexed (``time.time_ns()``); refreshed when a re-hash finds it unchanged."""
+    ref: Ref
+    """Its content then: a blob reference, or a marker when it could not be read."""
+
+    @property
+    def racy(self) -> bool:
+        """Modified within :data:`RACY_NS` of being indexed: its stat cannot be trusted."""
+        return self.stat[1] + RACY_NS >= self.indexed_ns
+
+    def to_json(self) -> list[Any]:
+        return [*self.stat, self.indexed_ns, self.ref]
+
+    @classmethod
+    def from_json(cls, value: object) -> IndexEntry | None:
+        """The entry saved as ``value``; ``None`` for anything not shaped like one."""
+        if (
+            isinstance(value, list)
+            and len(value) == 6
+            and all(type(x) is int for x in value[:5])
+            and (value[5] is None or isinstance(value[5], str))
+        ):
+            return cls((value[0], value[1], value[2], value[3]), value[4], value[5])
+        return None
+
+
 @dataclass(slots=True)
 class TaskRecord:
     parent: int | None
@@ -404,3 +446,76 @@ def json_refs(data: object) -> Iterator[str]:
     elif isinstance(data, list):
         for value in data:
             yield from json_refs(value)
+
+
+# ---------------------------------------------------------------------------- collection
+
+GC_GRACE_SECONDS: Final = 3600.0
+"""Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
+
+SESSION_FILE_SUFFIXES: Final = (".json", ".index.json", ".restore.json", ".guard")
+"""The files ``<store_dir>/sessions/<id><suffix>`` one session's time machine keeps."""
+
+
+def collect_unreferenced(store_dir: str | Path, keep: Collection[str] = ()) -> int:
+    """Delete the blobs of ``<store_dir>/blobs`` that nothing refers to; returns how many.
+
+    The one blob collection (``TimeMachine.collect_garbage`` and
+    :func:`delete_stored_session` both call it). A blob survives when it is in
+    ``keep`` (what an open session holds in memory), when a session record,
+    index or restore intent under ``<store_dir>/sessions`` refers to it, or when
+    it is younger than :data:`GC_GRACE_SECONDS` (a concurrent writer's new blob,
+    before its record is saved). If any record cannot be read, no blob is
+    removed: its references are unknown (logged on ``agentmem.time_machine``).
+
+    Raises:
+        UnsafePathError: a symlink under the memory root on the way (nothing is
+            removed through it).
+    """
+    root = Path(store_dir).parent  # the memory root: no symlink below it is followed
+    sessions = check_inside(root, Path(store_dir) / "sessions")
+    check_inside(root, Path(store_dir) / "blobs")
+    referenced = set(keep)
+    try:
+        docs = list(sessions.glob("*.json")) if sessions.is_dir() else []
+        for doc in docs:
+            try:
+                referenced.update(json_refs(json.loads(doc.read_text(encoding="utf-8"))))
+            except FileNotFoundError:
+                continue  # deleted meanwhile: its references went with it
+    except (OSError, ValueError) as exc:
+        _log.warning("snapshot blobs not collected: a session record is unreadable (%s)", exc)
+        return 0
+    blobs = BlobStore(Path(store_dir) / "blobs")
+    return blobs.collect(referenced, grace_seconds=GC_GRACE_SECONDS, now=time.time())
+
+
+def delete_stored_session(
+    store_dir: str | Path, session_id: str, *, keep: Collection[str] = ()
+) -> int:
+    """Remove a closed session's time-machine files and the blobs only it referred to.
+
+    For a session nobody has open (the session store calls it under the
+    session's lock, from :meth:`~agentmem.session_store.SessionStore.delete`):
+    its task tree, stat index, restore intent and guard marker go, then the
+    blobs nothing else refers to (:func:`collect_unreferenced`, with ``keep``).
+
+    Returns:
+        How many blobs were removed.
+
+    Raises:
+        StorageError: a file of the session could not be removed.
+        UnsafePathError: a symlink under the memory root on the way (nothing is
+            removed through it).
+    """
+    root = Path(store_dir).parent
+    sessions = check_inside(root, Path(store_dir) / "sessions")
+    for suffix in SESSION_FILE_SUFFIXES:
+        path = check_inside(root, sessions / f"{session_id}{suffix}")
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot remove {path}: {exc}", path=path) from exc
+    return collect_unreferenced(store_dir, keep)

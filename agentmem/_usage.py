@@ -79,6 +79,8 @@ def message_summary(
     message: Mapping[str, Any], scrubber: Callable[[str], str] | None = None
 ) -> str:
     """The first 200 characters of the message's text, scrubbed first (so no key is cut in two)."""
+    # Not messages.message_text: a one-line summary joins the parts with spaces (and is
+    # stored in the task tree, so its shape stays as the stored summaries have it).
     content = message.get("content")
     if isinstance(content, str):
         text = content

@@ -58,7 +58,7 @@ from agentmem._codecs.anthropic import (
     to_anthropic,
 )
 from agentmem._json import clean_value, parse_arguments, sanitize_text, type_name
-from agentmem._shape import Message, content_text, require_str
+from agentmem._shape import Message, content_text, message_text, require_str
 from agentmem.errors import InvalidArgumentError, InvalidMessageError
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "is_anthropic_message",
     "is_real_user",
     "message_mapping",
+    "message_text",
     "normalize_message",
     "normalize_messages",
     "sanitize_text",

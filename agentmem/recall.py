@@ -45,6 +45,7 @@ from agentmem._porter import Matcher, terms
 from agentmem.errors import InvalidArgumentError
 from agentmem.scrub import scrub_near
 from agentmem.session_store import SessionStore
+from agentmem.session_store.recall_records import RecallStats
 
 __all__ = ["STOPWORDS", "Ranking", "RecallHit", "recall"]
 
@@ -225,12 +226,25 @@ _Key = tuple[str, int]
 
 @dataclass(frozen=True, slots=True)
 class _Corpus:
-    """What BM25 needs to know of the whole index (see ``SessionStore.recall_stats``)."""
+    """What BM25 needs to know of the whole index (``SessionStore.recall_stats``)."""
 
-    docs: dict[str, int]
-    messages: int
-    tokens: int
-    sessions: int
+    stats: RecallStats
+
+    @property
+    def docs(self) -> dict[str, int]:
+        return self.stats.docs
+
+    @property
+    def messages(self) -> int:
+        return self.stats.messages
+
+    @property
+    def tokens(self) -> int:
+        return self.stats.tokens
+
+    @property
+    def sessions(self) -> int:
+        return self.stats.sessions
 
     def idf(self, query_terms: Sequence[str], counts: Iterable[dict[str, int]]) -> dict[str, float]:
         """FTS5's BM25 idf of each term (``log((N - n + 0.5) / (n + 0.5))``, at least 1e-6).
@@ -323,12 +337,6 @@ def _preview(text: str, words: Sequence[str]) -> str:
     return ("…" if start else "") + cut + ("…" if start + PREVIEW_CHARS < len(flat) else "")
 
 
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def _epoch(value: object, name: str) -> float | None:
     if value is None:
         return None
@@ -411,7 +419,7 @@ def recall(
         return []
     stems = {word: terms(word) for word in words}
     query_terms = list(dict.fromkeys(t for ts in stems.values() for t in ts))
-    corpus = _Corpus(*store.recall_stats(query_terms))
+    corpus = _Corpus(store.recall_stats(query_terms))
     pool = max(100, ranking.candidates * limit)
     searched = words
     if corpus.messages <= ranking.every_match:
@@ -428,14 +436,13 @@ def recall(
     matcher = Matcher(query_terms, crude)
     candidates: dict[_Key, _Candidate] = {}
     sessions: dict[str, _Session] = {}
-    for sid, seq, role, _, text, name, created, updated, length in rows:
-        key = (str(sid), int(seq))
+    for row in rows:
+        key = (row.session_id, row.seq)
         if key[0] not in sessions:
-            title = None if name is None else _text(name)
+            title = row.session_name
             titled = bool(title and matcher.count(title)[1])
-            sessions[key[0]] = _Session(title, float(created), float(updated), titled)
-        body = _text(text)
-        candidates[key] = _Candidate(_text(role), body, int(length), *matcher.count(body))
+            sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
+        candidates[key] = _Candidate(row.role, row.text, row.length, *matcher.count(row.text))
     idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))
     average = corpus.average_length(c.length for c in candidates.values())
     score: dict[_Key, float] = {}

@@ -40,7 +40,7 @@ from agentmem._json import type_name
 from agentmem._truncate import truncate_text
 from agentmem.errors import InvalidArgumentError
 from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, run_flow
-from agentmem.messages import content_text, sanitize_text
+from agentmem.messages import message_text, sanitize_text
 from agentmem.protocols import LLM, AsyncLLM, Summarizer
 
 __all__ = [
@@ -142,7 +142,7 @@ class LLMSummarizer:
         for msg in messages:
             role = msg.get("role")
             role = role if isinstance(role, str) else "unknown"
-            text = content_text(msg.get("content")).strip()
+            text = message_text(msg).strip()
             if role == "tool":
                 call_id = msg.get("tool_call_id")
                 name = names.get(call_id, "tool") if isinstance(call_id, str) else "tool"
@@ -174,7 +174,7 @@ class LLMSummarizer:
             The reply's text content, stripped (possibly empty).
         """
         reply = yield LLMRequest(self.build_prompt(messages, previous_summary), purpose="summary")
-        return content_text(reply.get("content")).strip()
+        return message_text(reply).strip()
 
     def summarize(self, messages: Sequence[Mapping[str, Any]], previous_summary: str | None) -> str:
         """Ask a synchronous LLM for a summary of ``messages`` merged with ``previous_summary``.

@@ -24,7 +24,12 @@ and either completes or changes nothing (rolling back, or leaving an
 intent record the next open finishes or rolls back): that half lives in
 :mod:`agentmem._restore` (:class:`RestoreMixin`). Storage layout, the
 guard's stat index and racy-mtime rule, retention and garbage collection
-are described in docs/time-machine.md.
+are described in docs/time-machine.md, and so is its one error rule: a bad
+argument raises; one file's trouble (unreadable, or its snapshot not storable)
+is a marker plus a line in :attr:`TimeMachine.errors`; a tree record not saved
+is recorded around the host's edits (``record_file_before_change``,
+``guard()``) and raised by what changes the active task (``start_new_task``,
+the restores).
 
 Why this module is long: the tree, the captures and ``guard()`` mutate one
 state under one lock, and their invariants (dirty paths, pins, the index)
@@ -56,12 +61,16 @@ from agentmem._restore import (
     is_marker,
 )
 from agentmem._snapshots import (
+    GC_GRACE_SECONDS,
+    SESSION_FILE_SUFFIXES,
     BlobStore,
+    IndexEntry,
     Ref,
     TaskRecord,
     blob_of,
+    collect_unreferenced,
+    delete_stored_session,
     hash_bytes,
-    json_refs,
     parents,
     stat_of,
     under,
@@ -70,7 +79,6 @@ from agentmem._snapshots import (
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
-    check_inside,
     check_path_text,
     make_dirs,
     remove_stale_temps,
@@ -90,10 +98,13 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_TASKS",
+    "GC_GRACE_SECONDS",
+    "SESSION_FILE_SUFFIXES",
     "RestoreError",
     "RestoreResult",
     "SkippedFile",
     "TimeMachine",
+    "delete_stored_session",
 ]
 
 _log = logging.getLogger("agentmem.time_machine")
@@ -110,10 +121,6 @@ DEFAULT_MAX_BYTES: Final = 1024 * 1024 * 1024
 CTIME_MARGIN_NS: Final = 50_000_000
 """A file whose ctime is this much older than a command's start was not changed by it
 (the margin covers the coarse clock the kernel stamps inodes with)."""
-RACY_NS: Final = 2_000_000_000
-"""A file modified this close to when its stat was indexed is re-hashed (racy mtime)."""
-GC_GRACE_SECONDS: Final = 3600.0
-"""Unreferenced blobs younger than this survive a collection (a concurrent writer's)."""
 ROOT: Final = 0
 _READ_ATTEMPTS: Final = 3
 """Reads of a file that keeps changing while read before it is marked ``!unstable``."""
@@ -182,8 +189,8 @@ class TimeMachine(RestoreMixin):
         self._created_dirs: set[str] = set()
         self._absorbed: list[int] = []
         self._chain_cache: tuple[tuple[int, int, int, int], frozenset[int], list[int]] | None = None
-        # path -> [stat signature, when indexed (ns), content ref]
-        self._index: dict[str, list[Any]] = {}
+        # The guard's stat index: path -> what it held when last seen.
+        self._index: dict[str, IndexEntry] = {}
         self._index_fresh = False
         self._index_unsaved = False
         # The intent of a restore that failed half-way and could not be rolled back.
@@ -257,14 +264,8 @@ class TimeMachine(RestoreMixin):
         if index is not None and isinstance(index.get("blind"), list):
             self._blind = {str(p) for p in index["blind"]}
         if index is not None and isinstance(index.get("entries"), Mapping):
-            self._index = {
-                str(k): [(v[0], v[1], v[2], v[3]), v[4], v[5]]
-                for k, v in index["entries"].items()
-                if isinstance(v, list)
-                and len(v) == 6
-                and all(type(x) is int for x in v[:5])
-                and (v[5] is None or isinstance(v[5], str))
-            }
+            entries = {str(k): IndexEntry.from_json(v) for k, v in index["entries"].items()}
+            self._index = {k: v for k, v in entries.items() if v is not None}
 
     def _save(self) -> None:
         path = self._file(".json")
@@ -288,7 +289,7 @@ class TimeMachine(RestoreMixin):
         path = self._file(".index.json")
         self._index_unsaved = False
         if path is not None:
-            entries = {rel: [*sig, seen, ref] for rel, (sig, seen, ref) in self._index.items()}
+            entries = {rel: entry.to_json() for rel, entry in self._index.items()}
             doc = {
                 "format": INDEX_FORMAT,
                 "version": VERSION,
@@ -351,9 +352,11 @@ class TimeMachine(RestoreMixin):
     def _capture(self, rel: str, task: int) -> Ref:
         """The current value of ``rel`` on disk (its content stored as a blob).
 
-        Never raises for the file itself: content that cannot be known comes
-        back as a marker (``!unreadable``: a read or stat error, a symlink or
-        other non-regular file; ``!unstable``: it kept changing while read;
+        Never raises for the file itself, nor when its content cannot be stored
+        (an ``OSError`` of the blob store: disk full): content that cannot be known
+        or kept comes back as a marker (``!unreadable``: a read or stat error, a
+        symlink or other non-regular file, a snapshot that could not be stored;
+        ``!unstable``: it kept changing while read;
         ``!unknown``: it vanished between the stat and the read) and a regular
         file that exists is always indexed, marker or not, so a later guard
         never takes it for a file its command created.
@@ -390,14 +393,18 @@ class TimeMachine(RestoreMixin):
                 return self._indexed(rel, st, UNREADABLE)
             if stat_of(after) != stat_of(st):
                 continue  # written while we read it: what we hold may be torn
-            blob, added = self.blobs.put(data)
+            try:
+                blob, added = self.blobs.put(data)
+            except OSError as exc:  # the store's trouble (disk full): not this call's to raise
+                self._note_error(f"{rel}: its snapshot could not be stored ({exc})")
+                return self._indexed(rel, st, UNREADABLE)
             self._tasks[task].bytes += added
             return self._indexed(rel, st, f"{blob}:{stat.S_IMODE(st.st_mode):o}")
         self._note_error(f"{rel}: changed while it was read, not snapshotted")
         return self._indexed(rel, after, UNSTABLE)
 
     def _indexed(self, rel: str, st: os.stat_result, ref: str) -> str:
-        self._index[rel] = [stat_of(st), time.time_ns(), ref]
+        self._index[rel] = IndexEntry(stat_of(st), time.time_ns(), ref)
         self._index_unsaved = True
         return ref
 
@@ -461,10 +468,6 @@ class TimeMachine(RestoreMixin):
 
     # ------------------------------------------------------------------ guard
 
-    @staticmethod
-    def _racy(entry: list[Any]) -> bool:
-        return bool(entry[0][1] + RACY_NS >= entry[1])
-
     def _refresh_index(self) -> None:
         """Bring the index up to date with the disk without recording anything.
 
@@ -478,26 +481,26 @@ class TimeMachine(RestoreMixin):
             del self._index[rel]
         for rel, st in seen.items():
             entry = self._index.get(rel)
-            stale = entry is None or entry[0] != st or self._racy(entry) or is_marker(entry[2])
+            stale = entry is None or entry.stat != st or entry.racy or is_marker(entry.ref)
             if stale and self._capture(rel, self._active) is None:
                 # Walked, then gone before it was read (an editor's unlink-and-write?):
                 # what it held is unknown, so a file there later is not a new one.
-                self._index[rel] = [st, time.time_ns(), UNKNOWN]
+                self._index[rel] = IndexEntry(st, time.time_ns(), UNKNOWN)
         if blind != self._blind:
             self._blind = blind
             self._index_unsaved = True
         self._index_fresh = True
 
-    def _content_changed(self, rel: str, entry: list[Any]) -> bool:
-        if blob_of(entry[2]) is None:
+    def _content_changed(self, rel: str, entry: IndexEntry) -> bool:
+        if blob_of(entry.ref) is None:
             return False  # too large to hash: only its stat can tell
         try:
             data = (self.working_dir / rel).read_bytes()
         except OSError:
             return True
-        if hash_bytes(data) != blob_of(entry[2]):
+        if hash_bytes(data) != blob_of(entry.ref):
             return True
-        entry[1] = time.time_ns()
+        entry.indexed_ns = time.time_ns()
         return False
 
     @contextlib.contextmanager
@@ -574,11 +577,11 @@ class TimeMachine(RestoreMixin):
                     continue
                 # New, unless it was where the walk before the command could not see.
                 changed[rel] = UNKNOWN if under(rel, self._blind) else None
-            elif entry[0] != st or (self._racy(entry) and self._content_changed(rel, entry)):
+            elif entry.stat != st or (entry.racy and self._content_changed(rel, entry)):
                 if self._unchanged_since(rel, started):
                     self._capture(rel, self._active)  # changed before the command: not by it
                     continue
-                changed[rel] = entry[2]
+                changed[rel] = entry.ref
         for rel in [r for r in self._index if r not in seen]:
             full = self.working_dir / rel
             if under(rel, blind):
@@ -587,7 +590,7 @@ class TimeMachine(RestoreMixin):
                 del self._index[rel]  # still a file, just not walked (ignored)
                 self._index_unsaved = True
             else:
-                changed[rel] = self._index.pop(rel)[2]
+                changed[rel] = self._index.pop(rel).ref
                 self._index_unsaved = True
         if blind != self._blind:
             self._blind = blind
@@ -837,25 +840,31 @@ class TimeMachine(RestoreMixin):
                 if blob:
                     refs.add(blob)
         for entry in self._index.values():
-            blob = blob_of(entry[2])
+            blob = blob_of(entry.ref)
             if blob:
                 refs.add(blob)
         return refs
 
     def collect_garbage(self) -> int:
-        """Delete blobs no stored session refers to; returns how many went."""
+        """Delete blobs no stored session refers to; returns how many went.
+
+        A blob survives when this session's tree or index, or any session record or index
+        on disk, refers to it, or when it is younger than :data:`GC_GRACE_SECONDS` (a
+        concurrent writer's). When a record on disk cannot be read, nothing is collected
+        (its references are unknown; logged). Incognito: the blobs held in memory that
+        this session no longer refers to go.
+        """
         with self._lock:
-            keep = self.referenced_blobs()
-            if self.store_dir is not None:
-                for doc in (self.store_dir / "sessions").glob("*.json"):
-                    with contextlib.suppress(OSError, ValueError):
-                        data = json.loads(doc.read_text(encoding="utf-8"))
-                        for value in json_refs(data):
-                            keep.add(value)
-            return self.blobs.collect(keep, grace_seconds=GC_GRACE_SECONDS, now=time.time())
+            if self.store_dir is None:
+                return self.blobs.collect(self.referenced_blobs(), grace_seconds=0.0, now=0.0)
+            return collect_unreferenced(self.store_dir, self.referenced_blobs())
 
     def delete_session_snapshots(self, session_id: str | None = None) -> None:
-        """Forget a session's snapshots (default: this one) and collect its blobs."""
+        """Forget a session's snapshots (default: this one) and collect its blobs.
+
+        Another session's files are removed with :func:`delete_stored_session`: it must
+        not be open (``Memory.sessions.delete`` does this under the session's lock).
+        """
         with self._lock:
             sid = self.session_id if session_id is None else session_id
             if not isinstance(sid, str) or not sid or "/" in sid or sid.startswith("."):
@@ -868,64 +877,9 @@ class TimeMachine(RestoreMixin):
                 self._index_fresh = False
                 self._absorbed.clear()
             if self.store_dir is not None:
-                for suffix in (".json", ".index.json", ".restore.json", ".guard"):
-                    with contextlib.suppress(FileNotFoundError):
-                        (self.store_dir / "sessions" / f"{sid}{suffix}").unlink()
-            self.collect_garbage()
-
-    def snapshot_bytes(self) -> int:
-        """Bytes every stored blob takes (all sessions sharing this store)."""
-        return self.blobs.size()
+                delete_stored_session(self.store_dir, sid, keep=self.referenced_blobs())
+            else:
+                self.collect_garbage()
 
     def __repr__(self) -> str:
         return f"TimeMachine(active={self.active_task_id!r}, tasks={len(self._tasks) - 1})"
-
-
-SESSION_FILE_SUFFIXES: Final = (".json", ".index.json", ".restore.json", ".guard")
-"""The files ``<store_dir>/sessions/<id><suffix>`` one session's time machine keeps."""
-
-
-def delete_stored_session(store_dir: str | Path, session_id: str) -> int:
-    """Remove a closed session's time-machine files and the blobs only it referred to.
-
-    For a session nobody has open (the session store calls it under the
-    session's lock, from :meth:`~agentmem.session_store.SessionStore.delete`):
-    its task tree, stat index, restore intent and guard marker go, then every
-    blob no remaining session record or index refers to (and older than
-    :data:`GC_GRACE_SECONDS`, so a concurrent writer's new blob survives). If a
-    remaining record cannot be read, no blob is removed: its references are
-    unknown.
-
-    Returns:
-        How many blobs were removed.
-
-    Raises:
-        StorageError: a file of the session could not be removed.
-        UnsafePathError: a symlink under the memory root on the way (nothing is
-            removed through it).
-    """
-    # <root>/snapshots: nothing below it may be a symlink (the files go, not what they point to).
-    root = Path(store_dir).parent
-    sessions = check_inside(root, Path(store_dir) / "sessions")
-    check_inside(root, Path(store_dir) / "blobs")
-    for suffix in SESSION_FILE_SUFFIXES:
-        path = check_inside(root, sessions / f"{session_id}{suffix}")
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise StorageError(f"cannot remove {path}: {exc}", path=path) from exc
-    keep: set[str] = set()
-    try:
-        docs = list(sessions.glob("*.json")) if sessions.is_dir() else []
-        for doc in docs:
-            try:
-                keep.update(json_refs(json.loads(doc.read_text(encoding="utf-8"))))
-            except FileNotFoundError:
-                continue  # deleted meanwhile: its references went with it
-    except (OSError, ValueError) as exc:
-        _log.warning("snapshot blobs not collected: a session record is unreadable (%s)", exc)
-        return 0
-    blobs = BlobStore(Path(store_dir) / "blobs")
-    return blobs.collect(keep, grace_seconds=GC_GRACE_SECONDS, now=time.time())

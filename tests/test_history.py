@@ -17,7 +17,6 @@ from strategies import message, odd_text
 
 from agentmem import (
     INTERNAL_FIELDS,
-    MISSING_TOOL_RESULT,
     HeuristicCounter,
     InvalidArgumentError,
     InvalidMessageError,
@@ -26,6 +25,7 @@ from agentmem import (
     MessageHistory,
     StorageError,
 )
+from agentmem.repair import MISSING_TOOL_RESULT
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:

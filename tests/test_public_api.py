@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
+import warnings
+from pathlib import Path
 from types import FunctionType, ModuleType
+
+import pytest
 
 import agentmem
 
 EXPECTED = [
-    "DEFAULT_ASK_TOOLS",
     "INTERNAL_FIELDS",
     "LLM",
-    "MISSING_TOOL_RESULT",
     "AgentMemError",
     "AsyncLLM",
     "BillingRecord",
@@ -23,7 +26,6 @@ EXPECTED = [
     "ContextSettings",
     "ContextStats",
     "CorruptStoreError",
-    "Decision",
     "Durability",
     "Embedder",
     "FormatVersionError",
@@ -41,19 +43,19 @@ EXPECTED = [
     "MemoryClient",
     "MemoryRecord",
     "MemoryTools",
+    "MemoryUpdateResult",
+    "MemoryUpdateSettings",
     "Message",
     "MessageHistory",
     "ProgressReporter",
     "RecallHit",
     "RestoreError",
+    "RestoreResult",
     "Session",
     "SessionClosedError",
     "SessionInfo",
-    "SessionLock",
     "SessionNotFoundError",
-    "SessionRecord",
     "SessionStore",
-    "SessionWriter",
     "ShortTermMemory",
     "StaleTaskError",
     "StorageError",
@@ -63,6 +65,7 @@ EXPECTED = [
     "TiktokenCounter",
     "TimeMachine",
     "TokenCounter",
+    "TopicStore",
     "TrimEvent",
     "UnsafePathError",
     "Usage",
@@ -124,7 +127,7 @@ def test_every_name_is_its_defining_module_public_object() -> None:
     owners: dict[str, list[str]] = {}
     for module in _public_modules():
         for name in getattr(module, "__all__", ()):
-            if getattr(module, name) is getattr(agentmem, name, object()):
+            if getattr(module, name) is vars(agentmem).get(name, object()):
                 owners.setdefault(name, []).append(module.__name__)
     for name in set(agentmem.__all__) - {"__version__"}:
         assert owners.get(name), f"agentmem.{name} is not a part's public object"
@@ -162,3 +165,40 @@ def test_modules_declare_all() -> None:
         assert isinstance(mod.__all__, list), f"{mod.__name__} has no __all__"
         for name in mod.__all__:
             assert hasattr(mod, name), f"{mod.__name__}.__all__ names missing {name}"
+
+
+MOVED = {
+    "DEFAULT_ASK_TOOLS": "agentmem.yarn",
+    "Decision": "agentmem.yarn",
+    "MISSING_TOOL_RESULT": "agentmem.repair",
+    "SessionLock": "agentmem.session_store",
+    "SessionRecord": "agentmem.session_store",
+    "SessionWriter": "agentmem.session_store",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOVED))
+def test_moved_names_still_resolve_with_a_deprecation_warning(name: str) -> None:
+    home = importlib.import_module(MOVED[name])
+    assert name in home.__all__
+    assert name not in agentmem.__all__ and name not in dir(agentmem)
+    with pytest.warns(DeprecationWarning, match=f"import it from {MOVED[name]}"):
+        value = getattr(agentmem, name)
+    assert value is getattr(home, name)
+
+
+def test_the_public_api_imports_without_warnings() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in agentmem.__all__:
+            getattr(agentmem, name)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        agentmem.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_docs_index_lists_exactly_the_public_api() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "index.md").read_text()
+    section = page.split("## The public API in one screen")[1].split("The building blocks")[0]
+    assert set(re.findall(r"`(\w+)`", section)) - {"__all__"} == set(agentmem.__all__) - {
+        "__version__"
+    }

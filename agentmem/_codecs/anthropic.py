@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from agentmem._json import encode_arguments, parse_arguments, sanitize_text, type_name
-from agentmem._shape import Message, content_text, require_str
+from agentmem._shape import Message, message_text, require_str
 from agentmem.errors import InvalidArgumentError, InvalidMessageError
 
 __all__ = [
@@ -365,7 +365,7 @@ def _message_turn(msg: Message) -> dict[str, Any] | None:
     """
     role = msg["role"]
     if role == "system":
-        text = content_text(msg.get("content"))
+        text = message_text(msg)
         if not text.strip():
             return None
         note = f"<{SYSTEM_NOTE_TAG}>\n{text}\n</{SYSTEM_NOTE_TAG}>"
@@ -435,7 +435,7 @@ def _turns(
     leading = True
     for msg in messages:
         if leading and msg["role"] == "system":
-            text = content_text(msg.get("content"))
+            text = message_text(msg)
             if text.strip():
                 system_parts.append(text)
             continue

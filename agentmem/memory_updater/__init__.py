@@ -94,7 +94,7 @@ from agentmem.memory_updater._tools import (
     tool_specs,
 )
 from agentmem.message_tokens import count_message
-from agentmem.messages import Message, content_text, normalize_message
+from agentmem.messages import Message, message_text, normalize_message
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import select_task_chain
 from agentmem.session_store import BillingRecord
@@ -584,9 +584,7 @@ class MemoryUpdater:
             except Exception as exc:
                 return self._fail(run, f"the LLM's reply cannot be used: {exc}", exc)
             if not calls:
-                return self._result(
-                    run, stopped="answered", answer=content_text(reply.get("content"))
-                )
+                return self._result(run, stopped="answered", answer=message_text(reply))
             for call_id, name, args in calls:
                 text = self._call_tool(run, name, args)
                 fork.rest.append(

@@ -32,7 +32,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from agentmem._shape import content_text
+from agentmem._shape import message_text
 from agentmem.errors import LLMError
 from agentmem.llm import Flow, LLMRequest
 
@@ -91,7 +91,7 @@ def parse_json_object(reply: dict[str, Any], what: str) -> dict[str, Any]:
     Raises:
         LLMError: the content is empty, not JSON, or not a JSON object.
     """
-    text = content_text(reply.get("content")).strip()
+    text = message_text(reply).strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()

@@ -47,7 +47,7 @@ from agentmem._json import decode_arguments
 from agentmem._prompt_budget import render_within
 from agentmem._truncate import truncate_text
 from agentmem.errors import AgentMemError, ConfigurationError, InvalidArgumentError
-from agentmem.messages import Message, content_text, is_real_user
+from agentmem.messages import Message, is_real_user, message_text
 from agentmem.protocols import MemoryClient, MemoryRecord, TokenCounter
 from agentmem.semantic._resume import (
     Blocks,
@@ -695,7 +695,7 @@ class SessionExtensions:
         """
         if not self.extensions or not is_real_user(stored):
             return False
-        text = content_text(stored.get("content"))
+        text = message_text(stored)
         blocks = tuple(
             (ext.name, block)
             for ext in self.extensions

@@ -40,6 +40,7 @@ from agentmem.session_store import recall_index
 from agentmem.session_store.export import export_html, export_json
 from agentmem.session_store.loading import apply_repairs, check_rows
 from agentmem.session_store.lock import SessionLock
+from agentmem.session_store.recall_records import RecallRow, RecallStats, decoded
 from agentmem.session_store.records import (
     _SESSION_ID_RE,
     FORMAT_NAME,
@@ -533,8 +534,8 @@ class SessionStore:
 
     # ------------------------------------------------------------------ recall index
 
-    def recall_rows(self, match: str, limit: int, **filters: Any) -> builtins.list[tuple[Any, ...]]:
-        """Raw BM25 matches from the recall index (see :meth:`SessionsSQL.recall_rows`).
+    def recall_rows(self, match: str, limit: int, **filters: Any) -> builtins.list[RecallRow]:
+        """The best BM25 matches from the recall index (see :meth:`SessionsSQL.recall_rows`).
 
         Ranking is :mod:`agentmem.recall`'s job; use :meth:`agentmem.Memory.recall`. An
         index found damaged is rebuilt from the messages (reported in
@@ -544,17 +545,18 @@ class SessionStore:
             StorageError: the search failed (for instance a malformed FTS5 query).
             CorruptStoreError: the database itself is damaged.
         """
-        return self._read_recall_index(
+        rows = self._read_recall_index(
             lambda sql: sql.recall_rows(match, limit, **filters),
             ("search the recall index", "a search", "search the rebuilt recall index"),
         )
+        return [RecallRow.from_sql(row) for row in rows]
 
-    def recall_stats(self, terms: builtins.list[str]) -> tuple[dict[str, int], int, int, int]:
+    def recall_stats(self, terms: builtins.list[str]) -> RecallStats:
         """BM25's corpus statistics (see :meth:`SessionsSQL.recall_stats`), after indexing
         what is still queued: messages holding each index term, messages indexed, tokens
         in them, sessions. An index found damaged is rebuilt, as by :meth:`recall_rows`."""
         return self._read_recall_index(
-            lambda sql: sql.recall_stats(terms),
+            lambda sql: RecallStats(*sql.recall_stats(terms)),
             (
                 "read the recall index's statistics",
                 "reading its statistics",
@@ -571,10 +573,7 @@ class SessionStore:
         """The indexed text of messages ``first..last`` of a session, by index."""
         with self._read(f"read the recall index of session {session_id}") as sql:
             rows = sql.recall_texts(session_id, first, last)
-        return {
-            int(seq): text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-            for seq, text in rows.items()
-        }
+        return {int(seq): decoded(text) for seq, text in rows.items()}
 
     def check_recall_index(self, *, repair: bool = True) -> builtins.list[str]:
         """Check the recall index against the messages; rebuild it when it is wrong.

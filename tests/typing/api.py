@@ -207,3 +207,12 @@ def semantic_clients(mem: agentmem.Memory) -> list[str]:
     except RemoteMemoryError as err:
         return [f"{err.kind}:{err.status}"]
     return [h.memory for h in hits] + [c.event for c in changes] + [why or ""]
+
+
+def exported_parts(mem: agentmem.Memory, s: agentmem.Session) -> int:
+    settings = agentmem.MemoryUpdateSettings(max_tokens_per_file=2000)
+    result: agentmem.MemoryUpdateResult | None = s.last_memory_update
+    topics: agentmem.TopicStore = mem.topics
+    restore: agentmem.RestoreResult | None = s.last_restore
+    skipped = len(restore.skipped) if restore is not None else 0
+    return settings.max_tokens_per_file + len(topics.list()) + skipped + int(result is None)
