@@ -5,13 +5,18 @@ Private to :mod:`agentmem.context`: the cached system prompt and summary
 and the structural copy of a cached OpenAI view. Each cache is keyed by the
 objects it was built from (compared by identity) and the token counter's
 epoch, so a change to any of them rebuilds it and nothing else.
+
+All of it is held per working window in one :class:`WindowState`: the
+manager keeps one per window it has built (an
+:class:`~agentmem._identity.IdentityCache` keyed by the window), so
+building another window never resets or reuses this one's state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from agentmem._codecs.anthropic import (
     EMPTY_USER_PLACEHOLDER,
@@ -19,8 +24,10 @@ from agentmem._codecs.anthropic import (
     SYSTEM_NOTE_TAG,
 )
 from agentmem._context_types import NoteMap
+from agentmem._identity import IdentityCache
+from agentmem._shrink import PayloadShrinker
 from agentmem.message_tokens import MESSAGE_OVERHEAD_TOKENS
-from agentmem.messages import Message, content_text
+from agentmem.messages import Message, TurnCache, content_text
 from agentmem.protocols import TokenCounter
 from agentmem.repair import RepairStream
 from agentmem.stm import ShortTermMemory
@@ -28,8 +35,10 @@ from agentmem.stm import ShortTermMemory
 __all__ = [
     "Prefix",
     "PrefixKey",
+    "Repaired",
     "SummaryCache",
     "SystemCache",
+    "WindowState",
     "anthropic_extra",
     "copy_view",
     "has_reasoning",
@@ -124,6 +133,40 @@ class Prefix:
     tokens: int  # count of stream.out
     counted: int  # entries of stream.out included in `tokens`
     reasoning: bool  # some assistant entry carries reasoning_content
+
+
+class Repaired(NamedTuple):
+    """The repaired canonical payload, as :meth:`ContextManager._repaired` returns it."""
+
+    messages: list[Message]
+    tokens: int  # its count, reply priming included
+    reasoning: bool  # some assistant entry carries reasoning_content (pad the others)
+
+
+@dataclass
+class WindowState:
+    """Everything the builds over one working window keep for the next build.
+
+    Each field is valid for this window only; a trim calls
+    :meth:`after_trim`. Counts inside are keyed by the counter's epoch.
+    """
+
+    views: IdentityCache[Message, dict[str, Any]] = field(default_factory=IdentityCache)
+    """OpenAI views of payload messages (see :func:`copy_view`)."""
+    turns: TurnCache = field(default_factory=dict)
+    """Anthropic turns of payload messages (the codec's own identity cache)."""
+    shrinker: PayloadShrinker = field(default_factory=PayloadShrinker)
+    system: SystemCache | None = None
+    summary: SummaryCache | None = None
+    prefix: Prefix | None = None
+
+    def after_trim(self, alive: Sequence[Message]) -> None:
+        """Forget what a trim made stale; keep views of the messages still in the window."""
+        self.prefix = None
+        self.views.keep_only(alive)
+        self.shrinker.reset()
+        live = {id(m) for m in alive}
+        self.turns = {k: v for k, v in self.turns.items() if k in live}
 
 
 def has_reasoning(msg: Mapping[str, Any]) -> bool:
