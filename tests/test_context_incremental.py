@@ -80,8 +80,8 @@ class Rig:
 
 
 ACTIONS = (
-    "tool", "calibrate", "user", "delete", "truncate", "system", "mutate", "answer", "tool",
-    "calibrate", "overflow",
+    "tool", "calibrate", "user", "tool", "delete", "answer", "truncate", "tool", "system",
+    "calibrate", "mutate", "user", "overflow",
 )  # fmt: skip
 
 
@@ -92,7 +92,7 @@ def action(draw: st.DrawFn) -> Step:
     if kind == "user":
         return kind, (draw(st.text(min_size=1, max_size=80)), draw(task))
     if kind == "tool":
-        return kind, ("x" * draw(st.sampled_from([300, 10, 2_500, 9_000])), draw(task))
+        return kind, ("x" * draw(st.sampled_from([300, 10, 1_500, 9_000])), draw(task))
     if kind == "answer":
         return kind, draw(st.text(max_size=200))
     if kind in ("delete", "truncate"):
@@ -117,11 +117,16 @@ def build(draw: st.DrawFn) -> Step:
 @st.composite
 def steps(draw: st.DrawFn) -> tuple[int, list[Step]]:
     """A window size and a script: rounds of one to three actions, each round ending in a build."""
-    window = draw(st.sampled_from([1_000, 2_000, 6_000]))
+    window = draw(st.sampled_from([2_000, 32_000, 8_000]))
     out: list[Step] = []
+    current = draw(build())
     for _ in range(draw(st.integers(2, 15))):
         out.extend(draw(st.lists(action(), min_size=1, max_size=3)))
-        out.append(draw(build()))
+        # Hosts keep their chain and injections for stretches and switch now and then:
+        # a stale cache shows between two builds with the same arguments.
+        if draw(st.integers(0, 3)) == 3:
+            current = draw(build())
+        out.append(current)
         if draw(st.booleans()):  # the host reports the usage of what it just sent
             out.append(("calibrate", draw(st.sampled_from([0.4, 0.7, 1.5, 2.5, 4.0]))))
     return window, out
