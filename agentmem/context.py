@@ -77,15 +77,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmem._context_state import (
-    Prefix,
-    PrefixKey,
     Repaired,
-    SummaryCache,
-    SystemCache,
     WindowState,
     anthropic_extra,
     copy_view,
-    has_reasoning,
     prompt_tokens_in,
     text_of,
 )
@@ -115,8 +110,8 @@ from agentmem._progress import (
 from agentmem._truncate import truncate_text
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, is_real_user, to_anthropic
-from agentmem.protocols import ProgressReporter, TokenCounter, counter_epoch
-from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
+from agentmem.protocols import ProgressReporter, TokenCounter
+from agentmem.repair import PROVIDERS, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
 from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
 from agentmem.yarn import SummaryRequest, YaRN
@@ -488,7 +483,7 @@ class ContextManager:
             reserved_output_tokens=plan.reserved_output,
             budget=plan.limit,
         )
-        system, system_tokens = self._system_message(plan)
+        system, system_tokens = plan.state.system_message(plan.window.history, plan.injections)
         self._check_system_fits(plan, system_tokens)
         # Turn notes (semantic memory blocks) sit beside their turns; trims count them
         # like the system prompt, as a fixed cost of the payload.
@@ -546,12 +541,12 @@ class ContextManager:
         self, plan: _Plan, system: Message | None, fixed_tokens: int, stats: ContextStats
     ) -> Generator[tuple[YaRN, SummaryRequest], None, Repaired]:
         """The repaired payload; stage 2 trims and repairs again when its exact count is high."""
-        repaired = self._repaired(plan, system)
+        repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
         limit = plan.limit
         if not plan.attempt and repaired.tokens > self.settings.validation_threshold * limit:
             target = int(self.settings.trim_target * limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=2, target=target)
-            repaired = self._repaired(plan, system)
+            repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
         return repaired
 
     def _overflow_ceiling(self, plan: _Plan, messages: Sequence[Message], fixed: int) -> int:
@@ -566,7 +561,7 @@ class ContextManager:
         # the parts that are never cut and the summary's reserve.
         history = plan.window.history
         anchor = next((m for m in reversed(messages) if is_real_user(m)), None)
-        summary_tokens = self._summary_message(plan)[1]
+        summary_tokens = plan.state.summary_message(plan.yarn, plan.counter)[1]
         reserve = int(settings.summary_max_fraction * limit)
         index = history.last_real_user_index()
         if index is not None and history[index] is anchor:
@@ -615,58 +610,12 @@ class ContextManager:
 
     # ------------------------------------------------------------------ parts
 
-    def _system_message(self, plan: _Plan) -> tuple[Message | None, int]:
-        """The system prompt (history[0] when it is a system message) with injections appended,
-        and its token count.
-
-        The same object is returned while neither changes, so downstream caches hold.
-        """
-        history = plan.window.history
-        counter = history.token_counter
-        epoch = counter_epoch(counter)
-        prompt = history[0] if history.has_system_prompt() else None
-        extra = tuple(text for text in plan.injections if text and text.strip())
-        cache = plan.state.system
-        if (
-            cache is not None
-            and cache.prompt is prompt
-            and cache.injections == extra
-            and cache.epoch == epoch
-        ):
-            return cache.message, cache.tokens
-        message: Message | None
-        if not extra:
-            message = prompt
-        else:
-            parts = [text_of(prompt)] if prompt is not None else []
-            parts.extend(extra)
-            message = {"role": "system", "content": "\n\n".join(p for p in parts if p)}
-        tokens = count_message(message, counter) if message is not None else 0
-        plan.state.system = SystemCache(prompt, extra, message, tokens, epoch)
-        return message, tokens
-
-    def _summary_message(self, plan: _Plan) -> tuple[Message | None, int]:
-        """YaRN's summary message and its token count, cached while the summary is unchanged."""
-        yarn = plan.yarn
-        if yarn is None:
-            return None, 0
-        summary = yarn.summary
-        counter = plan.counter
-        epoch = counter_epoch(counter)
-        cache = plan.state.summary
-        if cache is not None and cache.summary is summary and cache.epoch == epoch:
-            return cache.message, cache.tokens
-        message = yarn.render_message()
-        tokens = count_message(message, counter) if message is not None else 0
-        plan.state.summary = SummaryCache(summary, message, tokens, epoch)
-        return message, tokens
-
     def _estimate(self, plan: _Plan, system_tokens: int) -> int:
         """Cheap payload estimate from cached counts only."""
         window = plan.window
         # The window's own count includes a prompt at index 0, already in system_tokens.
         total = system_tokens + window.token_count() - prompt_tokens_in(window)
-        return total + REPLY_PRIMING_TOKENS + self._summary_message(plan)[1]
+        return total + REPLY_PRIMING_TOKENS + plan.state.summary_message(plan.yarn, plan.counter)[1]
 
     def _trim(
         self,
@@ -742,85 +691,6 @@ class ContextManager:
         except Exception:  # a reporter must never break the agent
             _log.warning("progress reporter failed on context.trim", exc_info=True)
 
-    def _repaired(self, plan: _Plan, system: Message | None) -> Repaired:
-        """The repaired canonical payload, its token count and whether it carries reasoning.
-
-        Between trims the window only grows at the end, so the repair stream
-        and the running count are kept and only new messages are processed.
-        """
-        history = plan.window.history
-        counter = plan.counter
-        prefix = self._prefix_for(plan, system)
-        stream = prefix.stream
-        chain, notes = plan.chain, plan.notes
-        for i in range(prefix.upto, len(history)):
-            msg = history[i]
-            if chain is None or msg.get("task_id") is None or msg.get("task_id") in chain:
-                before = len(stream.out)
-                stream.push(msg)
-                note = notes.get(id(msg))
-                if note is not None and note[0] is msg:
-                    stream.push(note[1])
-                for entry in stream.out[before:]:
-                    prefix.tokens += (
-                        history.message_tokens(i) if entry is msg else count_message(entry, counter)
-                    )
-                    prefix.reasoning = prefix.reasoning or has_reasoning(entry)
-                prefix.counted = len(stream.out)
-        prefix.upto = len(history)
-        messages = stream.finish()
-        total = prefix.tokens + REPLY_PRIMING_TOKENS
-        for entry in messages[len(stream.out) :]:
-            total += count_message(entry, counter)
-        return Repaired(messages, total, prefix.reasoning)
-
-    def _prefix_for(self, plan: _Plan, system: Message | None) -> Prefix:
-        """The window's incremental repair state, started afresh when its key changed."""
-        window, state = plan.window, plan.state
-        history = window.history
-        summary, summary_tokens = self._summary_message(plan)
-        key = PrefixKey(
-            history,
-            history.revision,
-            counter_epoch(plan.counter),
-            window.start,
-            window.pinned,
-            system,
-            summary,
-            plan.chain,
-            plan.notes,
-        )
-        prefix = state.prefix
-        if prefix is not None and prefix.key.same(key) and len(history) >= prefix.upto:
-            return prefix
-        stream = RepairStream()
-        if system is not None:
-            stream.push(system)
-        if summary is not None:
-            stream.push(summary)
-        for i in window.pinned:
-            stream.push(history[i])
-            note = plan.notes.get(id(history[i]))
-            if note is not None and note[0] is history[i]:
-                stream.push(note[1])
-        first = window.start
-        if first == 0 and history.has_system_prompt():
-            first = 1  # already pushed as `system`
-        # Cached counts for the parts pushed unchanged (a pin is a history message).
-        known: IdentityCache[Message | None, int] = IdentityCache()
-        for i in window.pinned:
-            known.put(history[i], history.message_tokens(i))
-        if system is not None and state.system is not None:
-            known.put(system, state.system.tokens)
-        known.put(summary, summary_tokens)
-        tokens = 0
-        for entry in stream.out:
-            hit = known.get(entry)
-            tokens += hit if hit is not None else count_message(entry, plan.counter)
-        reasoning = any(has_reasoning(entry) for entry in stream.out)
-        state.prefix = Prefix(key, stream, first, tokens, len(stream.out), reasoning)
-        return state.prefix
-
     def _shrink(
         self,
         plan: _Plan,
@@ -843,7 +713,7 @@ class ContextManager:
             known.put(history[i], i)
         if window.start > 0 and history.has_system_prompt():
             known.put(history[0], 0)
-        summary, summary_tokens = self._summary_message(plan)
+        summary, summary_tokens = plan.state.summary_message(plan.yarn, plan.counter)
         system_cache = plan.state.system
 
         def count(msg: Message) -> int:
