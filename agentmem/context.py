@@ -1,11 +1,22 @@
 """ContextManager: the payload for each LLM call, within the model's window.
 
-Why this module is long: the pipeline below and its incremental state
-(repair stream, counts, caches) are one job with shared invariants, run by
-a sync and an async driver (a trim may await YaRN's summarizer). The rest
-is split out: settings and result types in :mod:`agentmem._context_types`
-(re-exported here), payload-level truncation in :mod:`agentmem._shrink`,
-progress rendering in :mod:`agentmem._progress`.
+This module holds the pipeline: :meth:`ContextManager._build` runs named
+steps (check the system prompt fits, trim before repair, repair and
+validate, add the recovery note, fit), each reading one checked
+``_Plan`` of the build's inputs, and is driven by a sync and an async
+driver (a trim may await YaRN's summarizer). The rest is split out:
+settings and result types in :mod:`agentmem._context_types` (re-exported
+here), the state kept between builds in :mod:`agentmem._context_state`,
+payload-level truncation in :mod:`agentmem._shrink`, progress rendering in
+:mod:`agentmem._progress`.
+
+State between builds is explicit: one ``WindowState`` per working window
+(the system prompt and summary with their counts, the incremental repair
+stream, OpenAI and Anthropic views, kept cuts), held in an
+:class:`~agentmem._identity.IdentityCache` keyed by the window, so a build
+for another window neither resets nor reuses it. Every cached count is keyed
+by the counter's epoch (:func:`~agentmem.protocols.counter_epoch`); every
+step returns what it computed (no field left for another step to read).
 
 Every call needs a payload that (a) the provider accepts, (b) fits the
 model's context window, and (c) changes as little as possible from one call
