@@ -46,13 +46,17 @@ class IdentityCache(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         """The value stored for this very object, or ``None``."""
+        hit = self._hit(key)
+        return hit[1] if hit is not None else None
+
+    def _hit(self, key: K) -> tuple[K, V] | None:
         hit = self._entries.get(id(key))
         if hit is None or hit[0] is not key:
             return None
-        if self._max is not None:  # most recently used goes last
+        if self._max is not None:  # the most recently used goes last
             del self._entries[id(key)]
             self._entries[id(key)] = hit
-        return hit[1]
+        return hit
 
     def put(self, key: K, value: V) -> V:
         """Store ``value`` for ``key`` (replacing any earlier one) and return it."""
@@ -65,10 +69,8 @@ class IdentityCache(Generic[K, V]):
 
     def get_or_make(self, key: K, make: Callable[[K], V]) -> V:
         """The stored value for ``key``, or ``make(key)`` stored and returned."""
-        hit = self._entries.get(id(key))
-        if hit is not None and hit[0] is key:
-            return hit[1]
-        return self.put(key, make(key))
+        hit = self._hit(key)
+        return hit[1] if hit is not None else self.put(key, make(key))
 
     def keep_only(self, alive: Iterable[object]) -> None:
         """Drop every entry whose key is not one of the objects in ``alive``."""
