@@ -53,8 +53,8 @@ class IdentityCache(Generic[K, V]):
         hit = self._entries.get(id(key))
         if hit is None or hit[0] is not key:
             return None
-        if self._max is not None:  # the most recently used goes last
-            del self._entries[id(key)]
+        if self._max is not None and next(reversed(self._entries)) != id(key):
+            del self._entries[id(key)]  # the most recently used goes last
             self._entries[id(key)] = hit
         return hit
 
@@ -71,6 +71,19 @@ class IdentityCache(Generic[K, V]):
         """The stored value for ``key``, or ``make(key)`` stored and returned."""
         hit = self._hit(key)
         return hit[1] if hit is not None else self.put(key, make(key))
+
+    def get_or_make_many(self, keys: Iterable[K], make: Callable[[K], V]) -> list[V]:
+        """:meth:`get_or_make` of each key, in order (one call for a whole payload)."""
+        if self._max is not None:
+            return [self.get_or_make(key, make) for key in keys]
+        entries = self._entries
+        return [
+            hit[1]
+            if (hit := entries.get(id(key))) is not None and hit[0] is key
+            # a miss: store and return make(key)
+            else self.put(key, make(key))
+            for key in keys
+        ]
 
     def keep_only(self, alive: Iterable[object]) -> None:
         """Drop every entry whose key is not one of the objects in ``alive``."""
