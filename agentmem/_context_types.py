@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agentmem._tool_specs import count_tools, provider_tools, tools_json
 from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.messages import Message
-from agentmem.protocols import TokenCounter
+from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.tokens import count_message
 
 __all__ = [
@@ -205,7 +205,7 @@ class NoteCounts:
 
         The same map (by identity, never modified) in the same epoch costs nothing.
         """
-        epoch = getattr(counter, "epoch", 0)
+        epoch = counter_epoch(counter)
         last = self._last
         if last is not None and last[0] is notes and last[1] == epoch:
             return last[2]
@@ -269,7 +269,7 @@ class ToolCounts:
         if not specs:
             return ToolCost((), 0)
         text = tools_json(specs)
-        epoch = getattr(counter, "epoch", 0)
+        epoch = counter_epoch(counter)
         key = (provider, text)
         hit = self._counts.get(key)
         if hit is None or hit[1] != epoch:

@@ -27,7 +27,7 @@ import orjson
 from agentmem._json import parse_arguments
 from agentmem._truncate import truncate_text
 from agentmem.messages import Message, content_text, is_real_user
-from agentmem.protocols import TokenCounter
+from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
 
 __all__ = ["PayloadShrinker", "truncate_message"]
@@ -89,7 +89,7 @@ class PayloadShrinker:
         Returns:
             The new payload, its count, and how many messages were cut.
         """
-        epoch = getattr(counter, "epoch", 0)
+        epoch = counter_epoch(counter)
         out = list(messages)
         sizes = [count(m) for m in out]
         total = REPLY_PRIMING_TOKENS + sum(sizes)

@@ -1,11 +1,22 @@
 """ContextManager: the payload for each LLM call, within the model's window.
 
-Why this module is long: the pipeline below and its incremental state
-(repair stream, counts, caches) are one job with shared invariants, run by
-a sync and an async driver (a trim may await YaRN's summarizer). The rest
-is split out: settings and result types in :mod:`agentmem._context_types`
-(re-exported here), payload-level truncation in :mod:`agentmem._shrink`,
-progress rendering in :mod:`agentmem._progress`.
+This module holds the pipeline: :meth:`ContextManager._build` runs named
+steps (check the system prompt fits, trim before repair, repair and
+validate, add the recovery note, fit), each reading one checked
+``_Plan`` of the build's inputs, and is driven by a sync and an async
+driver (a trim may await YaRN's summarizer). The rest is split out:
+settings and result types in :mod:`agentmem._context_types` (re-exported
+here), the state kept between builds in :mod:`agentmem._context_state`,
+payload-level truncation in :mod:`agentmem._shrink`, progress rendering in
+:mod:`agentmem._progress`.
+
+State between builds is explicit: one ``WindowState`` per working window
+(the system prompt and summary with their counts, the incremental repair
+stream, OpenAI and Anthropic views, kept cuts), held in an
+:class:`~agentmem._identity.IdentityCache` keyed by the window, so a build
+for another window neither resets nor reuses it. Every cached count is keyed
+by the counter's epoch (:func:`~agentmem.protocols.counter_epoch`); every
+step returns what it computed (no field left for another step to read).
 
 Every call needs a payload that (a) the provider accepts, (b) fits the
 model's context window, and (c) changes as little as possible from one call
@@ -73,16 +84,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentmem._context_state import (
-    Prefix,
-    PrefixKey,
-    SummaryCache,
-    SystemCache,
+    Repaired,
+    WindowState,
     anthropic_extra,
     copy_view,
-    has_reasoning,
     prompt_tokens_in,
     text_of,
 )
@@ -101,6 +109,7 @@ from agentmem._context_types import (
     note_map,
     session_tools,
 )
+from agentmem._identity import IdentityCache
 from agentmem._progress import (
     TODO_TOOL_NAMES,
     Progress,
@@ -108,12 +117,11 @@ from agentmem._progress import (
     progress_of,
     render_progress,
 )
-from agentmem._shrink import PayloadShrinker
 from agentmem._truncate import truncate_text
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
-from agentmem.messages import Message, TurnCache, is_real_user, to_anthropic
+from agentmem.messages import Message, is_real_user, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
-from agentmem.repair import PROVIDERS, RepairStream, openai_view, task_chain_set
+from agentmem.repair import PROVIDERS, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
 from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
 from agentmem.yarn import SummaryRequest, YaRN
@@ -140,14 +148,49 @@ _log = logging.getLogger("agentmem.context")
 RECOVERY_TAG = "context_recovery"
 
 
+WINDOW_STATES = 4
+"""Working windows whose build state one manager keeps (least recently built dropped)."""
+
+
+class _Plan(NamedTuple):
+    """One build's fixed inputs, checked and resolved: what every pipeline step reads.
+
+    (A NamedTuple rather than a frozen dataclass: one is made per build, and a
+    tuple is several times cheaper to construct.)
+    """
+
+    window: ShortTermMemory
+    yarn: YaRN | None
+    state: WindowState
+    attempt: int  # 0: stages 1-2; 1-3: a stage-3 attempt
+    provider: str
+    injections: Sequence[str]
+    chain: frozenset[Any] | None
+    force_pad: bool
+    notes: NoteMap
+    tool_cost: ToolCost
+    reserved_output: int
+    limit: int  # the budget: the window minus the tools and the reserved output
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self.window.history.token_counter
+
+    @property
+    def reserved(self) -> int:
+        return self.tool_cost.tokens + self.reserved_output
+
+
 class ContextManager:
     """Builds provider payloads that fit the window (see the module docstring).
 
     Args:
         settings: A :class:`ContextSettings` or a mapping of its fields.
         window: The working window to build from (its history is the
-            conversation). Bound here, a build needs no ``window`` argument;
-            a build given another window resets the manager's caches.
+            conversation). Bound here, a build needs no ``window`` argument.
+            A build may name another window: the manager keeps each window's
+            build state apart (for the :data:`WINDOW_STATES` most recently
+            built), so switching windows neither resets nor mixes them.
         yarn: Archive that receives evicted messages and supplies the summary.
         checkpoint: Called with a :class:`TrimEvent` before every trim (the
             session writes its progress checkpoint there). Errors are logged,
@@ -183,19 +226,13 @@ class ContextManager:
         self.reporter = reporter
         self.last_build: ContextBuild | None = None
         """The result of the newest build, or ``None`` before the first one."""
-        self._views: dict[int, tuple[Message, dict[str, Any]]] = {}
-        self._shrinker = PayloadShrinker()
-        self._turns: TurnCache = {}
-        self._system_cache: SystemCache | None = None
-        self._summary_cache: SummaryCache | None = None
-        self._prefix: Prefix | None = None
-        self._reasoning = False
+        # The build state of each working window, kept apart (see WindowState).
+        self._windows: IdentityCache[ShortTermMemory, WindowState] = IdentityCache(WINDOW_STATES)
         self._note_counts = NoteCounts()
         self._tool_counts = ToolCounts()
-        # The newest turn notes given as a tuple and their checked map: the session
-        # passes the same tuple until a turn adds a note, so it is checked once.
-        self._notes: tuple[Sequence[TurnNote], NoteMap] = ((), {})
-        self._built_from: ShortTermMemory | None = window
+        # The checked map of the newest turn-notes tuple: the session passes the same
+        # tuple until a turn adds a note, so it is checked once.
+        self._notes: IdentityCache[Sequence[TurnNote], NoteMap] = IdentityCache(1)
 
     @property
     def stats(self) -> ContextStats:
@@ -324,7 +361,7 @@ class ContextManager:
             InvalidArgumentError: ``attempt`` is not 0-3, unknown provider, or no window.
             ContextOverflowError: the system prompt alone does not fit the window.
         """
-        steps = self._steps(
+        plan = self._plan(
             window,
             yarn,
             attempt,
@@ -336,6 +373,7 @@ class ContextManager:
             tools,
             max_output_tokens,
         )
+        steps = self._build(plan)
         try:
             while True:
                 owner, request = next(steps)
@@ -367,7 +405,7 @@ class ContextManager:
         owes a summary; the payload is the one :meth:`build_result` makes when
         the summarizer gives the same text. Raises as :meth:`build_result`.
         """
-        steps = self._steps(
+        plan = self._plan(
             window,
             yarn,
             attempt,
@@ -379,6 +417,7 @@ class ContextManager:
             tools,
             max_output_tokens,
         )
+        steps = self._build(plan)
         try:
             while True:
                 owner, request = next(steps)
@@ -390,7 +429,9 @@ class ContextManager:
         self.last_build = result
         return result
 
-    def _steps(
+    # ------------------------------------------------------------------ pipeline
+
+    def _plan(
         self,
         window: ShortTermMemory | None,
         yarn: YaRN | None,
@@ -402,8 +443,8 @@ class ContextManager:
         turn_notes: Sequence[TurnNote],
         tools: Sequence[Mapping[str, Any]] | None,
         max_output_tokens: int | None,
-    ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
-        """Check a build's arguments (eagerly), then return the pipeline (:meth:`_build`)."""
+    ) -> _Plan:
+        """Check a build's arguments (eagerly, before any step runs) and resolve them."""
         if isinstance(attempt, bool) or attempt not in (0, 1, 2, 3):
             raise InvalidArgumentError(f"attempt must be 0, 1, 2 or 3, got {attempt!r}")
         if provider not in PROVIDERS:
@@ -420,261 +461,192 @@ class ContextManager:
                 "window must be a ShortTermMemory (pass one here or to the constructor), "
                 f"got {type(window).__name__}"
             )
-        if window is not self._built_from:
-            self._reset()
-            self._built_from = window
         tool_cost = self._tool_counts.cost(tools, provider, window.history.token_counter)
-        return self._build(
-            window,
-            yarn,
-            provider,
-            injections,
-            task_chain,
-            force_pad,
+        return _Plan(
+            window=window,
+            yarn=yarn,
+            state=self._windows.get_or_make(window, lambda _: WindowState()),
             attempt=attempt,
+            provider=provider,
+            injections=injections,
+            chain=task_chain_set(task_chain),
+            force_pad=force_pad,
             notes=self._note_map(turn_notes),
             tool_cost=tool_cost,
             reserved_output=reserved_output,
+            limit=self.settings.context_window - tool_cost.tokens - reserved_output,
         )
 
     def _note_map(self, turn_notes: Sequence[TurnNote]) -> NoteMap:
         """:func:`note_map` of ``turn_notes``, reused while the same tuple is passed."""
-        given, notes = self._notes
-        if turn_notes is given and type(turn_notes) is tuple:
-            return notes
-        notes = note_map(turn_notes)
-        if type(turn_notes) is tuple:
-            self._notes = (turn_notes, notes)
-        return notes
+        if type(turn_notes) is not tuple:
+            return note_map(turn_notes)
+        return self._notes.get_or_make(turn_notes, note_map)
 
-    def _reset(self) -> None:
-        self._views = {}
-        self._shrinker.reset()
-        self._turns = {}
-        self._system_cache = None
-        self._summary_cache = None
-        self._prefix = None
-
-    # ------------------------------------------------------------------ pipeline
-
-    def _build(
-        self,
-        window: ShortTermMemory,
-        yarn: YaRN | None,
-        provider: str,
-        injections: Sequence[str],
-        task_chain: Collection[int] | None,
-        force_pad: bool,
-        *,
-        attempt: int,
-        notes: NoteMap,
-        tool_cost: ToolCost,
-        reserved_output: int,
-    ) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
+    def _build(self, plan: _Plan) -> Generator[tuple[YaRN, SummaryRequest], None, ContextBuild]:
         """The pipeline; yields ``(yarn, request)`` for each summary a trim's compression owes.
 
         The driver settles it (``yarn.summarize`` or ``await yarn.asummarize``)
         and resumes; the return value is the build. Nothing else differs
-        between the sync and the async build.
-
-        Every stage works within ``limit``: the window minus what the tool
-        schemas cost and the output reserved for the answer.
+        between the sync and the async build. Every step works within
+        ``plan.limit``: the window minus the tool schemas and the reserved output.
         """
-        chain = task_chain_set(task_chain)
-        settings = self.settings
-        reserved = tool_cost.tokens + reserved_output
-        limit = settings.context_window - reserved
-        history = window.history
-        counter = history.token_counter
         stats = ContextStats(
-            tool_tokens=tool_cost.tokens, reserved_output_tokens=reserved_output, budget=limit
+            tool_tokens=plan.tool_cost.tokens,
+            reserved_output_tokens=plan.reserved_output,
+            budget=plan.limit,
         )
-
-        system, system_tokens = self._system_message(window, injections)
-        if system_tokens + REPLY_PRIMING_TOKENS > limit:
-            extra = (
-                f" beside the tool schemas ({tool_cost.tokens} tokens) and the reserved "
-                f"output ({reserved_output} tokens)"
-                if reserved
-                else ""
-            )
-            raise ContextOverflowError(
-                f"the system prompt (with injections) costs {system_tokens} tokens; it does "
-                f"not fit the {settings.context_window}-token context window{extra}, so no "
-                "payload can fit",
-                needed=system_tokens + REPLY_PRIMING_TOKENS + reserved,
-                window=settings.context_window,
-            )
-
+        system, system_tokens = plan.state.system_message(plan.window.history, plan.injections)
+        self._check_system_fits(plan, system_tokens)
         # Turn notes (semantic memory blocks) sit beside their turns; trims count them
         # like the system prompt, as a fixed cost of the payload.
-        fixed_tokens = system_tokens + self._note_counts.total(notes, counter)
-        if attempt:
-            target = int(settings.overflow_targets[attempt - 1] * limit)
-            yield from self._trim(
-                window,
-                yarn,
-                fixed_tokens,
-                stats,
-                stage=3,
-                attempt=attempt,
-                target=target,
-                limit=limit,
-            )
-        elif self._estimate(window, yarn, fixed_tokens) > settings.proactive_threshold * limit:
-            target = int(settings.trim_target * limit)
-            yield from self._trim(
-                window,
-                yarn,
-                fixed_tokens,
-                stats,
-                stage=1,
-                attempt=0,
-                target=target,
-                limit=limit,
-            )
-
-        messages, total = self._repaired(window, yarn, system, chain, notes)
-        if not attempt and total > settings.validation_threshold * limit:
-            target = int(settings.trim_target * limit)
-            yield from self._trim(
-                window,
-                yarn,
-                fixed_tokens,
-                stats,
-                stage=2,
-                attempt=0,
-                target=target,
-                limit=limit,
-            )
-            messages, total = self._repaired(window, yarn, system, chain, notes)
-
-        if attempt:
-            recovery = self._recovery_message(window, yarn)
-            recovery_tokens = count_message(recovery, counter)
+        fixed_tokens = system_tokens + self._note_counts.total(plan.notes, plan.counter)
+        yield from self._trim_before_repair(plan, fixed_tokens, stats)
+        repaired = yield from self._repair_and_validate(plan, system, fixed_tokens, stats)
+        messages, total = repaired.messages, repaired.tokens
+        if plan.attempt:
+            recovery = self._recovery_message(plan.window, plan.yarn)
+            recovery_tokens = count_message(recovery, plan.counter)
             messages = [*messages, recovery]
             total += recovery_tokens
-            share = int(settings.overflow_targets[attempt - 1] * limit)
-            fixed = system_tokens + recovery_tokens + REPLY_PRIMING_TOKENS
-            if attempt == 3:
-                # Only the newest unit is left: it gets its share of the window beside
-                # the parts that are never cut and the summary's reserve.
-                anchor = next((m for m in reversed(messages) if is_real_user(m)), None)
-                summary_tokens = self._summary_message(yarn, counter)[1]
-                reserve = int(settings.summary_max_fraction * limit)
-                index = history.last_real_user_index()
-                if index is not None and history[index] is anchor:
-                    fixed += history.message_tokens(index)
-                elif anchor is not None:
-                    fixed += count_message(anchor, counter)
-                ceiling = min(fixed + min(summary_tokens, reserve) + share, limit)
-            else:
-                ceiling = max(share, fixed)
+            ceiling = self._overflow_ceiling(plan, messages, system_tokens + recovery_tokens)
         else:
-            ceiling = int(settings.validation_threshold * limit)
-            ceiling = max(ceiling, system_tokens + REPLY_PRIMING_TOKENS)
+            ceiling = max(
+                int(self.settings.validation_threshold * plan.limit),
+                system_tokens + REPLY_PRIMING_TOKENS,
+            )
+        messages, total = self._fit(plan, messages, total, ceiling, system, stats)
+        stats.messages = len(messages)
+        payload = self._render(plan, messages, plan.force_pad or repaired.reasoning)
+        return ContextBuild(payload, tuple(messages), stats, plan.tool_cost.specs)
+
+    def _check_system_fits(self, plan: _Plan, system_tokens: int) -> None:
+        """Raise :class:`ContextOverflowError` when no payload can fit beside the system prompt."""
+        if system_tokens + REPLY_PRIMING_TOKENS <= plan.limit:
+            return
+        extra = (
+            f" beside the tool schemas ({plan.tool_cost.tokens} tokens) and the reserved "
+            f"output ({plan.reserved_output} tokens)"
+            if plan.reserved
+            else ""
+        )
+        window = self.settings.context_window
+        raise ContextOverflowError(
+            f"the system prompt (with injections) costs {system_tokens} tokens; it does "
+            f"not fit the {window}-token context window{extra}, so no payload can fit",
+            needed=system_tokens + REPLY_PRIMING_TOKENS + plan.reserved,
+            window=window,
+        )
+
+    def _trim_before_repair(
+        self, plan: _Plan, fixed_tokens: int, stats: ContextStats
+    ) -> Generator[tuple[YaRN, SummaryRequest], None, None]:
+        """Stage 3 (an overflow attempt: always) or stage 1 (the estimate passed the threshold)."""
+        settings = self.settings
+        if plan.attempt:
+            target = int(settings.overflow_targets[plan.attempt - 1] * plan.limit)
+            yield from self._trim(plan, fixed_tokens, stats, stage=3, target=target)
+        elif self._estimate(plan, fixed_tokens) > settings.proactive_threshold * plan.limit:
+            target = int(settings.trim_target * plan.limit)
+            yield from self._trim(plan, fixed_tokens, stats, stage=1, target=target)
+
+    def _repair_and_validate(
+        self, plan: _Plan, system: Message | None, fixed_tokens: int, stats: ContextStats
+    ) -> Generator[tuple[YaRN, SummaryRequest], None, Repaired]:
+        """The repaired payload; stage 2 trims and repairs again when its exact count is high."""
+        repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
+        limit = plan.limit
+        if not plan.attempt and repaired.tokens > self.settings.validation_threshold * limit:
+            target = int(self.settings.trim_target * limit)
+            yield from self._trim(plan, fixed_tokens, stats, stage=2, target=target)
+            repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
+        return repaired
+
+    def _overflow_ceiling(self, plan: _Plan, messages: Sequence[Message], fixed: int) -> int:
+        """What a stage-3 payload may cost; ``fixed`` is its system prompt and recovery note."""
+        settings = self.settings
+        limit = plan.limit
+        share = int(settings.overflow_targets[plan.attempt - 1] * limit)
+        fixed += REPLY_PRIMING_TOKENS
+        if plan.attempt != 3:
+            return max(share, fixed)
+        # Only the newest unit is left: it gets its share of the window beside
+        # the parts that are never cut and the summary's reserve.
+        history = plan.window.history
+        anchor = next((m for m in reversed(messages) if is_real_user(m)), None)
+        summary_tokens = plan.state.summary_message(plan.yarn, plan.counter)[1]
+        reserve = int(settings.summary_max_fraction * limit)
+        index = history.last_real_user_index()
+        if index is not None and history[index] is anchor:
+            fixed += history.message_tokens(index)
+        elif anchor is not None:
+            fixed += count_message(anchor, plan.counter)
+        return min(fixed + min(summary_tokens, reserve) + share, limit)
+
+    def _fit(
+        self,
+        plan: _Plan,
+        messages: list[Message],
+        total: int,
+        ceiling: int,
+        system: Message | None,
+        stats: ContextStats,
+    ) -> tuple[list[Message], int]:
+        """Cut content down to ``ceiling`` (see :mod:`._shrink`); raise if even that cannot fit.
+
+        Sets ``stats.tokens`` to the payload's count in the provider's shape.
+        """
         # Anthropic's shape adds text of its own (a system note after the first turn is
         # sent as tagged user text, an empty turn as a placeholder): it takes room too.
-        added = anthropic_extra(messages, counter) if provider == "anthropic" else 0
-        room = limit - added
+        added = anthropic_extra(messages, plan.counter) if plan.provider == "anthropic" else 0
+        room = plan.limit - added
         ceiling = min(ceiling, room)
         if total > ceiling:
-            messages, total = self._shrink(messages, window, yarn, stats, ceiling, system, room)
+            messages, total = self._shrink(plan, messages, stats, ceiling, system, room)
         if total > room:
             total += added
+            window = self.settings.context_window
             raise ContextOverflowError(
-                f"cannot fit the conversation into {limit} tokens (the minimum is {total})"
+                f"cannot fit the conversation into {plan.limit} tokens (the minimum is {total})"
                 + (
-                    f"; the {settings.context_window}-token window also holds the tool schemas "
-                    f"({tool_cost.tokens} tokens) and the reserved output ({reserved_output})"
-                    if reserved
+                    f"; the {window}-token window also holds the tool schemas "
+                    f"({plan.tool_cost.tokens} tokens) and the reserved output "
+                    f"({plan.reserved_output})"
+                    if plan.reserved
                     else ""
                 ),
-                needed=total + reserved,
-                window=settings.context_window,
+                needed=total + plan.reserved,
+                window=window,
             )
         stats.tokens = total + added
-        stats.messages = len(messages)
-        pad = force_pad or self._reasoning
-        payload = self._render(messages, provider, pad)
-        return ContextBuild(payload, tuple(messages), stats, tool_cost.specs)
+        return messages, total
 
     # ------------------------------------------------------------------ parts
 
-    def _system_message(
-        self, window: ShortTermMemory, injections: Sequence[str]
-    ) -> tuple[Message | None, int]:
-        """The system prompt (history[0] when it is a system message) with injections appended,
-        and its token count.
-
-        The same object is returned while neither changes, so downstream caches hold.
-        """
-        history = window.history
-        counter = history.token_counter
-        epoch = getattr(counter, "epoch", 0)
-        prompt = history[0] if history.has_system_prompt() else None
-        extra = tuple(text for text in injections if text and text.strip())
-        cache = self._system_cache
-        if (
-            cache is not None
-            and cache.prompt is prompt
-            and cache.injections == extra
-            and cache.epoch == epoch
-        ):
-            return cache.message, cache.tokens
-        message: Message | None
-        if not extra:
-            message = prompt
-        else:
-            parts = [text_of(prompt)] if prompt is not None else []
-            parts.extend(extra)
-            message = {"role": "system", "content": "\n\n".join(p for p in parts if p)}
-        tokens = count_message(message, counter) if message is not None else 0
-        self._system_cache = SystemCache(prompt, extra, message, tokens, epoch)
-        return message, tokens
-
-    def _summary_message(
-        self, yarn: YaRN | None, counter: TokenCounter
-    ) -> tuple[Message | None, int]:
-        """YaRN's summary message and its token count, cached while the summary is unchanged."""
-        if yarn is None:
-            return None, 0
-        summary = yarn.summary
-        epoch = getattr(counter, "epoch", 0)
-        cache = self._summary_cache
-        if cache is not None and cache.summary is summary and cache.epoch == epoch:
-            return cache.message, cache.tokens
-        message = yarn.render_message()
-        tokens = count_message(message, counter) if message is not None else 0
-        self._summary_cache = SummaryCache(summary, message, tokens, epoch)
-        return message, tokens
-
-    def _estimate(self, window: ShortTermMemory, yarn: YaRN | None, system_tokens: int) -> int:
+    def _estimate(self, plan: _Plan, system_tokens: int) -> int:
         """Cheap payload estimate from cached counts only."""
-        history = window.history
+        window = plan.window
         # The window's own count includes a prompt at index 0, already in system_tokens.
         total = system_tokens + window.token_count() - prompt_tokens_in(window)
-        return total + REPLY_PRIMING_TOKENS + self._summary_message(yarn, history.token_counter)[1]
+        return total + REPLY_PRIMING_TOKENS + plan.state.summary_message(plan.yarn, plan.counter)[1]
 
     def _trim(
         self,
-        window: ShortTermMemory,
-        yarn: YaRN | None,
+        plan: _Plan,
         system_tokens: int,
         stats: ContextStats,
         *,
         stage: Stage,
-        attempt: int,
         target: int,
-        limit: int,
     ) -> Generator[tuple[YaRN, SummaryRequest], None, None]:
         """Evict to ``target`` into YaRN; yields the summary the compression owes, if any."""
+        window, yarn, attempt = plan.window, plan.yarn, plan.attempt
         history = window.history
         if stage != 3 and len(window.unit_starts()) <= 1:
             # Only the newest unit is left: nothing can be evicted, and the payload-level
             # truncation that follows handles an oversized unit. Not a trim, no checkpoint.
             return
-        before = self._estimate(window, yarn, system_tokens)
+        before = self._estimate(plan, system_tokens)
         event = TrimEvent(
             stage=stage,
             attempt=attempt,
@@ -684,7 +656,7 @@ class ContextManager:
         )
         stats.trims.append(event)
         self._notify(event)
-        reserve = int(self.settings.summary_max_fraction * limit)
+        reserve = int(self.settings.summary_max_fraction * plan.limit)
         budget = target - system_tokens - reserve - REPLY_PRIMING_TOKENS + prompt_tokens_in(window)
         if stage == 3 and attempt == 3:
             evicted = window.evict_to(max_messages=1)
@@ -698,25 +670,8 @@ class ContextManager:
                 [m for m in evicted if m is not prompt],
                 current_task=text_of(history[anchor]) if anchor is not None else None,
             )
-        self._prefix = None
-        alive = {id(m) for m in window.messages()}
-        self._views = {k: v for k, v in self._views.items() if k in alive}
-        self._shrinker.reset()
-        self._turns = {k: v for k, v in self._turns.items() if k in alive}
-        if self.reporter is not None:
-            try:
-                self.reporter.report(
-                    "context.trim",
-                    {
-                        "stage": stage,
-                        "attempt": attempt,
-                        "tokens_before": before,
-                        "target_tokens": target,
-                        "evicted_messages": len(evicted),
-                    },
-                )
-            except Exception:  # a reporter must never break the agent
-                _log.warning("progress reporter failed on context.trim", exc_info=True)
+        plan.state.after_trim(window.messages())
+        self._report_trim(event, len(evicted))
         if yarn is not None and request is not None:
             # Last, so the manager's state is settled even if the summary is interrupted
             # (or its await cancelled): the driver runs or awaits it, then resumes.
@@ -732,93 +687,27 @@ class ContextManager:
                 "progress checkpoint failed before a stage-%s trim", event.stage, exc_info=True
             )
 
-    def _repaired(
-        self,
-        window: ShortTermMemory,
-        yarn: YaRN | None,
-        system: Message | None,
-        chain: frozenset[Any] | None,
-        notes: NoteMap,
-    ) -> tuple[list[Message], int]:
-        """The repaired canonical payload and its token count.
-
-        Between trims the window only grows at the end, so the repair stream
-        and the running count are kept and only new messages are processed.
-        """
-        history = window.history
-        counter = history.token_counter
-        summary, summary_tokens = self._summary_message(yarn, counter)
-        start = window.start
-        key = PrefixKey(
-            history,
-            history.revision,
-            getattr(counter, "epoch", 0),
-            start,
-            window.pinned,
-            system,
-            summary,
-            chain,
-            notes,
-        )
-        prefix = self._prefix
-        if prefix is None or not prefix.key.same(key) or len(history) < prefix.upto:
-            stream = RepairStream()
-            first = start
-            if system is not None:
-                stream.push(system)
-            if summary is not None:
-                stream.push(summary)
-            for i in window.pinned:
-                stream.push(history[i])
-                note = notes.get(id(history[i]))
-                if note is not None and note[0] is history[i]:
-                    stream.push(note[1])
-            if first == 0 and history.has_system_prompt():
-                first = 1  # already pushed as `system`
-            # Cached counts for the parts pushed unchanged (a pin is a history message).
-            known: dict[int, tuple[Message | None, int]] = {
-                id(history[i]): (history[i], history.message_tokens(i)) for i in window.pinned
-            }
-            if system is not None and self._system_cache is not None:
-                known[id(system)] = (system, self._system_cache.tokens)
-            known[id(summary)] = (summary, summary_tokens)
-            tokens = 0
-            for entry in stream.out:
-                hit = known.get(id(entry))
-                tokens += (
-                    hit[1] if hit is not None and hit[0] is entry else count_message(entry, counter)
-                )
-            reasoning = any(has_reasoning(entry) for entry in stream.out)
-            prefix = Prefix(key, stream, first, tokens, len(stream.out), reasoning)
-            self._prefix = prefix
-        stream = prefix.stream
-        for i in range(prefix.upto, len(history)):
-            msg = history[i]
-            if chain is None or msg.get("task_id") is None or msg.get("task_id") in chain:
-                before = len(stream.out)
-                stream.push(msg)
-                note = notes.get(id(msg))
-                if note is not None and note[0] is msg:
-                    stream.push(note[1])
-                for entry in stream.out[before:]:
-                    prefix.tokens += (
-                        history.message_tokens(i) if entry is msg else count_message(entry, counter)
-                    )
-                    prefix.reasoning = prefix.reasoning or has_reasoning(entry)
-                prefix.counted = len(stream.out)
-        prefix.upto = len(history)
-        messages = stream.finish()
-        total = prefix.tokens + REPLY_PRIMING_TOKENS
-        for entry in messages[len(stream.out) :]:
-            total += count_message(entry, counter)
-        self._reasoning = prefix.reasoning
-        return messages, total
+    def _report_trim(self, event: TrimEvent, evicted: int) -> None:
+        if self.reporter is None:
+            return
+        try:
+            self.reporter.report(
+                "context.trim",
+                {
+                    "stage": event.stage,
+                    "attempt": event.attempt,
+                    "tokens_before": event.tokens_before,
+                    "target_tokens": event.target_tokens,
+                    "evicted_messages": evicted,
+                },
+            )
+        except Exception:  # a reporter must never break the agent
+            _log.warning("progress reporter failed on context.trim", exc_info=True)
 
     def _shrink(
         self,
+        plan: _Plan,
         messages: Sequence[Message],
-        window: ShortTermMemory,
-        yarn: YaRN | None,
         stats: ContextStats,
         ceiling: int,
         system: Message | None,
@@ -829,17 +718,20 @@ class ContextManager:
         Counts come from the caches (history, system prompt, summary); only
         synthesised entries are counted here, and they are small.
         """
+        window, yarn = plan.window, plan.yarn
         history = window.history
         counter = history.token_counter
-        known = {id(history[i]): i for i in window.indices()}
+        known: IdentityCache[Message, int] = IdentityCache()
+        for i in window.indices():
+            known.put(history[i], i)
         if window.start > 0 and history.has_system_prompt():
-            known[id(history[0])] = 0
-        summary, summary_tokens = self._summary_message(yarn, counter)
-        system_cache = self._system_cache
+            known.put(history[0], 0)
+        summary, summary_tokens = plan.state.summary_message(plan.yarn, plan.counter)
+        system_cache = plan.state.system
 
         def count(msg: Message) -> int:
-            i = known.get(id(msg))
-            if i is not None and history[i] is msg:
+            i = known.get(msg)
+            if i is not None:
                 return history.message_tokens(i)
             if msg is system and system_cache is not None and system_cache.message is msg:
                 return system_cache.tokens
@@ -847,7 +739,7 @@ class ContextManager:
                 return summary_tokens
             return count_message(msg, counter)
 
-        out, total, truncated = self._shrinker.shrink(
+        out, total, truncated = plan.state.shrinker.shrink(
             messages,
             count=count,
             counter=counter,
@@ -874,23 +766,16 @@ class ContextManager:
         return {"role": "system", "content": "\n".join(lines), "synthesized": True}
 
     def _render(
-        self, messages: Sequence[Message], provider: str, pad: bool
+        self, plan: _Plan, messages: Sequence[Message], pad: bool
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        if provider == "anthropic":
-            return to_anthropic(messages, cache=self._turns)
-        views = self._views
-        out = []
-        for msg in messages:
-            cached = views.get(id(msg))
-            if cached is None or cached[0] is not msg:
-                view = openai_view(msg)
-                views[id(msg)] = (msg, view)
-            else:
-                view = cached[1]
-            fresh = copy_view(view)
-            if pad and msg["role"] == "assistant" and "reasoning_content" not in fresh:
-                fresh["reasoning_content"] = ""
-            out.append(fresh)
+        if plan.provider == "anthropic":
+            return to_anthropic(messages, cache=plan.state.turns)
+        views = plan.state.views.get_or_make_many(messages, openai_view)
+        out = [copy_view(view) for view in views]
+        if pad:
+            for msg, fresh in zip(messages, out, strict=True):
+                if msg["role"] == "assistant" and "reasoning_content" not in fresh:
+                    fresh["reasoning_content"] = ""
         return out
 
 

@@ -45,7 +45,7 @@ import orjson
 
 from agentmem.errors import InvalidArgumentError, InvalidMessageError, SessionClosedError
 from agentmem.messages import Message, is_real_user, normalize_message, normalize_messages
-from agentmem.protocols import TokenCounter
+from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.repair import build_payload
 from agentmem.tokens import HeuristicCounter, count_message
 
@@ -132,7 +132,7 @@ class MessageHistory(Sequence[Message]):
         # plus a running total over the first `_total_n` messages so that counting
         # again costs O(messages added since), not O(history).
         self._tokens: list[int] = [-1] * len(self._messages)
-        self._tokens_epoch = getattr(self._counter, "epoch", 0)
+        self._tokens_epoch = counter_epoch(self._counter)
         self._total = 0
         self._total_n = 0
         self._observer = observer
@@ -438,7 +438,7 @@ class MessageHistory(Sequence[Message]):
         return self._counter
 
     def _check_epoch(self) -> None:
-        epoch = getattr(self._counter, "epoch", 0)
+        epoch = counter_epoch(self._counter)
         if epoch != self._tokens_epoch:
             self._tokens = [-1] * len(self._messages)
             self._tokens_epoch = epoch

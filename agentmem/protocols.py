@@ -55,6 +55,7 @@ __all__ = [
     "ProgressReporter",
     "Summarizer",
     "TokenCounter",
+    "counter_epoch",
 ]
 
 
@@ -66,14 +67,30 @@ class TokenCounter(Protocol):
     raise for any ``str`` (including text that contains special-token
     markers such as ``<|endoftext|>``).
 
-    A counter may expose an integer attribute ``epoch`` that it increments
-    whenever its counts change for the same text (the learning estimator does
-    this when its ratio moves); caches of per-message counts are keyed by it.
+    ``epoch``: an integer a counter increments whenever its counts change
+    for the same text (the learning estimator does this when its ratio
+    moves); every cache of counts (per message, system prompt, summary,
+    notes, tools, the context manager's incremental state) is keyed by it.
+    Every built-in counter has it (``0`` forever for the fixed ones). It is
+    optional for a host's own counter: one without it is read as epoch ``0``
+    (counts that never change), through :func:`counter_epoch`, the one place
+    the attribute is read. It is not a protocol member, so a counter written
+    before it existed still passes ``isinstance(obj, TokenCounter)``.
     """
 
     def count_text(self, text: str) -> int:
         """Return the number of tokens ``text`` costs (0 for the empty string)."""
         ...
+
+
+def counter_epoch(counter: TokenCounter) -> int:
+    """``counter.epoch``, or ``0`` for a counter without one (see :class:`TokenCounter`).
+
+    The one tolerant read of the attribute: every cache keyed by the epoch
+    asks here.
+    """
+    epoch: int = getattr(counter, "epoch", 0)
+    return epoch
 
 
 @runtime_checkable

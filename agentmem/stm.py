@@ -35,6 +35,7 @@ from agentmem._storage.formats import check_format
 from agentmem.errors import InvalidArgumentError
 from agentmem.history import MessageHistory
 from agentmem.messages import Message, is_real_user
+from agentmem.protocols import counter_epoch
 
 __all__ = ["ShortTermMemory"]
 
@@ -90,7 +91,7 @@ class ShortTermMemory:
         self._total = 0
         self._counted = start
         self._revision = -1  # force a sync on first use
-        self._epoch = getattr(self.history.token_counter, "epoch", 0)
+        self._epoch = counter_epoch(self.history.token_counter)
 
     # ------------------------------------------------------------------ positions
 
@@ -117,7 +118,7 @@ class ShortTermMemory:
         Recounts the window.
         """
         history = self.history
-        epoch = getattr(history.token_counter, "epoch", 0)
+        epoch = counter_epoch(history.token_counter)
         if self._revision == history.revision and self._epoch == epoch:
             return
         n = len(history)

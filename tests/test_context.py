@@ -684,6 +684,30 @@ def test_a_giant_message_is_counted_and_cut_once_across_builds(attempt: int) -> 
         assert fresh.build(agent.window, agent.yarn) == payloads[-1]
 
 
+def test_switching_windows_keeps_each_windows_build_state() -> None:
+    """A manager that builds another window in between still re-uses this window's cuts.
+
+    The cut of a giant tool output (a synthesised message) is kept per window:
+    the same object comes back on the next build of that window, however many
+    builds of another window ran in between (it used to be recomputed after
+    every switch, when a build for another window reset all the caches).
+    """
+    a, b = Agent(4_000), Agent(4_000)
+    manager = ContextManager(a.manager.settings)
+    for agent in (a, b):
+        agent.user("Read the log and find the failure.")
+        agent.tool_round("a" * 200_000)
+    first = manager.build_result(a.window, a.yarn)
+    cut = [m for m in first.messages if m["role"] == "tool"]
+    assert len(cut) == 1 and len(content_text(cut[0]["content"])) < 200_000
+    for _ in range(3):
+        other = manager.build_result(b.window, b.yarn)
+        assert all(m is not cut[0] for m in other.messages)
+        again = manager.build_result(a.window, a.yarn)
+        assert again.payload == first.payload
+        assert any(m is cut[0] for m in again.messages)  # the kept cut, not a new one
+
+
 # ------------------------------------------------------------------- build results and binding
 
 
@@ -708,7 +732,7 @@ def test_build_result_is_returned_not_left_in_mutable_state() -> None:
         agent.manager.build_result(agent.window, agent.yarn, attempt=4)
 
 
-def test_window_bound_at_construction_and_switching_windows_resets_caches() -> None:
+def test_window_bound_at_construction_and_switching_windows() -> None:
     a, b = Agent(2_000), Agent(2_000)
     bound = ContextManager(a.manager.settings, window=a.window, yarn=a.yarn)
     with pytest.raises(InvalidArgumentError, match="window"):

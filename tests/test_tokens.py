@@ -23,8 +23,11 @@ from profiles import scaled
 
 from agentmem import _tiktoken, tokens
 from agentmem import estimator as estimator_module
+from agentmem.context import ContextManager
 from agentmem.errors import InvalidArgumentError
-from agentmem.protocols import TokenCounter
+from agentmem.history import MessageHistory
+from agentmem.protocols import TokenCounter, counter_epoch
+from agentmem.stm import ShortTermMemory
 from agentmem.tokens import (
     IMAGE_TOKEN_ESTIMATE,
     HeuristicCounter,
@@ -995,3 +998,57 @@ def test_tokens_reexports_each_name_from_its_defining_module() -> None:
             assert defining in TOKEN_LAYERS, public
         if public in owners:
             assert value is getattr(owners[public], public), public
+
+
+# --------------------------------------------------------------------------- the epoch
+
+
+def test_every_builtin_counter_exposes_an_int_epoch() -> None:
+    estimator = LearningEstimator(unit="chars")
+    for counter in (HeuristicCounter(), TiktokenCounter("cl100k_base"), estimator):
+        assert type(counter.epoch) is int and counter_epoch(counter) == counter.epoch == 0
+    sent = [{"role": "user", "content": "word " * 200}]
+    for _ in range(3):
+        estimator.observe(sent, 40)
+    assert counter_epoch(estimator) == estimator.epoch > 0
+
+
+def test_a_counter_without_epoch_still_works_as_epoch_zero() -> None:
+    """A host's counter written before ``epoch`` was documented: counts that never change."""
+
+    class OldCounter:
+        def count_text(self, text: str) -> int:
+            return len(text) // 4 + (1 if text else 0)
+
+    counter = OldCounter()
+    assert isinstance(counter, TokenCounter) and counter_epoch(counter) == 0
+    history = MessageHistory([{"role": "system", "content": "rules"}], token_counter=counter)
+    for i in range(30):
+        history.append({"role": "user", "content": f"question {i} " * 30})
+        history.append({"role": "assistant", "content": f"answer {i} " * 30})
+    window = ShortTermMemory(history)
+    manager = ContextManager({"context_window": 1_000})
+    payload = manager.build(window)
+    assert payload == ContextManager({"context_window": 1_000}).build(window)
+    assert count_messages(payload, counter) <= 1_000  # type: ignore[arg-type]
+
+
+def test_the_epoch_attribute_is_read_in_one_place() -> None:
+    """Every cache asks :func:`counter_epoch`; no module reads ``.epoch`` off a counter itself.
+
+    (Each module used to write its own ``getattr(counter, "epoch", 0)``.)
+    """
+    root = Path(tokens.__file__).parent
+    readers = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value == "epoch"
+            ):
+                readers.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert len(readers) == 1 and readers[0].startswith("protocols.py:"), readers
