@@ -28,7 +28,7 @@ from agentmem._identity import IdentityCache
 from agentmem._shrink import PayloadShrinker
 from agentmem.history import MessageHistory
 from agentmem.message_tokens import MESSAGE_OVERHEAD_TOKENS
-from agentmem.messages import Message, TurnCache, content_text
+from agentmem.messages import Message, TurnCache, message_text
 from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.repair import RepairStream
 from agentmem.stm import ShortTermMemory
@@ -47,7 +47,6 @@ __all__ = [
     "has_reasoning",
     "prompt_tokens_in",
     "same_notes",
-    "text_of",
 ]
 
 
@@ -70,10 +69,6 @@ def copy_view(view: Mapping[str, Any]) -> dict[str, Any]:
     if type(audio) is dict:
         out["audio"] = dict(audio)
     return out
-
-
-def text_of(msg: Mapping[str, Any]) -> str:
-    return content_text(msg.get("content"))
 
 
 @dataclass(frozen=True)
@@ -195,7 +190,7 @@ class WindowState:
         if not extra:
             message = prompt
         else:
-            parts = [text_of(prompt)] if prompt is not None else []
+            parts = [message_text(prompt)] if prompt is not None else []
             parts.extend(extra)
             message = {"role": "system", "content": "\n\n".join(p for p in parts if p)}
         tokens = count_message(message, counter) if message is not None else 0
@@ -340,13 +335,13 @@ def anthropic_extra(messages: Sequence[Message], counter: TokenCounter) -> int:
     for msg in messages:
         role = msg["role"]
         if role == "system":
-            if not leading and content_text(msg.get("content")).strip():
+            if not leading and message_text(msg).strip():
                 extra += tags + 1
             continue
         if leading and role != "user":
             extra += MESSAGE_OVERHEAD_TOKENS + counter.count_text("user")
             extra += counter.count_text(LEADING_USER_PLACEHOLDER)
         leading = False
-        if role == "user" and not content_text(msg.get("content")).strip():
+        if role == "user" and not message_text(msg).strip():
             extra += counter.count_text(EMPTY_USER_PLACEHOLDER)
     return extra

@@ -18,7 +18,7 @@ from typing import Any
 
 from agentmem._json import decode_arguments
 from agentmem._truncate import truncate_text
-from agentmem.messages import Message, content_text, is_real_user
+from agentmem.messages import Message, is_real_user, message_text
 
 __all__ = ["TODO_TOOL_NAMES", "Progress", "latest_todos", "progress_of", "render_progress"]
 
@@ -59,7 +59,7 @@ def progress_of(
     else:
         newest_first = range(len(history) - 1, -1, -1)
         anchor = next((i for i in newest_first if is_real_user(history[i])), None)
-    task = content_text(history[anchor].get("content")).strip() if anchor is not None else ""
+    task = message_text(history[anchor]).strip() if anchor is not None else ""
     if not task and summary is not None and summary.current_task:
         task = summary.current_task
     return Progress(

@@ -26,7 +26,7 @@ import orjson
 
 from agentmem._json import parse_arguments
 from agentmem._truncate import truncate_text
-from agentmem.messages import Message, content_text, is_real_user
+from agentmem.messages import Message, content_text, is_real_user, message_text
 from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
 
@@ -143,7 +143,7 @@ class PayloadShrinker:
                 else:
                     if is_summary and summary is not None:
                         # The summary keeps its tags and its newest, most useful lines.
-                        text = content_text(original[i].get("content"))
+                        text = message_text(original[i])
                         chars = len(text) * aim // max(full[i], 1) * 9 // 10
                         new_msg = summary(max_chars=chars, keep_task=keep_task)
                     else:

@@ -92,7 +92,6 @@ from agentmem._context_state import (
     anthropic_extra,
     copy_view,
     prompt_tokens_in,
-    text_of,
 )
 from agentmem._context_types import (
     ContextBuild,
@@ -119,7 +118,7 @@ from agentmem._progress import (
 )
 from agentmem._truncate import truncate_text
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
-from agentmem.messages import Message, is_real_user, to_anthropic
+from agentmem.messages import Message, is_real_user, message_text, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
@@ -668,7 +667,7 @@ class ContextManager:
             anchor = history.last_real_user_index()
             request = yarn.fold(
                 [m for m in evicted if m is not prompt],
-                current_task=text_of(history[anchor]) if anchor is not None else None,
+                current_task=message_text(history[anchor]) if anchor is not None else None,
             )
         plan.state.after_trim(window.messages())
         self._report_trim(event, len(evicted))
