@@ -737,7 +737,7 @@ class Session:
         """The async twin of :meth:`context`: a trim awaits an async summarizer.
 
         Use it when the memory's summarizer is async (an
-        :class:`~agentmem.summarizer.LLMSummarizer` over an async LLM);
+        :class:`~agentmem.yarn.LLMSummarizer` over an async LLM);
         :meth:`context` would keep only the extractive summary and log a
         warning. Same arguments, same payload, same errors.
         """
