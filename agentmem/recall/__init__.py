@@ -16,7 +16,7 @@ Ranking, all lexical and local (no model, no network):
    the filters inside SQLite (every match, in a store of at most
    ``Ranking.every_match`` messages).
 2. **BM25, re-scored**: each candidate's BM25 with ``Ranking.k1``/``b``, from
-   its porter terms (:mod:`agentmem._porter`, the index's own tokenizer), its
+   its porter terms (:mod:`agentmem.recall._porter`, the index's own tokenizer), its
    length and the index's document frequencies.
 3. **Classic rules** (exact phrase +3, +1 per keyword present, keyword
    density +1.5, a keyword in the session's name +0.5) and the **speaker**
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
-from agentmem._porter import Matcher, terms
 from agentmem.errors import InvalidArgumentError
+from agentmem.recall._porter import Matcher, terms
 from agentmem.scrub import scrub_near
 from agentmem.session_store import SessionStore
 from agentmem.session_store.recall_records import RecallStats
