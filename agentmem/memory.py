@@ -82,16 +82,14 @@ from agentmem.protocols import (
 from agentmem.recall import RecallHit, recall
 from agentmem.scrub import Scrubber, resolve_scrubber
 from agentmem.semantic.extension import SemanticMemoryExtension, check_extensions
-from agentmem.session import (
+from agentmem.session import Session, SessionWiring, Usage
+from agentmem.session.wiring import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MODEL,
     MAX_CONTEXT_WINDOW,
     MIN_CONTEXT_WINDOW,
     SESSIONS_FILE,
     SNAPSHOTS_DIR,
-    Session,
-    SessionWiring,
-    Usage,
 )
 from agentmem.session_store import (
     Durability,
