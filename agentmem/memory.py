@@ -55,13 +55,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, get_args
 
-from agentmem._facade_args import (
+from agentmem._storage.gc import gc_paused
+from agentmem._validate import (
     check_component,
     check_flag,
     config_path,
     context_settings,
 )
-from agentmem._storage.gc import gc_paused
 from agentmem.context import ContextSettings, session_tools
 from agentmem.errors import (
     ConfigurationError,

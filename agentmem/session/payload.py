@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from agentmem._events import operation
-from agentmem._facade_args import check_injections
+from agentmem._validate import check_injections
 from agentmem.context import ContextBuild, ContextManager, check_overflow_attempt
 from agentmem.errors import InvalidArgumentError
 from agentmem.history import MessageHistory

@@ -29,10 +29,10 @@ from types import MappingProxyType, TracebackType
 from typing import Any
 
 from agentmem._events import emit, operation
-from agentmem._facade_args import cost_value
 from agentmem._prompt_budget import block_budget
 from agentmem._storage.files import atomic_write_text, make_dirs
 from agentmem._tool_specs import provider_tools
+from agentmem._validate import cost_value
 from agentmem.context import (
     ContextManager,
     TrimEvent,
