@@ -69,7 +69,6 @@ from agentmem.session_store import (
     SessionStore,
 )
 from agentmem.stm import ShortTermMemory
-from agentmem.summarizer import LLMSummarizer
 from agentmem.time_machine import RestoreResult, TimeMachine
 from agentmem.tokens import (
     HeuristicCounter,
@@ -82,6 +81,7 @@ from agentmem.tokens import (
 from agentmem.tools import MemoryTools
 from agentmem.topics import TopicStore
 from agentmem.yarn import ThreadSummary, YaRN
+from agentmem.yarn.summarizer import LLMSummarizer
 
 __version__ = "0.1.0"
 

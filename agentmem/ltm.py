@@ -65,7 +65,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentmem._facade_args import check_int, check_str, config_path
 from agentmem._json import sanitize_text
 from agentmem._prompt_budget import block_budget, render_within
 from agentmem._storage.files import (
@@ -77,6 +76,7 @@ from agentmem._storage.files import (
 )
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import StoreLock
+from agentmem._validate import check_int, check_str, config_path
 from agentmem.errors import (
     AgentMemError,
     FormatVersionError,

@@ -55,13 +55,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, get_args
 
-from agentmem._facade_args import (
+from agentmem._storage.gc import gc_paused
+from agentmem._validate import (
     check_component,
     check_flag,
     config_path,
     context_settings,
 )
-from agentmem._storage.gc import gc_paused
 from agentmem.context import ContextSettings, session_tools
 from agentmem.errors import (
     ConfigurationError,
@@ -82,16 +82,14 @@ from agentmem.protocols import (
 from agentmem.recall import RecallHit, recall
 from agentmem.scrub import Scrubber, resolve_scrubber
 from agentmem.semantic.extension import SemanticMemoryExtension, check_extensions
-from agentmem.session import (
+from agentmem.session import Session, SessionWiring, Usage
+from agentmem.session.wiring import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MODEL,
     MAX_CONTEXT_WINDOW,
     MIN_CONTEXT_WINDOW,
     SESSIONS_FILE,
     SNAPSHOTS_DIR,
-    Session,
-    SessionWiring,
-    Usage,
 )
 from agentmem.session_store import (
     Durability,

@@ -63,7 +63,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from agentmem._facade_args import check_int, check_str, config_path
 from agentmem._json import sanitize_text
 from agentmem._storage.files import (
     atomic_write_text,
@@ -75,6 +74,7 @@ from agentmem._storage.files import (
 )
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import StoreLock
+from agentmem._validate import check_int, check_str, config_path
 from agentmem.errors import (
     AgentMemError,
     CorruptStoreError,

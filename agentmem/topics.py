@@ -66,7 +66,6 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentmem._facade_args import check_str, config_path
 from agentmem._json import sanitize_text
 from agentmem._prompt_budget import block_budget, render_within
 from agentmem._storage.files import (
@@ -77,6 +76,7 @@ from agentmem._storage.files import (
     remove_stale_temps,
 )
 from agentmem._storage.locks import held_lock
+from agentmem._validate import check_str, config_path
 from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
 from agentmem.notes import check_key
 from agentmem.protocols import TokenCounter

@@ -17,8 +17,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentmem import _porter
-from agentmem.recall import DEFAULT_RANKING, Ranking, recall
+from agentmem.recall import DEFAULT_RANKING, Ranking, _porter, recall
 from agentmem.session_store import SessionStore
 
 # Every signal off: the score is BM25 alone (k1 1.2, b 0.75, FTS5's values).

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import agentmem
-from agentmem._snapshots import IgnoreRules, walk
 from agentmem.errors import FormatVersionError, InvalidArgumentError, UnsafePathError
 from agentmem.time_machine import RestoreError, TimeMachine
+from agentmem.time_machine._snapshots import IgnoreRules, walk
 
 CHILD = Path(__file__).with_name("_tm_kill9_child.py")
 

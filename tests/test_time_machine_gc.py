@@ -2,7 +2,7 @@
 its rule for the store's own trouble (a snapshot that cannot be stored).
 
 ``TimeMachine.collect_garbage`` and ``delete_stored_session`` (a session
-deleted from the store) share :func:`agentmem._snapshots.collect_unreferenced`:
+deleted from the store) share :func:`agentmem.time_machine._snapshots.collect_unreferenced`:
 while any session record cannot be read, its references are unknown and no
 blob is removed.
 """

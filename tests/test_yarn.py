@@ -1025,7 +1025,7 @@ def test_shell_extraction_never_raises_on_odd_commands() -> None:
 
 
 def test_extraction_module_reads_the_same_facts_the_summary_holds() -> None:
-    from agentmem._extract import Fold
+    from agentmem.yarn._extract import Fold
 
     fold = Fold(DEFAULT_ASK_TOOLS, None, {})
     for msg in transcript():

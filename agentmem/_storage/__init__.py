@@ -15,6 +15,8 @@
   damage SQLite would silently skip.
 * :mod:`agentmem._storage.gc`: the cyclic collector paused around large
   loads (a session's rows, a whole resume).
+* :mod:`agentmem._storage.fts`: the one FTS5 index shape (tokenizer, external-content
+  table, sync triggers) the sessions database and the semantic memory share.
 * :mod:`agentmem._storage.sqlite`: WAL connections with a chosen
   durability, explicit transactions that roll back on any exception, and
   named append-only migrations checked against one format version.

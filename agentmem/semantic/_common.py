@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 from agentmem._json import clean_value, sanitize_text, type_name
 from agentmem._shape import content_text
+from agentmem._validate import check_count
 from agentmem.errors import AgentMemError, InvalidArgumentError
 from agentmem.messages import is_real_user
 
@@ -118,10 +119,8 @@ def check_infer(infer: object) -> bool:
 
 
 def check_limit(limit: object, name: str = "limit") -> int:
-    """A positive int."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgumentError(f"{name} must be a positive integer, got {limit!r}")
-    return limit
+    """A positive int (:func:`agentmem._validate.check_count`)."""
+    return check_count(name, limit, positive=True)
 
 
 def check_threshold(threshold: object) -> float | None:

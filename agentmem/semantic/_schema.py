@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from agentmem._storage.fts import fts_sync_triggers, fts_table
 from agentmem._storage.sqlite import Migration
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MIGRATIONS"]
@@ -53,28 +54,8 @@ _INITIAL: Final = (
     """,
     "CREATE UNIQUE INDEX memories_fact ON memories (user_id, agent_id, run_id, hash)",
     "CREATE INDEX memories_by_update ON memories (user_id, updated_at)",
-    """
-    CREATE VIRTUAL TABLE memories_fts USING fts5 (
-        text, content = 'memories', content_rowid = 'docid',
-        tokenize = 'porter unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-        INSERT INTO memories_fts (rowid, text) VALUES (new.docid, new.text);
-    END
-    """,
-    """
-    CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.docid, old.text);
-    END
-    """,
-    """
-    CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
-        INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.docid, old.text);
-        INSERT INTO memories_fts (rowid, text) VALUES (new.docid, new.text);
-    END
-    """,
+    fts_table("memories_fts", "memories"),
+    *fts_sync_triggers("memories_fts", "memories"),
     """
     CREATE TABLE history (
         seq INTEGER PRIMARY KEY,

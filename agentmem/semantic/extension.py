@@ -42,10 +42,10 @@ import threading
 from collections.abc import Callable, Mapping, MutableMapping, MutableSequence, Sequence
 from typing import Any, cast
 
-from agentmem._facade_args import check_flag
 from agentmem._json import decode_arguments
 from agentmem._prompt_budget import render_within
 from agentmem._truncate import truncate_text
+from agentmem._validate import check_flag
 from agentmem.errors import AgentMemError, ConfigurationError, InvalidArgumentError
 from agentmem.messages import Message, is_real_user, message_text
 from agentmem.protocols import MemoryClient, MemoryRecord, TokenCounter

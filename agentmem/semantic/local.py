@@ -62,9 +62,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal
 
-from agentmem._facade_args import check_component
 from agentmem._storage.recovery import Recovery
 from agentmem._storage.sqlite import DURABILITIES, Durability
+from agentmem._validate import check_component
 from agentmem.errors import (
     ConfigurationError,
     LLMError,

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from agentmem._facade_args import check_flag
+from agentmem._validate import check_flag
 from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.protocols import MemoryClient
 from agentmem.semantic._common import Scope

@@ -42,6 +42,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+from agentmem._storage.fts import fts_sync_triggers, fts_table
 from agentmem._storage.sqlite import record_schema, transaction
 
 __all__ = [
@@ -162,12 +163,7 @@ _TABLES: Final = (
     """,
     "CREATE UNIQUE INDEX recall_docs_by_message ON recall_docs (session_id, seq)",
     # Porter stemming over unicode61 (diacritics folded); the text lives in recall_docs.
-    """
-    CREATE VIRTUAL TABLE recall_fts USING fts5 (
-        text, content = 'recall_docs', content_rowid = 'docid',
-        tokenize = 'porter unicode61 remove_diacritics 2'
-    )
-    """,
+    fts_table("recall_fts", "recall_docs"),
     # Every message change queues its (session_id, seq) here, in the changing statement.
     """
     CREATE TABLE recall_pending (
@@ -180,22 +176,7 @@ _TABLES: Final = (
 
 _V1_SCHEMA: Final = (
     *_TABLES,
-    """
-    CREATE TRIGGER recall_docs_ai AFTER INSERT ON recall_docs BEGIN
-        INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
-    END
-    """,
-    """
-    CREATE TRIGGER recall_docs_ad AFTER DELETE ON recall_docs BEGIN
-        INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', old.docid, old.text);
-    END
-    """,
-    """
-    CREATE TRIGGER recall_docs_au AFTER UPDATE OF text ON recall_docs BEGIN
-        INSERT INTO recall_fts (recall_fts, rowid, text) VALUES ('delete', old.docid, old.text);
-        INSERT INTO recall_fts (rowid, text) VALUES (new.docid, new.text);
-    END
-    """,
+    *fts_sync_triggers("recall_fts", "recall_docs"),
     *_queue_triggers(),
     f"""
     CREATE TRIGGER recall_pending_flush AFTER INSERT ON recall_pending

@@ -170,13 +170,6 @@ def _check_optional_str(value: object, name: str) -> str | None:
     return value
 
 
-def _check_count(value: object, name: str, *, positive: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
-        bound = "a positive" if positive else "a non-negative"
-        raise InvalidArgumentError(f"{name} must be {bound} integer, got {value!r}")
-    return value
-
-
 def _encode_message(
     message: object, index: int, *, canonical: bool = False
 ) -> tuple[str, bytes, bool]:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 import orjson
 
 from agentmem._events import operation
-from agentmem._facade_args import check_path
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.gc import gc_paused
 from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
@@ -30,6 +29,7 @@ from agentmem._storage.sqlite import (
     open_database,
     transaction,
 )
+from agentmem._validate import check_count, check_path
 from agentmem.errors import (
     CorruptStoreError,
     InvalidArgumentError,
@@ -49,7 +49,6 @@ from agentmem.session_store.records import (
     SessionInfo,
     SessionRecord,
     _billing_from_row,
-    _check_count,
     _check_lookup_id,
     _check_optional_str,
     _check_session_id,
@@ -288,7 +287,7 @@ class SessionStore:
         working_directory = _check_optional_str(working_directory, "working_directory")
         model = _check_optional_str(model, "model")
         if context_window is not None:
-            context_window = _check_count(context_window, "context_window", positive=True)
+            context_window = check_count("context_window", context_window, positive=True)
         now = float(self._now())
         with self._write(f"create session {sid}") as sql:
             if sql.exists(sid):
@@ -334,7 +333,7 @@ class SessionStore:
             limit: Return at most this many; all when ``None``.
         """
         if limit is not None:
-            limit = _check_count(limit, "limit")
+            limit = check_count("limit", limit)
         with self._read("list sessions") as sql:
             rows = sql.list_rows(limit)
         infos = [_info_from_row(row) for row in rows]

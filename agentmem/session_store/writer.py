@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from agentmem._validate import check_count
 from agentmem.errors import InvalidArgumentError, SessionClosedError, SessionNotFoundError
 from agentmem.session_store.records import (
     BillingRecord,
-    _check_count,
     _check_optional_str,
     _encode_message,
     _encode_messages,
@@ -141,7 +141,7 @@ class SessionWriter:
             SessionNotFoundError: the session no longer exists.
             StorageError: the write failed; nothing changed.
         """
-        index = _check_count(index, "index")
+        index = check_count("index", index)
         encoded = _encode_message(message, 0)
         with self._write(f"replace message {index} of session {self._id}") as sql:
             self._touch(sql)
@@ -162,7 +162,7 @@ class SessionWriter:
             SessionNotFoundError: the session no longer exists.
             StorageError: the write failed; nothing changed.
         """
-        start = _check_count(start, "start")
+        start = check_count("start", start)
         rows = _encode_messages(tail)
         with self._write(f"rewrite session {self._id} from {start}") as sql:
             self._touch(sql)
@@ -206,8 +206,8 @@ class SessionWriter:
             raise InvalidArgumentError(
                 f"record must be a BillingRecord, got {type(record).__name__}"
             )
-        prompt = _check_count(record.prompt_tokens, "prompt_tokens")
-        completion = _check_count(record.completion_tokens, "completion_tokens")
+        prompt = check_count("prompt_tokens", record.prompt_tokens)
+        completion = check_count("completion_tokens", record.completion_tokens)
         for name in ("at", "cost_usd"):
             value = getattr(record, name)
             if (

@@ -43,11 +43,14 @@ Invariants:
   or async; the synchronous :meth:`YaRN.compress` skips an async one with
   a warning naming ``Session.acontext()``, :meth:`YaRN.acompress` awaits it.
 
-Where things live: the extractive heuristics (what counts as a request, a
-task, a commit, a file written, a decision) are in :mod:`agentmem._extract`
-(shell commands in :mod:`agentmem._shell`), the LLM summarizer in
-:mod:`agentmem.summarizer`; this module holds the summary model, its
-rendering and the archive.
+Where things live (the ``agentmem.yarn`` package): the extractive
+heuristics (what counts as a request, a task, a commit, a file written, a
+decision) are in :mod:`agentmem.yarn._extract` (shell commands in
+:mod:`agentmem.yarn._shell`), the reading of saved threads in
+:mod:`agentmem.yarn._state`, the LLM summarizer in
+:mod:`agentmem.yarn.summarizer`; this module, the package's ``__init__``,
+holds the summary model, its rendering and the archive. The helpers are
+private to YaRN: no other part imports them.
 
 What YaRN does not do: it does not decide *when* to trim (the window and the
 context manager do), it does not search the archive (see :mod:`agentmem.recall`),
@@ -65,7 +68,16 @@ from typing import Annotated, Any, Final
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-from agentmem._extract import (
+from agentmem._json import type_name
+from agentmem._storage.formats import check_format
+from agentmem._truncate import truncate_text
+from agentmem.errors import InvalidArgumentError
+from agentmem.messages import (
+    Message,
+    normalize_messages,
+)
+from agentmem.protocols import Summarizer
+from agentmem.yarn._extract import (
     MAX_COMMITS,
     MAX_DECISIONS,
     MAX_FILES,
@@ -77,23 +89,14 @@ from agentmem._extract import (
     dedupe_tail,
     same,
 )
-from agentmem._json import type_name
-from agentmem._storage.formats import check_format
-from agentmem._truncate import truncate_text
-from agentmem._yarn_state import (
+from agentmem.yarn._state import (
     MAIN_THREAD,
     check_thread_id,
     read_pending,
     read_saved,
     read_threads,
 )
-from agentmem.errors import InvalidArgumentError
-from agentmem.messages import (
-    Message,
-    normalize_messages,
-)
-from agentmem.protocols import Summarizer
-from agentmem.summarizer import (
+from agentmem.yarn.summarizer import (
     SUMMARY_INSTRUCTIONS,
     LLMSummarizer,
     SummaryRequest,

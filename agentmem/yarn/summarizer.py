@@ -35,13 +35,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agentmem._extract import UNKNOWN_TOOL
 from agentmem._json import type_name
 from agentmem._truncate import truncate_text
 from agentmem.errors import InvalidArgumentError
 from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, run_flow
 from agentmem.messages import message_text, sanitize_text
 from agentmem.protocols import LLM, AsyncLLM, Summarizer
+from agentmem.yarn._extract import UNKNOWN_TOOL
 
 __all__ = [
     "ASYNC_HINT",

@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from agentmem._snapshots import (
+from agentmem._storage.files import move_aside, remove_stale_temps
+from agentmem.errors import AgentMemError, CorruptStoreError, RestoreError, UnsafePathError
+from agentmem.time_machine._snapshots import (
     BlobStore,
     IndexEntry,
     Ref,
@@ -46,8 +48,6 @@ from agentmem._snapshots import (
     parents,
     stat_of,
 )
-from agentmem._storage.files import move_aside, remove_stale_temps
-from agentmem.errors import AgentMemError, CorruptStoreError, RestoreError, UnsafePathError
 
 __all__ = [
     "INTENT_FORMAT",
@@ -354,7 +354,7 @@ class RestoreMixin:
         """Rebuild the disk state at the end of ``task_id`` and make it the active task.
 
         A path whose content the time machine never knew (see
-        :mod:`agentmem._restore`), or whose current content it cannot copy
+        :mod:`agentmem.time_machine._restore`), or whose current content it cannot copy
         first, is left alone and reported in the result's ``skipped`` (and
         logged). Every other step is checked against the disk before any
         file changes; a step that still fails half-way is rolled back.

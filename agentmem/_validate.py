@@ -7,9 +7,11 @@ and the stores' public methods (:mod:`agentmem.ltm`, :mod:`agentmem.notes`,
 :class:`~agentmem.errors.ConfigurationError` for configuration and
 :class:`~agentmem.errors.InvalidArgumentError` for per-call arguments, so no
 ``TypeError``, ``OverflowError`` or pydantic error escapes the public API.
-The per-call checks (:func:`check_int`, :func:`check_number`,
-:func:`check_str`, :func:`check_strings`) import nothing above
-:mod:`agentmem.errors`, so every part may use them.
+The per-call checks (:func:`check_int`, :func:`check_count`,
+:func:`check_number`, :func:`check_str`, :func:`check_strings`) import nothing
+above :mod:`agentmem.errors`, so every part may use them: this is the one
+module of argument validators (limits, counts, flags, components), and a part
+that needs such a check calls it here rather than growing its own copy.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_component",
+    "check_count",
     "check_flag",
     "check_injections",
     "check_int",
@@ -53,6 +56,15 @@ def check_int(
         joint = " and" if low and high else ""
         raise InvalidArgumentError(f"{label} must be{low}{joint}{high}, got {value!r}")
     return int(value)
+
+
+def check_count(label: str, value: object, *, positive: bool = False) -> int:
+    """``value`` when it is an int (not a bool) >= 0 (>= 1 with ``positive``), else
+    :class:`InvalidArgumentError` naming ``label``: a limit, an index, a token count."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
+        bound = "a positive" if positive else "a non-negative"
+        raise InvalidArgumentError(f"{label} must be {bound} integer, got {value!r}")
+    return value
 
 
 def check_number(

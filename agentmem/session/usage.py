@@ -1,7 +1,7 @@
 """A session's token and cost totals, and the small helpers the Session facade shares.
 
-Kept apart from :mod:`agentmem.session` so the facade module stays small;
-:class:`Usage` is re-exported there and at the top level.
+Part of the session package (:mod:`agentmem.session`); :class:`Usage` is
+re-exported there and at the top level.
 """
 
 from __future__ import annotations

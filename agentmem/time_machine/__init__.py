@@ -22,7 +22,7 @@ touched. It never deletes or overwrites a path whose content it does not
 know or cannot copy first, checks every step before changing anything,
 and either completes or changes nothing (rolling back, or leaving an
 intent record the next open finishes or rolls back): that half lives in
-:mod:`agentmem._restore` (:class:`RestoreMixin`). Storage layout, the
+:mod:`agentmem.time_machine._restore` (:class:`RestoreMixin`). Storage layout, the
 guard's stat index and racy-mtime rule, retention and garbage collection
 are described in docs/time-machine.md, and so is its one error rule: a bad
 argument raises; one file's trouble (unreadable, or its snapshot not storable)
@@ -35,7 +35,7 @@ Why this module is long: the tree, the captures and ``guard()`` mutate one
 state under one lock, and their invariants (dirty paths, pins, the index)
 only hold together; the storage pieces that do not touch that state
 (blobs, task records, the ignore matcher, the walk) are in
-:mod:`agentmem._snapshots`, and the restore in :mod:`agentmem._restore`.
+:mod:`agentmem.time_machine._snapshots`, and the restore in :mod:`agentmem.time_machine._restore`.
 """
 
 from __future__ import annotations
@@ -51,31 +51,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from agentmem._restore import (
-    UNKNOWN,
-    UNREADABLE,
-    UNSTABLE,
-    RestoreMixin,
-    RestoreResult,
-    SkippedFile,
-    is_marker,
-)
-from agentmem._snapshots import (
-    GC_GRACE_SECONDS,
-    SESSION_FILE_SUFFIXES,
-    BlobStore,
-    IndexEntry,
-    Ref,
-    TaskRecord,
-    blob_of,
-    collect_unreferenced,
-    delete_stored_session,
-    hash_bytes,
-    parents,
-    stat_of,
-    under,
-    walk,
-)
 from agentmem._storage.files import (
     atomic_write_bytes,
     atomic_write_text,
@@ -92,6 +67,31 @@ from agentmem.errors import (
     RestoreError,
     StorageError,
     UnsafePathError,
+)
+from agentmem.time_machine._restore import (
+    UNKNOWN,
+    UNREADABLE,
+    UNSTABLE,
+    RestoreMixin,
+    RestoreResult,
+    SkippedFile,
+    is_marker,
+)
+from agentmem.time_machine._snapshots import (
+    GC_GRACE_SECONDS,
+    SESSION_FILE_SUFFIXES,
+    BlobStore,
+    IndexEntry,
+    Ref,
+    TaskRecord,
+    blob_of,
+    collect_unreferenced,
+    delete_stored_session,
+    hash_bytes,
+    parents,
+    stat_of,
+    under,
+    walk,
 )
 
 __all__ = [

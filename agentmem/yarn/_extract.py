@@ -4,7 +4,7 @@
 facts an agent needs after those messages left its context window: the
 original and latest user requests, the current task, commits a commit
 command reported, files named in tool arguments or written by shell
-commands (:mod:`agentmem._shell`), question-and-answer decisions and tool
+commands (:mod:`agentmem.yarn._shell`), question-and-answer decisions and tool
 usage counts. :mod:`agentmem.yarn` turns :class:`Facts` into a
 ``ThreadSummary``, merges and renders it.
 
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agentmem._json import decode_arguments
-from agentmem._shell import commands_in_call, commands_in_text, written_files
 from agentmem._truncate import truncate_text
 from agentmem.messages import is_real_user, message_text, sanitize_text
+from agentmem.yarn._shell import commands_in_call, commands_in_text, written_files
 
 # The caps keep the rendered summary bounded (a few thousand characters at most) whatever
 # the length of the session; the oldest entries go first.

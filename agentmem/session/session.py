@@ -2,26 +2,20 @@
 
 A :class:`Session` is made by :meth:`agentmem.Memory.session`, which opens or
 creates the stored session, takes its lock and calls :meth:`Session.create`
-or :meth:`Session.resume` with a :class:`SessionWiring`: a small frozen
-object holding exactly what a session uses (the session store, the long-term
-memory and topic files it injects, the LLM, summarizer and token counter,
-the settings, the paths, the progress reporter, the scrubber and a close
-callback). A session never sees the :class:`~agentmem.memory.Memory`, so it
-can be built and tested without one, and this module does not import the
-facade.
+or :meth:`Session.resume` with a :class:`~agentmem.session.wiring.SessionWiring`.
+A session never sees the :class:`~agentmem.memory.Memory`, so it can be built
+and tested without one, and this package does not import the facade.
 
 A session holds the durable :class:`~agentmem.history.MessageHistory` (observed by
 the session store's writer), the working window, the YaRN archive, the
 context manager, the session's own token counter and its task tracker, and
-saves their positions as the session state (:mod:`agentmem._session_state`).
-
-Why this module is long: it is the one class behind every per-session call
-of the facade, and the calls that may meet an LLM come in sync and async
-twins (``context``/``acontext``, ``context_after_overflow``/
-``acontext_after_overflow``, ``finish_task``/``afinish_task``), the context
-builders with three typed overloads each. The logic lives in the parts
-(context, memory_updater, semantic.extension, time_machine, _usage); what
-stays here is argument checking, wiring and persistence of the state.
+saves their positions as the session state (:mod:`agentmem.session.state`).
+The context builders are in :mod:`agentmem.session.payload`
+(:class:`~agentmem.session.payload.PayloadMixin`); this module holds
+construction, tasks and undo, appends, usage, the end of a task (the memory
+update) and persistence. The logic lives in the parts (context,
+memory_updater, semantic.extension, time_machine, session.usage); what stays
+here is argument checking, wiring and persistence of the state.
 """
 
 from __future__ import annotations
@@ -29,29 +23,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Literal, overload
+from typing import Any
 
 from agentmem._events import emit, operation
-from agentmem._facade_args import (
-    check_injections,
-    cost_value,
-)
 from agentmem._prompt_budget import block_budget
-from agentmem._session_state import STATE_FORMAT, STATE_VERSION, read_state
 from agentmem._storage.files import atomic_write_text, make_dirs
 from agentmem._tool_specs import provider_tools
-from agentmem._usage import Usage, message_summary, session_counter
+from agentmem._validate import cost_value
 from agentmem.context import (
-    ContextBuild,
     ContextManager,
-    ContextSettings,
     TrimEvent,
-    check_overflow_attempt,
     progress_of,
     render_progress,
 )
@@ -62,138 +46,47 @@ from agentmem.errors import (
     SessionClosedError,
 )
 from agentmem.history import MessageHistory, ValidatedMessages
-from agentmem.ltm import LongTermMemory
 from agentmem.memory_updater import (
     MemoryUpdater,
     MemoryUpdateResult,
-    MemoryUpdateSettings,
     billing_records,
     check_tools,
     fork_args,
     skip_reason,
 )
 from agentmem.messages import Message, message_mapping
-from agentmem.protocols import (
-    LLM,
-    CalibratingCounter,
-    ProgressReporter,
-    Summarizer,
-    TokenCounter,
-)
-from agentmem.scrub import Scrubber, scrub_with
+from agentmem.protocols import CalibratingCounter, TokenCounter
+from agentmem.scrub import scrub_with
 from agentmem.semantic.extension import SemanticMemoryExtension, SessionExtensions
+from agentmem.session.payload import PayloadMixin
+from agentmem.session.state import STATE_FORMAT, STATE_VERSION, read_state
+from agentmem.session.usage import Usage, message_summary, session_counter
+from agentmem.session.wiring import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MODEL,
+    MAX_TOKENS,
+    PERSONA_PROMPT_TOKENS,
+    PROGRESS_FILE,
+    SNAPSHOTS_DIR,
+    SessionWiring,
+)
 from agentmem.session_store import (
     BillingRecord,
     SessionInfo,
     SessionLock,
     SessionRecord,
-    SessionStore,
 )
 from agentmem.stm import ShortTermMemory
 from agentmem.tasks import TaskGate, TaskHandle, TaskTracker, finish_interrupted_start
 from agentmem.time_machine import RestoreResult, TimeMachine
-from agentmem.topics import TopicStore
 from agentmem.yarn import YaRN
 
-__all__ = ["Session", "SessionWiring", "Usage"]
+__all__ = ["Session"]
 
 _log = logging.getLogger("agentmem.memory")
 
-DEFAULT_MODEL = "gpt-4o"
-DEFAULT_CONTEXT_WINDOW = 128_000
-MIN_CONTEXT_WINDOW = 256
-MAX_CONTEXT_WINDOW = 2**31 - 1
-MAX_TOKENS = 2**53 - 1
-"""Largest token figure ``record_usage`` accepts (exact in JSON and SQLite)."""
-PROGRESS_FILE = Path("memory") / "session_progress.md"
-SESSIONS_FILE = "sessions.sqlite"
-SNAPSHOTS_DIR = "snapshots"
-PERSONA_PROMPT_TOKENS = 1000
-"""Most tokens the extensions' resident personas take in the system prompt."""
 
-
-@dataclass(frozen=True, kw_only=True)
-class SessionWiring:
-    """What a :class:`Session` is built from: the parts and settings it uses, nothing more.
-
-    :class:`~agentmem.memory.Memory` makes one from its own configuration and
-    passes it to every session it opens; a test (or another host) can make
-    one by hand. The stores are shared with whoever made the wiring; a
-    session never closes them.
-
-    Attributes:
-        sessions: Where the session's messages, state and billing are stored.
-        working_dir: The project directory (the time machine snapshots files under it).
-        root: The memory directory: ``snapshots/`` and ``memory/session_progress.md``
-            go under it (nothing is written there when ``incognito``).
-        topics: The memory updater's topic files (it reads and writes them).
-        ltm: Long-term memory, for the system prompt (with ``ltm_enabled``).
-        ltm_enabled: Put ``ltm``'s block into every system prompt.
-        incognito: Write nothing outside ``sessions``; inject neither long-term
-            memory nor topic files; never run the memory updater.
-        llm: The host's model, for the memory updater (``None``: no updates).
-        summarizer: Optional LLM summarizer of the thread summary.
-        token_counter: The host's counter (``None``: chosen by model name); a
-            calibrating counter is deep-copied per session.
-        reporter: Receives the session's progress events.
-        scrubber: Redacts secrets in the progress file and task summaries.
-        context: The default :class:`~agentmem.context.ContextSettings`
-            (``context_window`` is the session's own).
-        memory_update: When and how the memory updater runs, and the topic
-            files' prompt budget.
-        on_close: Called with the session once it closed (the Memory forgets it).
-    """
-
-    sessions: SessionStore
-    working_dir: Path
-    root: Path
-    ltm: LongTermMemory
-    topics: TopicStore
-    ltm_enabled: bool = True
-    incognito: bool = False
-    llm: LLM | Any | None = None
-    summarizer: Summarizer | None = None
-    token_counter: TokenCounter | None = None
-    reporter: ProgressReporter | None = None
-    scrubber: Scrubber | None = None
-    context: ContextSettings = field(default_factory=ContextSettings)
-    memory_update: MemoryUpdateSettings = field(default_factory=MemoryUpdateSettings)
-    on_close: Callable[[Session], None] | None = None
-
-    def prompt_blocks(self, token_counter: TokenCounter, context_window: int) -> tuple[str, str]:
-        """The long-term memory and topic blocks of a session's system prompt.
-
-        Each part renders its own block under its cap
-        (:meth:`~agentmem.ltm.LongTermMemory.prompt_block`,
-        :meth:`~agentmem.topics.TopicStore.prompt_block`); ``""`` for one that
-        is disabled, in incognito mode, or unreadable (logged: an unreadable
-        file must not stop a session).
-        """
-        ltm = topics = ""
-        if self.ltm_enabled and not self.incognito:
-            ltm = _unless_unreadable(
-                "long-term memory", lambda: self.ltm.prompt_block(context_window, token_counter)
-            )
-        settings = self.memory_update
-        if settings.inject_topics and not self.incognito:
-            topics = _unless_unreadable(
-                "topic files",
-                lambda: self.topics.prompt_block(
-                    context_window, settings.prompt_tokens, token_counter
-                ),
-            )
-        return ltm, topics
-
-
-def _unless_unreadable(what: str, render: Callable[[], str]) -> str:
-    try:
-        return render()
-    except AgentMemError as exc:
-        _log.warning("%s not injected: %s", what, exc)
-        return ""
-
-
-class Session:
+class Session(PayloadMixin):
     """One conversation: durable history, working window, archive and context pipeline.
 
     Made by :meth:`Memory.session` (through :meth:`create` and :meth:`resume`,
@@ -597,317 +490,6 @@ class Session:
                     field="task_id",
                 )
             return self.history.append(message)
-
-    @overload
-    def context(
-        self,
-        provider: Literal["openai"] = ...,
-        tools: Sequence[Mapping[str, Any]] | None = ...,
-        max_output_tokens: int | None = ...,
-        *,
-        injections: Sequence[str] = ...,
-        task_chain: Collection[int] | None = ...,
-        force_reasoning_content_pad: bool = ...,
-    ) -> list[dict[str, Any]]: ...
-
-    @overload
-    def context(
-        self,
-        provider: Literal["anthropic"],
-        tools: Sequence[Mapping[str, Any]] | None = ...,
-        max_output_tokens: int | None = ...,
-        *,
-        injections: Sequence[str] = ...,
-        task_chain: Collection[int] | None = ...,
-        force_reasoning_content_pad: bool = ...,
-    ) -> tuple[str | None, list[dict[str, Any]]]: ...
-
-    @overload
-    def context(
-        self,
-        provider: str,
-        tools: Sequence[Mapping[str, Any]] | None = ...,
-        max_output_tokens: int | None = ...,
-        *,
-        injections: Sequence[str] = ...,
-        task_chain: Collection[int] | None = ...,
-        force_reasoning_content_pad: bool = ...,
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]: ...
-
-    def context(
-        self,
-        provider: str = "openai",
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        max_output_tokens: int | None = None,
-        *,
-        injections: Sequence[str] = (),
-        task_chain: Collection[int] | None = None,
-        force_reasoning_content_pad: bool = False,
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        """The API-ready payload for the next call, within the context window (stages 1-2).
-
-        A trim runs the memory's summarizer synchronously; an async one is
-        skipped with a warning (the extractive summary stands): use
-        :meth:`acontext` to await it.
-
-        Args:
-            provider: ``"openai"`` or ``"anthropic"``.
-            tools: The tool specs sent with this request (OpenAI Chat, OpenAI
-                Responses or Anthropic shape, any of them for any provider);
-                their cost in ``provider``'s shape is taken off the window
-                first. ``None``: the session's default (:attr:`tools`); ``[]``:
-                none.
-            max_output_tokens: Tokens kept free for the answer (the request's
-                ``max_tokens``); ``None``: the session's default (0 without one).
-                The payload, the tools and this reserve together fit
-                ``context_window``.
-            injections: Extra system-prompt texts for this call (persona, memory context).
-            task_chain: Active task ids (time machine); ``None`` for all.
-            force_reasoning_content_pad: Pad ``reasoning_content`` on every assistant message.
-
-        Returns:
-            OpenAI: list of messages. Anthropic: ``(system, messages)``.
-
-        Raises:
-            InvalidArgumentError: unknown provider, ``injections`` not a
-                sequence of strings, a bad ``task_chain``, malformed ``tools``
-                or a ``max_output_tokens`` that is not an int >= 0.
-            ContextOverflowError: the system prompt, the tools and the
-                reserved output alone leave no room in the window.
-        """
-        return self._finish_build(
-            self.context_manager.build_result(
-                **self._build_args(
-                    provider,
-                    injections,
-                    task_chain,
-                    force_reasoning_content_pad,
-                    tools=tools,
-                    max_output_tokens=max_output_tokens,
-                )
-            )
-        )
-
-    @overload
-    async def acontext(
-        self,
-        provider: Literal["openai"] = ...,
-        tools: Sequence[Mapping[str, Any]] | None = ...,
-        max_output_tokens: int | None = ...,
-        *,
-        injections: Sequence[str] = ...,
-        task_chain: Collection[int] | None = ...,
-        force_reasoning_content_pad: bool = ...,
-    ) -> list[dict[str, Any]]: ...
-
-    @overload
-    async def acontext(
-        self,
-        provider: Literal["anthropic"],
-        tools: Sequence[Mapping[str, Any]] | None = ...,
-        max_output_tokens: int | None = ...,
-        *,
-        injections: Sequence[str] = ...,
-        task_chain: Collection[int] | None = ...,
-        force_reasoning_content_pad: bool = ...,
-    ) -> tuple[str | None, list[dict[str, Any]]]: ...
-
-    @overload
-    async def acontext(
-        self,
-        provider: str,
-        tools: Sequence[Mapping[str, Any]] | None = ...,
-        max_output_tokens: int | None = ...,
-        *,
-        injections: Sequence[str] = ...,
-        task_chain: Collection[int] | None = ...,
-        force_reasoning_content_pad: bool = ...,
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]: ...
-
-    async def acontext(
-        self,
-        provider: str = "openai",
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        max_output_tokens: int | None = None,
-        *,
-        injections: Sequence[str] = (),
-        task_chain: Collection[int] | None = None,
-        force_reasoning_content_pad: bool = False,
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        """The async twin of :meth:`context`: a trim awaits an async summarizer.
-
-        Use it when the memory's summarizer is async (an
-        :class:`~agentmem.summarizer.LLMSummarizer` over an async LLM);
-        :meth:`context` would keep only the extractive summary and log a
-        warning. Same arguments, same payload, same errors.
-        """
-        return self._finish_build(
-            await self.context_manager.abuild_result(
-                **self._build_args(
-                    provider,
-                    injections,
-                    task_chain,
-                    force_reasoning_content_pad,
-                    tools=tools,
-                    max_output_tokens=max_output_tokens,
-                )
-            )
-        )
-
-    def context_after_overflow(
-        self,
-        attempt: int,
-        provider: str = "openai",
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        max_output_tokens: int | None = None,
-        *,
-        reported_tokens: int | None = None,
-        injections: Sequence[str] = (),
-        task_chain: Collection[int] | None = None,
-        force_reasoning_content_pad: bool = False,
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        """The payload after the provider rejected the last one for length (stage 3).
-
-        Args:
-            attempt: 1, 2 or 3: trims to 50%, 25% and the minimum.
-            provider: ``"openai"`` or ``"anthropic"``.
-            tools: As for :meth:`context`.
-            max_output_tokens: As for :meth:`context`.
-            reported_tokens: The prompt size the provider's error reported,
-                if it did; calibrates a learning token estimator.
-            injections: As for :meth:`context`.
-            task_chain: As for :meth:`context`.
-            force_reasoning_content_pad: As for :meth:`context`.
-
-        Raises:
-            InvalidArgumentError: ``attempt`` is not the int 1, 2 or 3,
-                ``reported_tokens`` is not ``None`` or a token count, or an
-                argument :meth:`context` refuses.
-        """
-        args = self._build_args(
-            provider,
-            injections,
-            task_chain,
-            force_reasoning_content_pad,
-            tools=tools,
-            max_output_tokens=max_output_tokens,
-            attempt=attempt,
-            reported_tokens=reported_tokens,
-        )
-        with self._recovering(attempt, provider) as done:
-            result = self.context_manager.build_result(**args)
-            done.update(tokens=result.stats.tokens, messages=result.stats.messages)
-        return self._finish_build(result)
-
-    async def acontext_after_overflow(
-        self,
-        attempt: int,
-        provider: str = "openai",
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        max_output_tokens: int | None = None,
-        *,
-        reported_tokens: int | None = None,
-        injections: Sequence[str] = (),
-        task_chain: Collection[int] | None = None,
-        force_reasoning_content_pad: bool = False,
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        """The async twin of :meth:`context_after_overflow` (see :meth:`acontext`)."""
-        args = self._build_args(
-            provider,
-            injections,
-            task_chain,
-            force_reasoning_content_pad,
-            tools=tools,
-            max_output_tokens=max_output_tokens,
-            attempt=attempt,
-            reported_tokens=reported_tokens,
-        )
-        with self._recovering(attempt, provider) as done:
-            result = await self.context_manager.abuild_result(**args)
-            done.update(tokens=result.stats.tokens, messages=result.stats.messages)
-        return self._finish_build(result)
-
-    def _recovering(self, attempt: int, provider: str) -> AbstractContextManager[dict[str, Any]]:
-        """``context.overflow.started``/``.finished`` around one stage-3 build."""
-        return operation(
-            self._wiring.reporter,
-            "context.overflow",
-            session_id=self.id,
-            attempt=attempt,
-            provider=provider,
-        )
-
-    def _build_args(
-        self,
-        provider: str,
-        injections: Sequence[str],
-        task_chain: Collection[int] | None,
-        force_reasoning_content_pad: bool,
-        *,
-        tools: Sequence[Mapping[str, Any]] | None,
-        max_output_tokens: int | None,
-        attempt: int | None = None,
-        reported_tokens: int | None = None,
-    ) -> dict[str, Any]:
-        """Check a context call's arguments; the keyword arguments of its build.
-
-        ``attempt`` is ``None`` for :meth:`context` and the stage-3 attempt for
-        :meth:`context_after_overflow`, whose reported prompt size (if any)
-        calibrates the token counter here, before the build.
-        """
-        self._check_open()
-        if attempt is not None:
-            check_overflow_attempt(attempt)
-            if reported_tokens is not None and (
-                type(reported_tokens) is not int or not 0 <= reported_tokens <= MAX_TOKENS
-            ):
-                raise InvalidArgumentError(
-                    "reported_tokens must be None or an int from 0 to 2**53-1, "
-                    f"got {reported_tokens!r}"
-                )
-        check_injections(injections)
-        if reported_tokens is not None:
-            self._calibrate(reported_tokens)
-        return {
-            "attempt": attempt or 0,
-            "provider": provider,
-            "injections": self._with_ltm(injections),
-            "task_chain": self._chain(task_chain),
-            "force_reasoning_content_pad": force_reasoning_content_pad,
-            "turn_notes": self._ext.notes(),
-            # The session's defaults (Memory.session) stand in for an omitted argument.
-            "tools": self.tools if tools is None else tools,
-            "max_output_tokens": (
-                self.max_output_tokens if max_output_tokens is None else max_output_tokens
-            ),
-        }
-
-    def _with_ltm(self, injections: Sequence[str]) -> Sequence[str]:
-        fixed = tuple(p for p in (self.ltm_prompt, self.topics_prompt, self.persona_prompt) if p)
-        return (*fixed, *injections) if fixed else injections
-
-    def _chain(self, task_chain: Collection[int] | None) -> Collection[int] | None:
-        """The caller's task chain, or the time machine's active chain once tasks exist."""
-        if task_chain is None and self.time_machine.has_tasks:
-            return self.time_machine.active_chain_set()
-        return task_chain
-
-    def _finish_build(
-        self, result: ContextBuild
-    ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        self._sent = (len(self.history), self.history.revision)  # the memory update continues it
-        if result.stats.trims:
-            # Blocks of user turns the trim evicted are no longer needed (nor counted).
-            alive = {id(m) for m in self.window.messages()}  # pins included
-            self._ext.keep_only(lambda m: id(m) in alive)
-            self._save_state()
-        return result.payload
-
-    def _calibrate(self, prompt_tokens: int) -> None:
-        """Teach a learning counter the provider's size of the last payload built (if any)."""
-        sent = self.context_manager.last_build
-        if self._calibration is not None and sent is not None:
-            self._calibration.observe(sent.messages, prompt_tokens, tools=sent.tools or None)
 
     def record_usage(
         self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0

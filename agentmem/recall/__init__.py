@@ -16,7 +16,7 @@ Ranking, all lexical and local (no model, no network):
    the filters inside SQLite (every match, in a store of at most
    ``Ranking.every_match`` messages).
 2. **BM25, re-scored**: each candidate's BM25 with ``Ranking.k1``/``b``, from
-   its porter terms (:mod:`agentmem._porter`, the index's own tokenizer), its
+   its porter terms (:mod:`agentmem.recall._porter`, the index's own tokenizer), its
    length and the index's document frequencies.
 3. **Classic rules** (exact phrase +3, +1 per keyword present, keyword
    density +1.5, a keyword in the session's name +0.5) and the **speaker**
@@ -41,8 +41,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
-from agentmem._porter import Matcher, terms
+from agentmem._validate import check_count
 from agentmem.errors import InvalidArgumentError
+from agentmem.recall._porter import Matcher, terms
 from agentmem.scrub import scrub_near
 from agentmem.session_store import SessionStore
 from agentmem.session_store.recall_records import RecallStats
@@ -358,12 +359,6 @@ def _strings(value: object, name: str) -> list[str] | None:
     return items
 
 
-def _positive(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
 def recall(
     store: SessionStore,
     query: str,
@@ -401,7 +396,7 @@ def recall(
     """
     if not isinstance(query, str):
         raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
-    limit = _positive(max_results, "max_results")
+    limit = check_count("max_results", max_results, positive=True)
     if not isinstance(ranking, Ranking):
         raise InvalidArgumentError(f"ranking must be a Ranking, got {ranking!r}")
     if exclude_session is not None and not isinstance(exclude_session, str):
@@ -412,7 +407,9 @@ def recall(
         "since": _epoch(since, "since"),
         "until": _epoch(until, "until"),
         "exclude_session": exclude_session,
-        "max_sessions": None if max_sessions is None else _positive(max_sessions, "max_sessions"),
+        "max_sessions": None
+        if max_sessions is None
+        else check_count("max_sessions", max_sessions, positive=True),
     }
     words = keywords(query, stopwords=ranking.stopwords) or keywords(query, stopwords=False)
     if not words or filters["session_ids"] == [] or filters["roles"] == []:
