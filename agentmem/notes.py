@@ -74,6 +74,7 @@ from agentmem._storage.files import (
 )
 from agentmem._storage.formats import check_format
 from agentmem._storage.locks import StoreLock
+from agentmem._storage.problems import ProblemLog
 from agentmem._validate import check_int, check_str, config_path
 from agentmem.errors import (
     AgentMemError,
@@ -201,17 +202,10 @@ class KeyValueStore:
             self._root / "locks" / "notes.lock" if self._root is not None else None, what="notes"
         )
         self.moved_aside: list[Path] = []
-        self.problems: list[str] = []
+        self._problems = ProblemLog(logger)
+        self.problems: list[str] = self._problems.lines
         if self.directory is not None and self._root is not None:
             remove_stale_temps(self.directory, root=self._root)
-
-    def _report(self, message: str) -> None:
-        """Log ``message`` on ``agentmem.storage`` and keep it in :attr:`problems` (once)."""
-        with self._lock:
-            if message in self.problems:
-                return
-            self.problems.append(message)
-        logger.warning("%s", message)
 
     # ------------------------------------------------------------------ paths
 
@@ -360,7 +354,7 @@ class KeyValueStore:
                     continue  # removed since the listing
                 if not stat.S_ISREG(mode):
                     kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
-                    self._report(
+                    self._problems.report(
                         f"note file {self.directory / name} skipped: {kind}; it was left in place"
                     )
                     continue
@@ -409,7 +403,7 @@ class KeyValueStore:
             except (StorageError, UnsafePathError) as exc:
                 message = f"note {key!r} left out of the search: {exc}"
                 skipped.append(message)
-                self._report(message)
+                self._problems.report(message)
                 continue
             haystack = f"{key}\n{content}".casefold()
             score = float(sum(1 for w in words if w in haystack))

@@ -76,6 +76,7 @@ from agentmem._storage.files import (
     remove_stale_temps,
 )
 from agentmem._storage.locks import held_lock
+from agentmem._storage.problems import ProblemLog
 from agentmem._validate import check_str, config_path
 from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
 from agentmem.notes import check_key
@@ -231,18 +232,11 @@ class TopicStore:
         self._memory: dict[str, tuple[str, float]] = {}
         self._lock = threading.RLock()
         self._lock_path = self._root / "locks" / "memories.lock" if self._root is not None else None
-        self.problems: builtins.list[str] = []
+        self._problems = ProblemLog(_log)
+        self.problems: builtins.list[str] = self._problems.lines
         """What was left out or read with replacements (one line each, oldest first)."""
         if self.directory is not None and self._root is not None:
             remove_stale_temps(self.directory, root=self._root)
-
-    def _report(self, message: str) -> None:
-        """Log ``message`` on ``agentmem.storage`` and keep it in :attr:`problems` (once)."""
-        with self._lock:
-            if message in self.problems:
-                return
-            self.problems.append(message)
-        _log.warning("%s", message)
 
     # ------------------------------------------------------------------ paths
 
@@ -289,16 +283,22 @@ class TopicStore:
                     topic = check_topic(entry.name)
                     if not entry.is_file(follow_symlinks=False):
                         kind = "a symlink" if entry.is_symlink() else "not a regular file"
-                        self._report(f"topic file {where} skipped: {kind}; it was left in place")
+                        self._problems.report(
+                            f"topic file {where} skipped: {kind}; it was left in place"
+                        )
                         continue
                     info = entry.stat(follow_symlinks=False)
                 except UnsafePathError as exc:
-                    self._report(f"topic file {where} skipped: {exc}; it was left in place")
+                    self._problems.report(
+                        f"topic file {where} skipped: {exc}; it was left in place"
+                    )
                     continue
                 except FileNotFoundError:
                     continue  # removed since the listing: nothing to report
                 except OSError as exc:
-                    self._report(f"topic file {where} skipped: {exc}; it was left in place")
+                    self._problems.report(
+                        f"topic file {where} skipped: {exc}; it was left in place"
+                    )
                     continue
                 out.append(TopicInfo(topic, info.st_size, info.st_mtime))
             return out
@@ -330,7 +330,7 @@ class TopicStore:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self._report(
+            self._problems.report(
                 f"topic file {path} is not UTF-8 (byte {exc.start}): read with U+FFFD "
                 "in place of the bad bytes; the file was left as it is"
             )
@@ -457,7 +457,7 @@ class TopicStore:
             try:
                 content = self.read(info.topic)
             except (StorageError, UnsafePathError) as exc:
-                self._report(f"topic {info.topic!r} left out of the prompt: {exc}")
+                self._problems.report(f"topic {info.topic!r} left out of the prompt: {exc}")
                 continue
             if content and content.strip():
                 yield None, f"## {info.topic}\n{content.strip()}"
