@@ -27,12 +27,11 @@ from agentmem.context._identity import IdentityCache
 from agentmem.context._shrink import PayloadShrinker
 from agentmem.context.types import NoteMap
 from agentmem.history import MessageHistory
-from agentmem.message_tokens import MESSAGE_OVERHEAD_TOKENS
 from agentmem.messages import Message, TurnCache, message_text
 from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.repair import RepairStream
 from agentmem.stm import ShortTermMemory
-from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
+from agentmem.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, count_message
 from agentmem.yarn import YaRN
 
 __all__ = [

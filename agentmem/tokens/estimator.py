@@ -24,16 +24,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentmem._storage.formats import check_format
-from agentmem._tiktoken import bpe_count, cl100k_encoding
-from agentmem._units import (
+from agentmem.errors import InvalidArgumentError
+from agentmem.tokens._tiktoken import bpe_count, cl100k_encoding
+from agentmem.tokens._units import (
     DEFAULT_CHARS_PER_TOKEN,
     ceil_tokens,
     check_fraction,
     check_ratio,
     text_units,
 )
-from agentmem.errors import InvalidArgumentError
-from agentmem.message_tokens import REPLY_PRIMING_TOKENS, message_overhead, message_text_pieces
+from agentmem.tokens.messages import REPLY_PRIMING_TOKENS, message_overhead, message_text_pieces
 
 __all__ = [
     "ESTIMATOR_FORMAT",
