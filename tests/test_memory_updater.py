@@ -34,9 +34,10 @@ from agentmem.memory_updater import (
     MemoryUpdateResult,
     tool_specs,
 )
+from agentmem.message_tokens import count_message, count_messages
 from agentmem.messages import INTERNAL_FIELDS, to_anthropic
 from agentmem.testing import ScriptedLLM, tool_call
-from agentmem.tokens import HeuristicCounter, count_message, count_messages
+from agentmem.tokens import HeuristicCounter
 from agentmem.tools import openai_tools
 from agentmem.topics import TopicStore
 

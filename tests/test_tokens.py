@@ -1002,6 +1002,22 @@ def test_tokens_reexports_each_name_from_its_defining_module() -> None:
             assert value is getattr(owners[public], public), public
 
 
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("agentmem.estimator", "agentmem.tokens.estimator"),
+        ("agentmem.message_tokens", "agentmem.tokens.messages"),
+    ],
+)
+def test_earlier_import_paths_reexport_the_same_objects(old: str, new: str) -> None:
+    # agentmem.estimator and agentmem.message_tokens were public modules before
+    # tokens/ became a package: every name they exported still imports from them.
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    assert before.__all__ == after.__all__
+    for name in after.__all__:
+        assert getattr(before, name) is getattr(after, name), name
+
+
 # --------------------------------------------------------------------------- the epoch
 
 

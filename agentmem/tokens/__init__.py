@@ -71,9 +71,11 @@ counters and :func:`counter_for_model`, and re-exports (its ``__all__``) the
 names a caller uses from the modules of the package, where they are defined
 (imports flow downward, in this order):
 
-* :mod:`agentmem.tokens.estimator` -- :class:`LearningEstimator`;
+* :mod:`agentmem.tokens.estimator` -- :class:`LearningEstimator` (also
+  importable as ``agentmem.estimator``, its path in earlier releases);
 * :mod:`agentmem.tokens.messages` -- which strings of a message are billed
-  and the per-message framing (:func:`count_message`, ...);
+  and the per-message framing (:func:`count_message`, ...; also importable
+  as ``agentmem.message_tokens``);
 * ``tokens/_tiktoken.py`` -- offline tiktoken loading, model to encoding,
   chunked :func:`bpe_count`;
 * ``tokens/_units.py`` -- :func:`text_units` and the heuristic constants.
