@@ -63,7 +63,7 @@ def message_text(message: Mapping[str, Any]) -> str:
     ``""``. A tool result's text is its ``content`` like any other message's.
     Not included: tool calls (their names and arguments), reasoning, and the
     internal fields. Readers that need another meaning say so where they are:
-    :func:`agentmem.message_tokens.message_text_pieces` (every piece a provider
+    :func:`agentmem.tokens.message_text_pieces` (every piece a provider
     bills, tool-call arguments included), the recall index's SQL views
     (:mod:`agentmem.session_store.recall_index`: what search sees, without the
     memory's own echoes) and ``message_summary`` (a one-line task summary).

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentmem._identity import IdentityCache
+from agentmem.context._identity import IdentityCache
 
 
 def test_equal_objects_do_not_share_an_entry() -> None:

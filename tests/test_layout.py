@@ -102,7 +102,7 @@ def test_the_graph_sees_known_edges() -> None:
     # Guards the parser itself: a graph with no edges would pass every check below.
     assert "agentmem._codecs.anthropic" in GRAPH["agentmem.messages"]
     assert "agentmem._codecs" in GRAPH["agentmem.messages"]
-    assert "agentmem.messages" in GRAPH["agentmem.context"]
+    assert "agentmem.messages" in GRAPH["agentmem.context.manager"]
     assert "agentmem._json" in GRAPH["agentmem._shape"]
 
 

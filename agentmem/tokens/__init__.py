@@ -4,7 +4,7 @@ Everything that has to fit a context window -- trimming, compaction, budget
 checks -- needs to know what a message costs. Exact counts only exist for
 OpenAI models, and only when the matching tiktoken BPE file is at hand;
 tiktoken fetches those files from the network on first use, which fails (or
-hangs) on an air-gapped machine, in CI, or in a sandbox. This module
+hangs) on an air-gapped machine, in CI, or in a sandbox. This package
 therefore treats the network as opt-in and degrades in three steps:
 
 1. :class:`TiktokenCounter` loads the requested encoding only when that cannot
@@ -66,21 +66,25 @@ file part. :func:`message_text_pieces` is the one place that decides which
 strings of a message dict a provider bills, so internal bookkeeping keys that
 ride along in the same dict are never counted.
 
-This module is the entry point: it defines the two fixed counters and
-:func:`counter_for_model`, and re-exports the rest, which lives below it
+This package's ``__init__`` is the entry point: it defines the two fixed
+counters and :func:`counter_for_model`, and re-exports (its ``__all__``) the
+names a caller uses from the modules of the package, where they are defined
 (imports flow downward, in this order):
 
-* :mod:`agentmem.estimator` -- :class:`LearningEstimator`;
-* :mod:`agentmem.message_tokens` -- which strings of a message are billed
-  and the per-message framing (:func:`count_message`, ...);
-* ``agentmem._tiktoken`` -- offline tiktoken loading, model to encoding,
+* :mod:`agentmem.tokens.estimator` -- :class:`LearningEstimator` (also
+  importable as ``agentmem.estimator``, its path in earlier releases);
+* :mod:`agentmem.tokens.messages` -- which strings of a message are billed
+  and the per-message framing (:func:`count_message`, ...; also importable
+  as ``agentmem.message_tokens``);
+* ``tokens/_tiktoken.py`` -- offline tiktoken loading, model to encoding,
   chunked :func:`bpe_count`;
-* ``agentmem._units`` -- :func:`text_units` and the heuristic constants.
+* ``tokens/_units.py`` -- :func:`text_units` and the heuristic constants.
 """
 
 from __future__ import annotations
 
-from agentmem._tiktoken import (
+from agentmem.protocols import TokenCounter
+from agentmem.tokens._tiktoken import (
     BPE_CHUNK_CHARS,
     HEURISTIC,
     bpe_count,
@@ -89,7 +93,7 @@ from agentmem._tiktoken import (
     openai_encoding,
     resolve_encoding,
 )
-from agentmem._units import (
+from agentmem.tokens._units import (
     DEFAULT_CHARS_PER_TOKEN,
     NON_ASCII_CHARS_PER_TOKEN,
     NON_ASCII_UNIT_WEIGHT,
@@ -98,8 +102,13 @@ from agentmem._units import (
     non_ascii_count,
     text_units,
 )
-from agentmem.estimator import INITIAL_MARGIN, MAX_MARGIN, MIN_OBSERVATION_UNITS, LearningEstimator
-from agentmem.message_tokens import (
+from agentmem.tokens.estimator import (
+    INITIAL_MARGIN,
+    MAX_MARGIN,
+    MIN_OBSERVATION_UNITS,
+    LearningEstimator,
+)
+from agentmem.tokens.messages import (
     IMAGE_TOKEN_ESTIMATE,
     MEDIA_PART_TYPES,
     MESSAGE_OVERHEAD_TOKENS,
@@ -111,7 +120,6 @@ from agentmem.message_tokens import (
     message_overhead,
     message_text_pieces,
 )
-from agentmem.protocols import TokenCounter
 
 __all__ = [
     "BPE_CHUNK_CHARS",

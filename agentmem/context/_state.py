@@ -1,6 +1,6 @@
 """The context manager's incremental state: what a build keeps for the next one.
 
-Private to :mod:`agentmem.context`: the cached system prompt and summary
+Private to the :mod:`agentmem.context` package: the cached system prompt and summary
 (with their counts), the key and state of the incremental repair stream,
 and the structural copy of a cached OpenAI view. Each cache is keyed by the
 objects it was built from (compared by identity) and the token counter's
@@ -8,7 +8,7 @@ epoch, so a change to any of them rebuilds it and nothing else.
 
 All of it is held per working window in one :class:`WindowState`: the
 manager keeps one per window it has built (an
-:class:`~agentmem._identity.IdentityCache` keyed by the window), so
+:class:`~agentmem.context._identity.IdentityCache` keyed by the window), so
 building another window never resets or reuses this one's state.
 """
 
@@ -23,16 +23,15 @@ from agentmem._codecs.anthropic import (
     LEADING_USER_PLACEHOLDER,
     SYSTEM_NOTE_TAG,
 )
-from agentmem._context_types import NoteMap
-from agentmem._identity import IdentityCache
-from agentmem._shrink import PayloadShrinker
+from agentmem.context._identity import IdentityCache
+from agentmem.context._shrink import PayloadShrinker
+from agentmem.context.types import NoteMap
 from agentmem.history import MessageHistory
-from agentmem.message_tokens import MESSAGE_OVERHEAD_TOKENS
 from agentmem.messages import Message, TurnCache, message_text
 from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.repair import RepairStream
 from agentmem.stm import ShortTermMemory
-from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
+from agentmem.tokens import MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS, count_message
 from agentmem.yarn import YaRN
 
 __all__ = [

@@ -1,14 +1,16 @@
 """One identity cache: values keyed by *which object* they were computed from.
 
-Several parts keep something derived from an object they do not own (the
-OpenAI view of a stored message, the state a build keeps for one working
-window, the checked map of a turn-notes tuple) and must find it again only
-for that very object. ``id(obj)`` alone is not a key: an id is reused as soon
-as its object is freed, so a new object could pick up a stale value. This
-class holds each key object alongside its value (keeping it alive, so its id
-stays its own) and confirms every hit with ``is``. Equal but distinct
-objects never share an entry; nothing here hashes or compares the keys'
-contents.
+The context pipeline keeps several things derived from objects it does not
+own (the OpenAI view of a stored message, the state a build keeps for one
+working window, the checked map of a turn-notes tuple) and must find each
+again only for that very object. It is the only user today, so the helper
+lives in its package; a second part that needs one moves it back up to a
+shared ``agentmem._identity`` rather than importing it from here.
+``id(obj)`` alone is not a key: an id is reused as soon as its object is
+freed, so a new object could pick up a stale value. This class holds each
+key object alongside its value (keeping it alive, so its id stays its own)
+and confirms every hit with ``is``. Equal but distinct objects never share
+an entry; nothing here hashes or compares the keys' contents.
 
 ``max_entries`` bounds the cache: past it the least recently used entry is
 dropped (a dropped value is simply recomputed by its owner; a cache never

@@ -4,16 +4,17 @@ This module holds the pipeline: :meth:`ContextManager._build` runs named
 steps (check the system prompt fits, trim before repair, repair and
 validate, add the recovery note, fit), each reading one checked
 ``_Plan`` of the build's inputs, and is driven by a sync and an async
-driver (a trim may await YaRN's summarizer). The rest is split out:
-settings and result types in :mod:`agentmem._context_types` (re-exported
-here), the state kept between builds in :mod:`agentmem._context_state`,
-payload-level truncation in :mod:`agentmem._shrink`, progress rendering in
-:mod:`agentmem._progress`.
+driver (a trim may await YaRN's summarizer). The rest of the
+:mod:`agentmem.context` package (whose ``__init__`` re-exports the public
+names) is split out: settings and result types in
+:mod:`agentmem.context.types`, the state kept between builds in
+``context/_state.py``, payload-level truncation in ``context/_shrink.py``,
+progress rendering in ``context/_progress.py``.
 
 State between builds is explicit: one ``WindowState`` per working window
 (the system prompt and summary with their counts, the incremental repair
 stream, OpenAI and Anthropic views, kept cuts), held in an
-:class:`~agentmem._identity.IdentityCache` keyed by the window, so a build
+``IdentityCache`` (``context/_identity.py``) keyed by the window, so a build
 for another window neither resets nor reuses it. Every cached count is keyed
 by the counter's epoch (:func:`~agentmem.protocols.counter_epoch`); every
 step returns what it computed (no field left for another step to read).
@@ -86,14 +87,19 @@ import logging
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from agentmem._context_state import (
+from agentmem.context._identity import IdentityCache
+from agentmem.context._progress import (
+    progress_of,
+    render_progress,
+)
+from agentmem.context._state import (
     Repaired,
     WindowState,
     anthropic_extra,
     copy_view,
     prompt_tokens_in,
 )
-from agentmem._context_types import (
+from agentmem.context.types import (
     ContextBuild,
     ContextSettings,
     ContextStats,
@@ -106,17 +112,7 @@ from agentmem._context_types import (
     TurnNote,
     check_max_output_tokens,
     note_map,
-    session_tools,
 )
-from agentmem._identity import IdentityCache
-from agentmem._progress import (
-    TODO_TOOL_NAMES,
-    Progress,
-    latest_todos,
-    progress_of,
-    render_progress,
-)
-from agentmem._truncate import truncate_text
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.messages import Message, is_real_user, message_text, to_anthropic
 from agentmem.protocols import ProgressReporter, TokenCounter
@@ -125,22 +121,7 @@ from agentmem.stm import ShortTermMemory
 from agentmem.tokens import REPLY_PRIMING_TOKENS, count_message
 from agentmem.yarn import SummaryRequest, YaRN
 
-__all__ = [
-    "TODO_TOOL_NAMES",
-    "ContextBuild",
-    "ContextManager",
-    "ContextSettings",
-    "ContextStats",
-    "Progress",
-    "TrimEvent",
-    "TurnNote",
-    "check_overflow_attempt",
-    "latest_todos",
-    "progress_of",
-    "render_progress",
-    "session_tools",
-    "truncate_text",
-]
+__all__ = ["RECOVERY_TAG", "WINDOW_STATES", "ContextManager", "check_overflow_attempt"]
 
 _log = logging.getLogger("agentmem.context")
 
