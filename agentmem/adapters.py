@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, cast
 
 from agentmem._json import encode_arguments, type_name
+from agentmem._tool_specs import provider_tools
 from agentmem.errors import AgentMemError, InvalidArgumentError, LLMError
 from agentmem.llm import check_reply
 from agentmem.messages import from_anthropic, normalize_messages
@@ -332,27 +333,20 @@ def anthropic_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     Raises:
         InvalidArgumentError: a spec is not an OpenAI function tool with a name.
     """
-    out = []
     for i, spec in enumerate(tools):
-        function = spec.get("function") if isinstance(spec, Mapping) else None
         if not isinstance(spec, Mapping) or spec.get("type") != "function":
             raise InvalidArgumentError(
                 f"tools[{i}] must be an OpenAI function tool "
                 '({"type": "function", "function": {...}})'
             )
+        function = spec.get("function")
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise InvalidArgumentError(f"tools[{i}].function must have a string name")
-        schema = function.get("parameters")
-        if schema is None:
-            schema = {"type": "object", "properties": {}}
-        elif not isinstance(schema, Mapping):
-            raise InvalidArgumentError(f"tools[{i}].function.parameters must be an object")
-        tool: dict[str, Any] = {"name": function["name"], "input_schema": dict(schema)}
-        description = function.get("description")
-        if isinstance(description, str) and description:
-            tool["description"] = description
-        out.append(tool)
-    return out
+    # The conversion itself is the window's (one rule for what Anthropic is sent and counted).
+    return [
+        {**tool, "input_schema": dict(tool["input_schema"])}
+        for tool in provider_tools(list(tools), "anthropic")
+    ]
 
 
 _BLOCK_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
