@@ -315,25 +315,7 @@ class Restorer:
         return full
 
     def restore(self, task_id: int | None) -> RestoreResult:
-        """Rebuild the disk state at the end of ``task_id`` and make it the active task.
-
-        A path whose content the time machine never knew (see
-        :mod:`agentmem.time_machine._restore`), or whose current content it cannot copy
-        first, is left alone and reported in the result's ``skipped`` (and
-        logged). Every other step is checked against the disk before any
-        file changes; a step that still fails half-way is rolled back.
-
-        Returns:
-            What was written, removed and left alone.
-
-        Raises:
-            InvalidArgumentError: unknown task.
-            RestoreError: the restore could not run; ``outcome`` says what the
-                disk holds: ``"unchanged"`` (refused before any change),
-                ``"rolled back"`` (failed half-way, undone) or ``"pending"``
-                (failed half-way and could not be undone: the next open of
-                the session finishes or rolls back the restore).
-        """
+        """``TimeMachine.restore_to_task_state`` (documented there); the caller holds the lock."""
         target = self.tree.known(task_id)
         if self._intent is not None:
             self.finish_interrupted(self._intent)
