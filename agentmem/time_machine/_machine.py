@@ -121,7 +121,6 @@ class TimeMachine:
             self._skip.append(Path(os.path.realpath(self.store_dir)))
             # Temp files of records whose writer was killed mid-write (see remove_stale_temps).
             remove_stale_temps(self.store_dir / "sessions", root=self.store_dir.parent)
-        self.max_file_bytes = max_file_bytes
         self.max_tasks = max_tasks
         self.max_bytes = max_bytes
         self.blobs = BlobStore(self.store_dir / "blobs" if self.store_dir is not None else None)
@@ -154,6 +153,19 @@ class TimeMachine:
     def too_large(self) -> dict[str, int]:
         """path -> size of every file that was too large to snapshot."""
         return self._files.too_large
+
+    @too_large.setter
+    def too_large(self, value: dict[str, int]) -> None:
+        self._files.too_large = value
+
+    @property
+    def max_file_bytes(self) -> int:
+        """Larger files are recorded as too large to snapshot (the captures read it)."""
+        return self._files.max_file_bytes
+
+    @max_file_bytes.setter
+    def max_file_bytes(self, value: int) -> None:
+        self._files.max_file_bytes = value
 
     # ------------------------------------------------------------------ records on disk
 
