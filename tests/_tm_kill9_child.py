@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import agentmem
-import agentmem.time_machine as tm_module
+import agentmem.time_machine._restore as restore_module
 
 
 def main(work: Path) -> None:
@@ -30,7 +30,7 @@ def main(work: Path) -> None:
         for i in range(40):
             (work / f"f{i:02d}.txt").write_text(f"changed {i}")
     s.start_task("next")
-    real = tm_module.atomic_write_bytes
+    real = restore_module.atomic_write_bytes
     count = [0]
 
     def slow(path: Any, data: bytes) -> None:
@@ -40,7 +40,7 @@ def main(work: Path) -> None:
             print("restoring", flush=True)
             time.sleep(3600)
 
-    tm_module.atomic_write_bytes = slow  # type: ignore[assignment]
+    restore_module.atomic_write_bytes = slow  # type: ignore[assignment]
     s.switch_to_task(None)
 
 

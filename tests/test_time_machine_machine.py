@@ -32,7 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from profiles import scaled
 
 import agentmem
-import agentmem.time_machine as tm_module
+import agentmem.time_machine._restore as restore_module
 from agentmem.errors import RestoreError
 
 PATHS = ["a.txt", "b.bin", "d/c.txt", "d/e/f/g.txt", "n/m/deep.sh", "empty"]
@@ -180,7 +180,7 @@ class TimeMachineModel(RuleBasedStateMachine):
     @rule(data=st.data(), after=st.integers(0, 3))
     def killed_restore(self, data: st.DataObject, after: int) -> None:
         target = data.draw(st.sampled_from([None, *sorted(self.parent)]))
-        real = tm_module.atomic_write_bytes
+        real = restore_module.atomic_write_bytes
         writes = [0]
 
         def dying(path: Any, payload: bytes) -> None:
@@ -189,13 +189,13 @@ class TimeMachineModel(RuleBasedStateMachine):
             writes[0] += 1
             real(path, payload)
 
-        tm_module.atomic_write_bytes = dying  # type: ignore[assignment]
+        restore_module.atomic_write_bytes = dying  # type: ignore[assignment]
         try:
             self.s.switch_to_task(target)
         except SimulatedKill:
             pass
         finally:
-            tm_module.atomic_write_bytes = real
+            restore_module.atomic_write_bytes = real
         # The "dead" process's objects are dropped; the next open finishes the restore.
         self.s._lock.release()
         self.mem._forget(self.s)
@@ -209,7 +209,7 @@ class TimeMachineModel(RuleBasedStateMachine):
     def failed_restore(self, data: st.DataObject, after: int, once: bool) -> None:
         """A disk error at the k-th write: rolled back, or finished by the next open."""
         target = data.draw(st.sampled_from([None, *sorted(self.parent)]))
-        real = tm_module.atomic_write_bytes
+        real = restore_module.atomic_write_bytes
         writes = [0]
 
         def failing(path: Any, payload: bytes) -> None:
@@ -218,14 +218,14 @@ class TimeMachineModel(RuleBasedStateMachine):
                 raise OSError(28, "No space left on device", str(path))
             real(path, payload)
 
-        tm_module.atomic_write_bytes = failing  # type: ignore[assignment]
+        restore_module.atomic_write_bytes = failing  # type: ignore[assignment]
         try:
             self.s.switch_to_task(target)
             outcome = "done"
         except RestoreError as exc:
             outcome = exc.outcome
         finally:
-            tm_module.atomic_write_bytes = real
+            restore_module.atomic_write_bytes = real
         if outcome == "done":
             self.active = target
         elif outcome == "rolled back":

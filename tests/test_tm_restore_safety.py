@@ -42,7 +42,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from profiles import scaled
 
 import agentmem
-import agentmem.time_machine as tm_module
+import agentmem.time_machine._capture as capture_module
+import agentmem.time_machine._machine as machine_module
+import agentmem.time_machine._restore as restore_module
 from agentmem.errors import RestoreError
 from agentmem.time_machine import RestoreResult, SkippedFile, TimeMachine
 
@@ -323,7 +325,7 @@ def test_a_file_whose_read_failed_is_never_deleted_nor_overwritten(
     work.mkdir()
     (work / "user.dat").write_bytes(b"the user's own data\n")
     tm = _tm(work, tmp_path / "store")
-    monkeypatch.setattr(tm_module, "open", _Faults({"user.dat": kind}), raising=False)
+    monkeypatch.setattr(capture_module, "open", _Faults({"user.dat": kind}), raising=False)
     tm.start_new_task()
     with tm.guard():  # first guard: the index learns user.dat, unreadably
         (work / "made.txt").write_text("new")
@@ -350,7 +352,7 @@ def test_a_file_that_changes_while_recorded_is_left_alone(
     work.mkdir()
     (work / "app.log").write_bytes(b"line\n")
     tm = _tm(work, tmp_path / "store")
-    monkeypatch.setattr(tm_module, "open", _Faults({"app.log": "growing"}), raising=False)
+    monkeypatch.setattr(capture_module, "open", _Faults({"app.log": "growing"}), raising=False)
     tm.start_new_task()
     tm.record_file_before_change("app.log")  # a tool is about to edit it; a writer appends
     (work / "app.log").write_bytes(b"edited\n")
@@ -436,7 +438,7 @@ class _FailingWrites:
     unless ``once``, every later one raise OSError."""
 
     def __init__(self, fail_at: int, once: bool) -> None:
-        self.real = tm_module.atomic_write_bytes
+        self.real = restore_module.atomic_write_bytes
         self.count = 0
         self.fail_at = fail_at
         self.once = once
@@ -460,7 +462,7 @@ def test_a_failure_half_way_is_rolled_back(
     tm.record_file_before_change("made/new.txt")  # task 2 creates a file in a new directory
     (work / "made/new.txt").write_text("new")
     before = _tree(work)
-    monkeypatch.setattr(tm_module, "atomic_write_bytes", _FailingWrites(fail_at, once=True))
+    monkeypatch.setattr(restore_module, "atomic_write_bytes", _FailingWrites(fail_at, once=True))
     with pytest.raises(RestoreError) as info:
         tm.switch_to_task(None)
     assert _tree(work) == before, "wholly the old state"
@@ -478,7 +480,7 @@ def test_a_failure_that_cannot_be_rolled_back_is_finished_on_the_next_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int
 ) -> None:
     tm, work = _two_task_tree(tmp_path, PATHS)
-    monkeypatch.setattr(tm_module, "atomic_write_bytes", _FailingWrites(fail_at, once=False))
+    monkeypatch.setattr(restore_module, "atomic_write_bytes", _FailingWrites(fail_at, once=False))
     with pytest.raises(RestoreError) as info:
         tm.switch_to_task(None)
     assert info.value.outcome == "pending"
@@ -497,7 +499,7 @@ def test_a_pending_restore_that_cannot_be_finished_is_rolled_back_on_open(
 ) -> None:
     tm, work = _two_task_tree(tmp_path, PATHS)
     before = _tree(work)
-    monkeypatch.setattr(tm_module, "atomic_write_bytes", _FailingWrites(3, once=False))
+    monkeypatch.setattr(restore_module, "atomic_write_bytes", _FailingWrites(3, once=False))
     with pytest.raises(RestoreError):
         tm.switch_to_task(None)
     monkeypatch.undo()
@@ -528,7 +530,7 @@ def test_a_pending_restore_in_memory_is_finished_by_the_next_restore(
         for rel in PATHS:
             (work / rel).write_text(f"task one {rel}")
     tm.start_new_task()
-    monkeypatch.setattr(tm_module, "atomic_write_bytes", _FailingWrites(2, once=False))
+    monkeypatch.setattr(restore_module, "atomic_write_bytes", _FailingWrites(2, once=False))
     with pytest.raises(RestoreError) as info:
         tm.switch_to_task(None)
     monkeypatch.undo()
@@ -572,8 +574,8 @@ class UnknownBeforeState(RuleBasedStateMachine):
                 "u_growing.log": "growing",
             }
         )
-        self.real_open = getattr(tm_module, "open", None)
-        tm_module.open = self.faults  # type: ignore[attr-defined]
+        self.real_open = getattr(capture_module, "open", None)
+        capture_module.open = self.faults  # type: ignore[attr-defined]
         for rel in USER:
             (self.dir / rel).write_bytes(f"the user's {rel}\n".encode())
         self.tm = _tm(self.dir, self.store)
@@ -584,7 +586,7 @@ class UnknownBeforeState(RuleBasedStateMachine):
         self.active: int | None = None
 
     def teardown(self) -> None:
-        del tm_module.open  # type: ignore[attr-defined]
+        del capture_module.open  # type: ignore[attr-defined]
         shutil.rmtree(self.dir, ignore_errors=True)
         shutil.rmtree(self.store, ignore_errors=True)
 
@@ -709,9 +711,9 @@ def test_errors_keep_only_the_newest(tmp_path: Path) -> None:
     (work / "dir").mkdir(parents=True)
     tm = _tm(work, tmp_path / "store")
     tm.start_new_task()
-    for _ in range(tm_module.MAX_ERRORS + 5):
+    for _ in range(machine_module.MAX_ERRORS + 5):
         tm.record_file_before_change("dir")  # a directory: noted, each time
-    assert len(tm.errors) == tm_module.MAX_ERRORS
+    assert len(tm.errors) == machine_module.MAX_ERRORS
     assert all("dir" in e for e in tm.errors)
 
 
@@ -722,7 +724,7 @@ def test_a_file_that_vanishes_between_the_walk_and_its_read_is_never_deleted(
     work.mkdir()
     (work / "notes.txt").write_text("v1")
     tm = _tm(work, tmp_path / "store")
-    real_walk = tm_module.walk
+    real_walk = capture_module.walk
     walks: list[int] = []
 
     def walk_then_vanish(*args: Any, **kwargs: Any) -> Any:
@@ -732,7 +734,7 @@ def test_a_file_that_vanishes_between_the_walk_and_its_read_is_never_deleted(
         walks.append(1)
         return out
 
-    monkeypatch.setattr(tm_module, "walk", walk_then_vanish)
+    monkeypatch.setattr(capture_module, "walk", walk_then_vanish)
     tm.start_new_task()
     with tm.guard():
         (work / "notes.txt").write_text("v2, saved by the user's editor")
@@ -767,7 +769,7 @@ def test_files_the_user_changed_before_a_command_are_not_the_commands(tmp_path: 
     # Between two commands the user writes a new file and edits another, outside any task.
     (work / "notes.md").write_text("the user's notes")
     (work / "draft.md").write_text("v2, the user's edit")
-    time.sleep(3 * tm_module.CTIME_MARGIN_NS / 1e9)  # older than the next command
+    time.sleep(3 * capture_module.CTIME_MARGIN_NS / 1e9)  # older than the next command
     with tm.guard():
         (work / "b.txt").write_text("b")
     result = tm.undo_last_task()
@@ -781,7 +783,7 @@ def test_a_pending_restore_is_not_finished_once_another_task_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tm, _ = _two_task_tree(tmp_path, PATHS)
-    monkeypatch.setattr(tm_module, "atomic_write_bytes", _FailingWrites(2, once=False))
+    monkeypatch.setattr(restore_module, "atomic_write_bytes", _FailingWrites(2, once=False))
     with pytest.raises(RestoreError):
         tm.switch_to_task(None)
     monkeypatch.undo()
@@ -805,7 +807,7 @@ def test_the_session_keeps_and_reports_what_a_restore_left_alone(
             events.append((event, data))
 
     mem = agentmem.Memory(root=tmp_path / "root", working_dir=work, reporter=Recorder())
-    monkeypatch.setattr(tm_module, "open", _Faults({"user.dat": "unreadable"}), raising=False)
+    monkeypatch.setattr(capture_module, "open", _Faults({"user.dat": "unreadable"}), raising=False)
     with mem, mem.session() as s:
         assert s.last_restore is None
         s.start_task("one")

@@ -1,9 +1,11 @@
 """How the time machine changes the working directory: what a restore may touch, and how.
 
-A restore turns the disk from one task's end state into another's. Two
-rules make it safe, and this module holds the parts of both that do not
-need the task tree (:mod:`agentmem.time_machine` decides *what* to write;
-this module checks and writes it):
+A restore turns the disk from one task's end state into another's. This
+module is where a restore is planned, checked and applied: the plain
+functions :func:`preflight` and :func:`apply_plan` check and write a plan
+without knowing about tasks, and :class:`Restorer` plans one from the task
+tree (:mod:`agentmem.time_machine._tree`), applies it, and recovers. Two rules
+make it safe:
 
 * **Never lose what the user had.** A path whose value the time machine
   never knew (a *marker*: unreadable, being written while it was read,
@@ -29,41 +31,37 @@ import contextlib
 import logging
 import os
 import stat
-import threading
-import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import Any, Final, NoReturn
 
-from agentmem._storage.files import move_aside, remove_stale_temps
+from agentmem._storage.files import atomic_write_bytes, move_aside, remove_stale_temps
 from agentmem.errors import AgentMemError, CorruptStoreError, RestoreError, UnsafePathError
+from agentmem.time_machine._capture import FileCapture
 from agentmem.time_machine._snapshots import (
-    BlobStore,
-    IndexEntry,
+    SYMLINK,
+    UNKNOWN,
+    UNREADABLE,
+    RecordFiles,
     Ref,
-    TaskRecord,
     blob_of,
+    can_copy,
+    is_marker,
+    is_unknown,
+    marker_reason,
     mode_of,
     parents,
-    stat_of,
 )
+from agentmem.time_machine._tree import TaskTree, public
 
 __all__ = [
     "INTENT_FORMAT",
-    "SYMLINK",
-    "UNKNOWN",
-    "UNREADABLE",
-    "UNSTABLE",
     "ApplyError",
-    "RestoreMixin",
     "RestoreResult",
+    "Restorer",
     "SkippedFile",
     "apply_plan",
-    "can_copy",
-    "is_marker",
-    "is_unknown",
-    "marker_reason",
     "preflight",
 ]
 
@@ -71,43 +69,6 @@ _log = logging.getLogger("agentmem.time_machine")
 
 INTENT_FORMAT: Final = "agentmem.time-machine-restore"
 INTENT_VERSION: Final = 1
-UNREADABLE: Final = "!unreadable"
-"""Marker: the file could not be read (or is not a regular file)."""
-UNSTABLE: Final = "!unstable"
-"""Marker: the file kept changing while it was read."""
-UNKNOWN: Final = "!unknown"
-"""Marker: the file vanished while read, or was hidden from the walk (an unreadable directory)."""
-SYMLINK: Final = "!symlink"
-"""What a restore finds at a path that is a symbolic link (never followed nor replaced)."""
-
-_REASONS: Final = {
-    UNREADABLE: "it could not be read when the time machine first saw it",
-    UNSTABLE: "it was being written by another process while the time machine read it",
-    UNKNOWN: "it was hidden from the time machine, or vanished while it was read",
-    SYMLINK: "it is a symbolic link, never followed nor replaced",
-}
-
-
-def is_marker(ref: Ref) -> bool:
-    """Whether ``ref`` stands for content the time machine does not hold."""
-    return ref is not None and ref.startswith("!")
-
-
-def is_unknown(ref: Ref) -> bool:
-    """Whether ``ref`` says the content was never known (every marker but ``!large``)."""
-    return is_marker(ref) and not str(ref).startswith("!large:")
-
-
-def can_copy(ref: Ref) -> bool:
-    """Whether a current value ``ref`` is held (a blob, or absent)."""
-    return not is_marker(ref)
-
-
-def marker_reason(ref: str) -> str:
-    """Why a path with marker ``ref`` holds no snapshot, in words."""
-    if ref.startswith("!large:"):
-        return f"it is too large to snapshot ({ref.partition(':')[2]} bytes)"
-    return _REASONS.get(ref, f"its content is unknown ({ref})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,146 +261,128 @@ def _shallowest_first(rel: str) -> tuple[int, str]:
     return (rel.count("/"), rel)
 
 
-# ---------------------------------------------------------------------------- the tree's side
+# ------------------------------------------------------------------------ planning from the tree
 
 
-class RestoreMixin:
-    """The restore half of :class:`agentmem.time_machine.TimeMachine` (its state lives there).
+class Restorer:
+    """Restores for one time machine: plans them from the task tree, applies them, recovers.
 
     Plans a restore from the task tree (which paths differ between the two
     chains, which must be left alone), records its intent, applies it with
     :func:`apply_plan`, rolls it back on failure, and finishes or rolls back
-    an interrupted one when the session is opened again.
+    an interrupted one when the session is opened again. It holds no state of
+    its own but the intent of a restore that failed half-way; everything else
+    it is given, and the caller holds the lock.
+
+    Args:
+        tree: The task tree (its active task changes when a restore completes).
+        files: Captures of what the disk holds now, and the stat index a restore updates.
+        records: The session's record files (the intent is ``<session>.restore.json``).
+        save: Saves the tree record (raises StorageError).
+        save_quietly: Saves it, recording a failure in the errors instead.
+        settle: Freezes the active task's dirty paths before the active task changes.
+        note_error: Where a path left alone is reported (logged and kept).
     """
 
-    working_dir: Path
-    store_dir: Path | None
-    session_id: str
-    blobs: BlobStore
-    problems: list[str]
-    _lock: threading.RLock
-    _tasks: dict[int, TaskRecord]
-    _active: int
-    _dirty: set[str]
-    _created_dirs: set[str]
-    _index: dict[str, IndexEntry]
-    _index_unsaved: bool
-    _intent: dict[str, Any] | None
+    def __init__(
+        self,
+        *,
+        tree: TaskTree,
+        files: FileCapture,
+        records: RecordFiles,
+        save: Callable[[], None],
+        save_quietly: Callable[[], None],
+        settle: Callable[[], None],
+        note_error: Callable[[str], None],
+    ) -> None:
+        self.tree = tree
+        self.files = files
+        self.records = records
+        self.working_dir = files.working_dir
+        self._save = save
+        self._save_quietly = save_quietly
+        self._settle = settle
+        self._note_error = note_error
+        # The intent of a restore that failed half-way and could not be rolled back.
+        self._intent: dict[str, Any] | None = None
 
-    if TYPE_CHECKING:
+    def _target(self, rel: str) -> Path:
+        """Where a restore writes ``rel``; refuses a parent that is a symlink leading out."""
+        full = self.working_dir / rel
+        parent = Path(os.path.realpath(full.parent))
+        if not (parent == self.working_dir or parent.is_relative_to(self.working_dir)):
+            raise UnsafePathError(full, self.working_dir, "a symlink leads out of it")
+        return full
 
-        def _capture(self, rel: str, task: int) -> Ref: ...
-        def _chain(self, task_id: int) -> list[int]: ...
-        def _children(self, task_id: int) -> list[int]: ...
-        def _file(self, suffix: str) -> Path | None: ...
-        def _known(self, task_id: object) -> int: ...
-        def _note_error(self, message: str) -> None: ...
-        def _public(self, task_id: int) -> int | None: ...
-        def _read_json(self, path: Path, kind: str, what: str) -> dict[str, Any] | None: ...
-        def _save(self) -> None: ...
-        def _save_quietly(self) -> None: ...
-        def _settle(self) -> None: ...
-        def _target(self, rel: str) -> Path: ...
-        def _write_file(self, path: Path, data: bytes) -> None: ...
-        def _write(self, path: Path, doc: Mapping[str, Any]) -> None: ...
-
-    def _value(self, chain: list[int], rel: str) -> Ref:
-        for task_id in reversed(chain):
-            after = self._tasks[task_id].after
-            if rel in after:
-                return after[rel]
-        return None
-
-    def restore_to_task_state(self, task_id: int | None) -> RestoreResult:
-        """Rebuild the disk state at the end of ``task_id`` and make it the active task.
-
-        A path whose content the time machine never knew (see
-        :mod:`agentmem.time_machine._restore`), or whose current content it cannot copy
-        first, is left alone and reported in the result's ``skipped`` (and
-        logged). Every other step is checked against the disk before any
-        file changes; a step that still fails half-way is rolled back.
-
-        Returns:
-            What was written, removed and left alone.
-
-        Raises:
-            InvalidArgumentError: unknown task.
-            RestoreError: the restore could not run; ``outcome`` says what the
-                disk holds: ``"unchanged"`` (refused before any change),
-                ``"rolled back"`` (failed half-way, undone) or ``"pending"``
-                (failed half-way and could not be undone: the next open of
-                the session finishes or rolls back the restore).
-        """
-        with self._lock:
-            target = self._known(task_id)
-            if self._intent is not None:
-                self._finish_interrupted_restore(self._intent)
-            settled = bool(self._dirty)
-            self._settle()
-            old_chain, new_chain = self._chain(self._active), self._chain(target)
-            common = set(old_chain) & set(new_chain)
-            paths: set[str] = set()
-            for t in (*old_chain, *new_chain):
-                if t not in common:
-                    paths.update(self._tasks[t].after)
-            plan: dict[str, Ref] = {}
-            prior: dict[str, Ref] = {}
-            skipped: list[SkippedFile] = []
-            try:
-                undoing = [t for t in old_chain if t not in common] if target in common else []
-                for rel in sorted(paths):
-                    new, old = self._value(new_chain, rel), self._value(old_chain, rel)
-                    if is_marker(new) and undoing:
-                        new = self._seen_before(undoing, rel, new)
-                    if new == old and not is_marker(new):
-                        continue
-                    self._target(rel)
-                    why, current = self._why_not(rel, new, old)
-                    if why is not None:
-                        skipped.append(SkippedFile(rel, why))
-                    elif current != new:
-                        plan[rel], prior[rel] = new, current
-                contents = self._contents(plan)
-            except (CorruptStoreError, UnsafePathError, OSError) as exc:
-                self._save_quietly()
-                raise RestoreError(
-                    f"cannot restore task {task_id}: {exc}; nothing was changed"
-                ) from exc
-            failures, new_dirs = preflight(self.working_dir, plan, self._target)
-            if failures:
-                self._save_quietly()
-                raise RestoreError(
-                    f"cannot restore task {task_id}, nothing was changed: " + "; ".join(failures)
-                )
-            if settled or prior:
-                self._save()  # the frozen AFTER record and the copies, before any file moves
-            if plan:
-                self._begin_intent(
-                    {
-                        "format": INTENT_FORMAT,
-                        "version": INTENT_VERSION,
-                        "target": target,
-                        "prior_active": self._active,
-                        "plan": plan,
-                        "prior": prior,
-                        "new_dirs": new_dirs,
-                    }
-                )
-            try:
-                written, removed = self._apply(plan, contents)
-            except ApplyError as exc:
-                self._fail_half_way(task_id, exc, prior, new_dirs)
-            self._active = target
-            self._lose_track(target, [f.path for f in skipped])
-            self._save()
-            self._end_intent()
-            result = RestoreResult(
-                self._public(target), tuple(written), tuple(removed), tuple(skipped)
+    def restore(self, task_id: int | None) -> RestoreResult:
+        """``TimeMachine.restore_to_task_state`` (documented there); the caller holds the lock."""
+        target = self.tree.known(task_id)
+        if self._intent is not None:
+            self.finish_interrupted(self._intent)
+        settled = bool(self.tree.dirty)
+        self._settle()
+        old_chain, new_chain = self.tree.chain(self.tree.active), self.tree.chain(target)
+        common = set(old_chain) & set(new_chain)
+        paths: set[str] = set()
+        for t in (*old_chain, *new_chain):
+            if t not in common:
+                paths.update(self.tree.tasks[t].after)
+        plan: dict[str, Ref] = {}
+        prior: dict[str, Ref] = {}
+        skipped: list[SkippedFile] = []
+        try:
+            undoing = [t for t in old_chain if t not in common] if target in common else []
+            for rel in sorted(paths):
+                new, old = self.tree.value(new_chain, rel), self.tree.value(old_chain, rel)
+                if is_marker(new) and undoing:
+                    new = self.tree.seen_before(undoing, rel, new)
+                if new == old and not is_marker(new):
+                    continue
+                self._target(rel)
+                why, current = self._why_not(rel, new, old)
+                if why is not None:
+                    skipped.append(SkippedFile(rel, why))
+                elif current != new:
+                    plan[rel], prior[rel] = new, current
+            contents = self._contents(plan)
+        except (CorruptStoreError, UnsafePathError, OSError) as exc:
+            self._save_quietly()
+            raise RestoreError(
+                f"cannot restore task {task_id}: {exc}; nothing was changed"
+            ) from exc
+        failures, new_dirs = preflight(self.working_dir, plan, self._target)
+        if failures:
+            self._save_quietly()
+            raise RestoreError(
+                f"cannot restore task {task_id}, nothing was changed: " + "; ".join(failures)
             )
-            if skipped:
-                listing = "; ".join(f"{f.path} ({f.reason})" for f in skipped)
-                self._note_error(f"restore of task {task_id} left alone: {listing}")
-            return result
+        if settled or prior:
+            self._save()  # the frozen AFTER record and the copies, before any file moves
+        if plan:
+            self._begin_intent(
+                {
+                    "format": INTENT_FORMAT,
+                    "version": INTENT_VERSION,
+                    "target": target,
+                    "prior_active": self.tree.active,
+                    "plan": plan,
+                    "prior": prior,
+                    "new_dirs": new_dirs,
+                }
+            )
+        try:
+            written, removed = self._apply(plan, contents)
+        except ApplyError as exc:
+            self._fail_half_way(task_id, exc, prior, new_dirs)
+        self.tree.active = target
+        self.tree.lose_track(target, [f.path for f in skipped], UNKNOWN)
+        self._save()
+        self._end_intent()
+        result = RestoreResult(public(target), tuple(written), tuple(removed), tuple(skipped))
+        if skipped:
+            listing = "; ".join(f"{f.path} ({f.reason})" for f in skipped)
+            self._note_error(f"restore of task {task_id} left alone: {listing}")
+        return result
 
     def _why_not(self, rel: str, new: Ref, old: Ref) -> tuple[str | None, Ref]:
         """Why ``rel`` must be left alone (``None``: it may change), and its current value."""
@@ -458,38 +401,6 @@ class RestoreMixin:
             return "it changed since the time machine recorded it (not through a task)", None
         return None, current
 
-    def _seen_before(self, undoing: list[int], rel: str, value: Ref) -> Ref:
-        """What ``rel`` held when the first of ``undoing`` touched it (else ``value``).
-
-        Going back to an ancestor whose own value for ``rel`` is unknown, the
-        content the first undone task found there is what the disk held in
-        that state: putting it back replaces only what the undone tasks wrote.
-        """
-        for task_id in undoing:
-            before = self._tasks[task_id].before
-            if rel in before:
-                return before[rel]
-        return value
-
-    def _lose_track(self, target: int, rels: Iterable[str]) -> None:
-        """The disk does not hold ``target``'s value for ``rels``: mark them unknown there.
-
-        So no later restore through this state replaces them on the strength
-        of a value the disk never held again. Children of ``target`` that had
-        not touched a path keep the value they had (pinned, as an edit does).
-        """
-        chain = self._chain(target)
-        task = self._tasks[target]
-        for rel in rels:
-            value = self._value(chain, rel)
-            if is_marker(value):
-                continue
-            for child in self._children(target):
-                other = self._tasks[child]
-                if rel not in other.after:
-                    other.before[rel] = other.after[rel] = value
-            task.after[rel] = UNKNOWN
-
     def _current(self, rel: str) -> Ref:
         """What ``rel`` holds now, its content stored so a restore can put it back."""
         full = self.working_dir / rel
@@ -501,15 +412,10 @@ class RestoreMixin:
             return UNREADABLE
         if stat.S_ISLNK(st.st_mode):
             return SYMLINK
-        entry = self._index.get(rel)
-        if (
-            entry is not None
-            and entry.stat == stat_of(st)
-            and not entry.racy
-            and not is_marker(entry.ref)
-        ):
-            return str(entry.ref)
-        return self._capture(rel, self._active)
+        known = self.files.known_value(rel, st)
+        if known is not None:
+            return known
+        return self.files.capture(rel, self.tree.tasks[self.tree.active])
 
     def _contents(self, plan: Mapping[str, Ref]) -> dict[str, bytes]:
         """The verified blob of every write in ``plan`` (raises CorruptStoreError)."""
@@ -517,33 +423,21 @@ class RestoreMixin:
         for rel, ref in plan.items():
             blob = blob_of(ref)
             if blob is not None:
-                out[rel] = self.blobs.get(blob)
+                out[rel] = self.files.blobs.get(blob)
         return out
 
     def _apply(
         self, plan: Mapping[str, Ref], contents: Mapping[str, bytes]
     ) -> tuple[list[str], list[str]]:
-        def wrote(rel: str, ref: Ref) -> None:
-            if ref is None or is_marker(ref):
-                self._index.pop(rel, None)
-            else:
-                st = os.lstat(self.working_dir / rel)
-                self._index[rel] = IndexEntry(stat_of(st), time.time_ns(), ref)
-            self._index_unsaved = True
-
-        def dropped(rel: str) -> None:
-            self._index.pop(rel, None)
-            self._index_unsaved = True
-
         return apply_plan(
             self.working_dir,
             plan,
             contents,
             target=self._target,
-            write=self._write_file,
-            created_dirs=self._created_dirs,
-            written=wrote,
-            removed=dropped,
+            write=_write_file,
+            created_dirs=self.tree.created_dirs,
+            written=self.files.written,
+            removed=lambda rel: self.files.written(rel, None),
         )
 
     def _roll_back(self, prior: Mapping[str, Ref], new_dirs: Iterable[str]) -> Exception | None:
@@ -559,14 +453,14 @@ class RestoreMixin:
 
     def _begin_intent(self, doc: dict[str, Any]) -> None:
         """Record a restore about to change files (on disk, and in memory for incognito)."""
-        path = self._file(".restore.json")
+        path = self.records.path(".restore.json")
         if path is not None:
-            self._write(path, doc)
+            self.records.write(path, doc)
         self._intent = doc
 
     def _end_intent(self) -> None:
         self._intent = None
-        path = self._file(".restore.json")
+        path = self.records.path(".restore.json")
         if path is not None:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
@@ -585,7 +479,7 @@ class RestoreMixin:
             ) from exc
         where = (
             "the session is opened again or the next undo/switch"
-            if self.store_dir is not None
+            if self.records.store_dir is not None
             else "the next undo/switch"
         )
         raise RestoreError(
@@ -595,13 +489,13 @@ class RestoreMixin:
             outcome="pending",
         ) from exc
 
-    def _finish_interrupted_restore(self, data: Mapping[str, Any] | None = None) -> None:
+    def finish_interrupted(self, data: Mapping[str, Any] | None = None) -> None:
         """Finish (or, failing that, roll back) a restore whose process died or failed."""
         if data is None:
-            path = self._file(".restore.json")
+            path = self.records.path(".restore.json")
             if path is None:
                 return
-            data = self._read_json(path, INTENT_FORMAT, "time-machine restore intent")
+            data = self.records.read(path, INTENT_FORMAT, "time-machine restore intent")
             if data is None:
                 return
         try:
@@ -615,8 +509,8 @@ class RestoreMixin:
         # A writer killed between create and rename left its temp file beside the target.
         for folder in {(self.working_dir / rel).parent for rel in [*plan, *(prior or ())]}:
             remove_stale_temps(folder, root=self.working_dir)
-        if before is not None and before != self._active:
-            self._give_up(f"task {self._public(self._active)} became active before it finished")
+        if before is not None and before != self.tree.active:
+            self._give_up(f"task {public(self.tree.active)} became active before it finished")
             return
         try:
             failures, _ = preflight(self.working_dir, plan, self._target)
@@ -625,34 +519,39 @@ class RestoreMixin:
             self._apply(plan, self._contents(plan))
         except (ApplyError, AgentMemError) as exc:
             problem = self._roll_back(prior, new_dirs) if prior is not None else exc
-            if problem is not None or type(before) is not int or before not in self._tasks:
+            if problem is not None or type(before) is not int or before not in self.tree.tasks:
                 self._give_up(f"finishing it failed ({exc}); rolling it back failed ({problem})")
                 return
-            self._active = before
+            self.tree.active = before
             done = f"rolled back an interrupted restore to task {target} (finishing it: {exc})"
         else:
-            if target not in self._tasks:
+            if target not in self.tree.tasks:
                 self._give_up(f"its task {target} is not in the tree")
                 return
-            self._active = target
+            self.tree.active = target
             done = f"completed an interrupted restore to task {target}"
-        self._dirty.clear()
+        self.tree.dirty.clear()
         self._save()
         self._end_intent()
-        _log.warning("session %s: %s", self.session_id, done)
-        self.problems.append(done)
+        _log.warning("session %s: %s", self.records.session_id, done)
+        self.records.problems.append(done)
 
     def _give_up(self, why: str) -> None:
         self._intent = None
-        path = self._file(".restore.json")
+        path = self.records.path(".restore.json")
         moved = move_aside(path) if path is not None and path.exists() else None
         message = (
             f"an interrupted restore could not be completed nor rolled back: {why}; "
             + (f"its record was moved to {moved} and " if moved is not None else "")
             + "the working directory may mix two task states"
         )
-        _log.error("session %s: %s", self.session_id, message)
-        self.problems.append(message)
+        _log.error("session %s: %s", self.records.session_id, message)
+        self.records.problems.append(message)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    # The restore's one write step, looked up in this module at call time so a test can stand in.
+    atomic_write_bytes(path, data)
 
 
 def _plan(data: object) -> dict[str, Ref]:

@@ -11,8 +11,11 @@
 * :func:`walk`: the stat walk behind ``guard()``: one ``os.scandir`` pass
   that never follows symlinks, never enters ``.git``, the memory root, or an
   ignored directory, and returns ``relative path -> Stat`` for regular files.
+* :data:`Ref`, a path's value, and its markers (``!unreadable``, ``!unstable``,
+  ``!unknown``, ``!large:<size>``) for content the time machine does not hold.
 * :class:`IndexEntry` (the guard's stat index) and :class:`TaskRecord` (one
-  task's before/after maps), as saved in a session's JSON files.
+  task's before/after maps), as saved in a session's JSON files;
+  :class:`RecordFiles` reads and writes those files (a damaged one is moved aside).
 * :func:`collect_unreferenced`: the one blob collection, which removes
   nothing while any session record is unreadable; :func:`delete_stored_session`
   removes a closed session's files, then collects.
@@ -33,24 +36,48 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from agentmem._storage.files import check_inside, make_dirs, remove_stale_temps, temp_tag
-from agentmem.errors import CorruptStoreError, InvalidArgumentError, StorageError
+from agentmem._storage.files import (
+    atomic_write_text,
+    check_inside,
+    make_dirs,
+    remove_stale_temps,
+    set_aside,
+    temp_tag,
+)
+from agentmem._storage.formats import check_format
+from agentmem.errors import (
+    AgentMemError,
+    CorruptStoreError,
+    FormatVersionError,
+    InvalidArgumentError,
+    StorageError,
+)
 
 __all__ = [
     "GC_GRACE_SECONDS",
     "RACY_NS",
     "SESSION_FILE_SUFFIXES",
+    "SYMLINK",
+    "UNKNOWN",
+    "UNREADABLE",
+    "UNSTABLE",
+    "VERSION",
     "BlobStore",
     "IgnoreRules",
     "IndexEntry",
+    "RecordFiles",
     "Ref",
     "Stat",
     "TaskRecord",
     "blob_of",
+    "can_copy",
     "collect_unreferenced",
     "delete_stored_session",
     "hash_bytes",
+    "is_marker",
+    "is_unknown",
     "json_refs",
+    "marker_reason",
     "mode_of",
     "parents",
     "stat_of",
@@ -336,6 +363,44 @@ def walk(
 Ref = str | None
 """A path's value: ``"<sha256>:<octal mode>"``, ``None`` (absent), or a ``"!..."`` marker."""
 
+UNREADABLE: Final = "!unreadable"
+"""Marker: the file could not be read (or is not a regular file)."""
+UNSTABLE: Final = "!unstable"
+"""Marker: the file kept changing while it was read."""
+UNKNOWN: Final = "!unknown"
+"""Marker: the file vanished while read, or was hidden from the walk (an unreadable directory)."""
+SYMLINK: Final = "!symlink"
+"""What a restore finds at a path that is a symbolic link (never followed nor replaced)."""
+
+_REASONS: Final = {
+    UNREADABLE: "it could not be read when the time machine first saw it",
+    UNSTABLE: "it was being written by another process while the time machine read it",
+    UNKNOWN: "it was hidden from the time machine, or vanished while it was read",
+    SYMLINK: "it is a symbolic link, never followed nor replaced",
+}
+
+
+def is_marker(ref: Ref) -> bool:
+    """Whether ``ref`` stands for content the time machine does not hold."""
+    return ref is not None and ref.startswith("!")
+
+
+def is_unknown(ref: Ref) -> bool:
+    """Whether ``ref`` says the content was never known (every marker but ``!large``)."""
+    return is_marker(ref) and not str(ref).startswith("!large:")
+
+
+def can_copy(ref: Ref) -> bool:
+    """Whether a current value ``ref`` is held (a blob, or absent)."""
+    return not is_marker(ref)
+
+
+def marker_reason(ref: str) -> str:
+    """Why a path with marker ``ref`` holds no snapshot, in words."""
+    if ref.startswith("!large:"):
+        return f"it is too large to snapshot ({ref.partition(':')[2]} bytes)"
+    return _REASONS.get(ref, f"its content is unknown ({ref})")
+
 
 RACY_NS: Final = 2_000_000_000
 """A file modified this close to when its stat was indexed is re-hashed (racy mtime)."""
@@ -446,6 +511,61 @@ def json_refs(data: object) -> Iterator[str]:
     elif isinstance(data, list):
         for value in data:
             yield from json_refs(value)
+
+
+# ---------------------------------------------------------------------------- session files
+
+VERSION: Final = 1
+"""The version of every time-machine record (tree, index, restore intent)."""
+
+
+class RecordFiles:
+    """One session's JSON records, ``<store_dir>/sessions/<session_id><suffix>``.
+
+    Without a store (incognito) there are no files: :meth:`path` returns ``None``.
+    A record that cannot be parsed is moved aside and reported in ``problems``
+    (never silently dropped); one a newer agentmem wrote raises.
+    """
+
+    def __init__(self, store_dir: Path | None, session_id: str, problems: list[str]) -> None:
+        self.store_dir = store_dir
+        self.session_id = session_id
+        self.problems = problems
+
+    def path(self, suffix: str) -> Path | None:
+        """The session's file with ``suffix`` (see :data:`SESSION_FILE_SUFFIXES`)."""
+        if self.store_dir is None:
+            return None
+        return self.store_dir / "sessions" / f"{self.session_id}{suffix}"
+
+    def read(self, path: Path, kind: str, what: str) -> dict[str, Any] | None:
+        """The record at ``path`` (``None``: there is none, or it was moved aside)."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            check_format(data, kind=kind, version=VERSION, what=what)
+            return dict(data)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, AgentMemError) as exc:
+            if isinstance(exc, FormatVersionError) and exc.found is not None:
+                raise  # a newer agentmem wrote it: leave it alone
+            self.set_aside(path, what, str(exc))
+            return None
+
+    def set_aside(self, path: Path, what: str, reason: str) -> None:
+        """Move a damaged record aside and report it in ``problems``."""
+        _, message = set_aside(path, what=f"{what} {path}", reason=reason, logger=_log)
+        self.problems.append(message)
+
+    def write(self, path: Path, doc: Mapping[str, Any]) -> None:
+        """Write ``doc`` atomically (raises StorageError)."""
+        assert self.store_dir is not None
+        root = self.store_dir.parent  # the memory root: no symlink below it is followed
+        try:
+            make_dirs(root, path.parent)
+            atomic_write_text(path, json.dumps(doc, separators=(",", ":")), root=root)
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc}", path=path) from exc
 
 
 # ---------------------------------------------------------------------------- collection
