@@ -33,11 +33,11 @@ __all__ = [
     "tools_key",
 ]
 
-ANCHOR_INITIAL_MARGIN = 0.05
+ANCHOR_INITIAL_MARGIN = 0.03
 """Margin of an anchored estimate before :data:`ANCHOR_MIN_RESIDUALS` residuals were seen."""
-ANCHOR_MIN_RESIDUALS = 5
+ANCHOR_MIN_RESIDUALS = 3
 """Residuals needed before the anchored margin is learned from them."""
-ANCHOR_MARGIN_QUANTILE = 0.99
+ANCHOR_MARGIN_QUANTILE = 0.95
 """Quantile of the residuals the learned anchored margin covers."""
 ANCHOR_MARGIN_FLOOR = 0.002
 """Smallest anchored margin (0.2%): the billed count itself is exact, the new part is not."""
