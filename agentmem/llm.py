@@ -43,13 +43,14 @@ from agentmem.errors import LLMError
 __all__ = [
     "Flow",
     "LLMRequest",
+    "UsageFigures",
     "arun_flow",
     "check_reply",
-    "UsageFigures",
     "is_async_llm",
     "parse_usage",
     "reply_usage",
     "run_flow",
+    "usage_has_prompt",
 ]
 
 T = TypeVar("T")
@@ -107,7 +108,7 @@ class UsageFigures:
     cached_prompt_tokens: int = 0
     """Part of ``prompt_tokens`` read from the provider's prompt cache."""
     cache_write_tokens: int = 0
-    """Part of ``prompt_tokens`` written to the cache (Anthropic ``cache_creation_input_tokens``)."""
+    """Part of ``prompt_tokens`` written to the cache (Anthropic's cache creation)."""
     cost_usd: float = 0.0
     """``cost_usd`` when the usage carries one (the adapters add it), else 0."""
 
@@ -133,6 +134,14 @@ def _number(source: object, key: str) -> float:
 
 def _has(source: object, key: str) -> bool:
     return _get(source, key) is not None
+
+
+def usage_has_prompt(usage: object) -> bool:
+    """Whether ``usage`` (or the ``usage`` of a reply) carries a prompt figure."""
+    for source in (usage, _get(usage, "usage")):
+        if _has(source, "prompt_tokens") or _has(source, "input_tokens"):
+            return True
+    return False
 
 
 def parse_usage(usage: object) -> UsageFigures:
@@ -198,9 +207,7 @@ def reply_usage(reply: Mapping[str, Any]) -> tuple[int, int, float]:
     The reply's ``usage`` is read by :func:`parse_usage`, so any provider's
     shape works and the prompt count includes cached tokens.
     """
-    if not isinstance(reply, Mapping):
-        return 0, 0, 0.0
-    figures = parse_usage(reply.get("usage"))
+    figures = parse_usage(reply.get("usage") if isinstance(reply, Mapping) else None)
     return figures.prompt_tokens, figures.completion_tokens, figures.cost_usd
 
 

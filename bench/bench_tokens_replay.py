@@ -46,7 +46,9 @@ from agentmem.tokens import LearningEstimator, count_messages, counter_for_model
 _KEEP = ("role", "content", "tool_calls", "tool_call_id", "name")
 _ROOT = Path(__file__).resolve().parents[1]
 # The repository's sibling ``shared`` directory (a worktree sits one level deeper).
-_CANDIDATES = [p / "shared" / "bench-data" / "deepseek-usage" for p in (_ROOT.parent, _ROOT.parents[1])]
+_CANDIDATES = [
+    p / "shared" / "bench-data" / "deepseek-usage" for p in (_ROOT.parent, _ROOT.parents[1])
+]
 _DEFAULT = next((c for c in _CANDIDATES if c.is_dir()), _CANDIDATES[0])
 
 
@@ -130,7 +132,8 @@ def main() -> None:
         for name, values in replay(path, args.warmup).items():
             group[name].extend(values)
     print(f"{len(paths)} runs from {args.data}; error e = billed/estimate - 1 (e > 0: under)")
-    print(f"tuned on: the first {args.tune} runs by name; held out: the other {len(paths) - args.tune}")
+    held = len(paths) - args.tune
+    print(f"tuned on: the first {args.tune} runs by name; held out: the other {held}")
     for label, errors in groups.items():
         report(label, errors)
 

@@ -26,7 +26,6 @@ from typing import Any
 from agentmem._storage.formats import check_format
 from agentmem.errors import InvalidArgumentError
 from agentmem.tokens._tiktoken import bpe_count, cl100k_encoding
-from agentmem.tokens.anchor import PrefixAnchor
 from agentmem.tokens._units import (
     DEFAULT_CHARS_PER_TOKEN,
     ceil_tokens,
@@ -34,6 +33,7 @@ from agentmem.tokens._units import (
     check_ratio,
     text_units,
 )
+from agentmem.tokens.anchor import PrefixAnchor
 from agentmem.tokens.messages import (
     REPLY_PRIMING_TOKENS,
     count_messages,
@@ -280,7 +280,11 @@ class LearningEstimator:
             prompt_tokens: The prompt token count the provider reported.
             tools: The tool specs that were sent, if any.
         """
-        sent = list(messages)
+        try:
+            sent = list(messages)
+        except TypeError as exc:
+            _log.debug("ignoring token observation: %r", exc)
+            return
         sample = self._sample_ratio(sent, prompt_tokens, tools)
         with self._lock:
             self._learn_anchor(sent, prompt_tokens, tools)
