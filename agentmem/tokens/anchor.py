@@ -8,8 +8,8 @@ estimated, so the learned ratio's error applies to a few hundred tokens
 rather than to the whole window. :class:`PrefixAnchor` keeps what that
 needs -- a hash chain over the billed messages, the billed count, a hash of
 the tool schemas -- plus the relative residuals of its own past predictions
-(``billed / predicted - 1``), from which the safety margin of an anchored
-estimate is learned. Used by :class:`~agentmem.tokens.LearningEstimator`;
+of the new part (``(billed - previous billed) / predicted new part - 1``),
+from which the safety margin of an anchored estimate is learned. Used by :class:`~agentmem.tokens.LearningEstimator`;
 its state rides in the estimator's state.
 """
 
@@ -27,6 +27,7 @@ from agentmem.tokens.messages import message_overhead, message_text_pieces
 __all__ = [
     "ANCHOR_INITIAL_MARGIN",
     "ANCHOR_MARGIN_QUANTILE",
+    "ANCHOR_MIN_NEW_TOKENS",
     "ANCHOR_MIN_RESIDUALS",
     "PrefixAnchor",
     "message_key",
@@ -37,10 +38,13 @@ ANCHOR_INITIAL_MARGIN = 0.03
 """Margin of an anchored estimate before :data:`ANCHOR_MIN_RESIDUALS` residuals were seen."""
 ANCHOR_MIN_RESIDUALS = 3
 """Residuals needed before the anchored margin is learned from them."""
+ANCHOR_MIN_NEW_TOKENS = 50
+"""New parts estimated below this many tokens are too small to learn a residual from."""
+"""Residuals needed before the anchored margin is learned from them."""
 ANCHOR_MARGIN_QUANTILE = 0.95
 """Quantile of the residuals the learned anchored margin covers."""
-ANCHOR_MARGIN_FLOOR = 0.002
-"""Smallest anchored margin (0.2%): the billed count itself is exact, the new part is not."""
+ANCHOR_MARGIN_FLOOR = 0.0
+"""Smallest anchored margin learned from the residuals."""
 _CHAIN_START = ""
 
 

@@ -33,7 +33,7 @@ from agentmem.tokens._units import (
     check_ratio,
     text_units,
 )
-from agentmem.tokens.anchor import PrefixAnchor
+from agentmem.tokens.anchor import ANCHOR_MIN_NEW_TOKENS, PrefixAnchor
 from agentmem.tokens.messages import (
     REPLY_PRIMING_TOKENS,
     count_messages,
@@ -191,7 +191,7 @@ class LearningEstimator:
     def anchor_margin(self) -> float:
         """The margin of an anchored :meth:`estimate_payload`, learned from its residuals."""
         with self._lock:
-            return self._anchor.margin()
+            return self._anchor_margin()
 
     @property
     def anchored_tokens(self) -> int:
@@ -307,19 +307,21 @@ class LearningEstimator:
         ):
             return
         try:
-            predicted = self._anchored_prediction(sent, tools)
-            if predicted is not None and predicted > 0:
-                self._anchor.residuals.append(
-                    max(-1.0, min(1.0, float(prompt_tokens) / predicted - 1.0))
-                )
+            new = self._new_part_tokens(sent, tools)
+            if new is not None and new >= ANCHOR_MIN_NEW_TOKENS:
+                actual = float(prompt_tokens) - self._anchor.billed
+                self._anchor.residuals.append(max(-1.0, min(1.0, actual / new - 1.0)))
             self._anchor.reset_to(sent, int(prompt_tokens), tools)
         except Exception as exc:  # an odd payload must not break record_usage
             _log.debug("ignoring anchor observation: %r", exc)
 
-    def _anchored_prediction(
+    def _new_part_tokens(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
     ) -> float | None:
-        """Billed count of the anchor plus the new part at the fitted ratio, no margin."""
+        """Tokens of the messages after the anchored prefix at the fitted ratio, no margin.
+
+        ``None`` when ``messages`` does not extend the anchored payload.
+        """
         new = self._anchor.new_part(messages, tools)
         if new is None:
             return None
@@ -329,7 +331,11 @@ class LearningEstimator:
             overhead += message_overhead(message)
             for piece in message_text_pieces(message):
                 units += self.units(piece)
-        return self._anchor.billed + overhead + units / self._ratio
+        return overhead + units / self._ratio
+
+    def _anchor_margin(self) -> float:
+        """The new part's margin: the larger of the anchor's learned one and the ratio's (locked)."""
+        return min(MAX_MARGIN, max(self._margin, self._anchor.margin()))
 
     def estimate_payload(
         self,
@@ -342,8 +348,9 @@ class LearningEstimator:
         When ``messages`` starts with the payload last passed to
         :meth:`observe` (same billed text, same tools), the estimate is
         anchored: that billed count plus the new messages at the fitted
-        ratio, times ``1 +`` :attr:`anchor_margin` (the margin learned from
-        how far such predictions fell short). Otherwise -- after a trim, a
+        ratio times ``1 +`` :attr:`anchor_margin` (learned from how far the
+        new parts of earlier requests were under-counted, and never below
+        the ratio's own :attr:`margin`). Otherwise -- after a trim, a
         changed system prompt or tool set, in a new session -- it is the
         ratio estimate: :func:`count_messages` with this estimator plus the
         tool schemas' compact JSON, both with the ratio's own :attr:`margin`.
@@ -352,10 +359,11 @@ class LearningEstimator:
         """
         sent = list(messages)
         with self._lock:
-            predicted = self._anchored_prediction(sent, tools)
-            margin = self._anchor.margin()
-        if predicted is not None:
-            return math.ceil(predicted * (1.0 + margin))
+            new = self._new_part_tokens(sent, tools)
+            margin = self._anchor_margin()
+            billed = self._anchor.billed
+        if new is not None:
+            return billed + math.ceil(new * (1.0 + margin))
         total = count_messages(sent, self)
         if tools:
             spec = json.dumps(list(tools), ensure_ascii=False, separators=(",", ":"), default=str)
