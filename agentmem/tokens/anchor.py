@@ -9,8 +9,9 @@ rather than to the whole window. :class:`PrefixAnchor` keeps what that
 needs -- a hash chain over the billed messages, the billed count, a hash of
 the tool schemas -- plus the relative residuals of its own past predictions
 of the new part (``(billed - previous billed) / predicted new part - 1``),
-from which the safety margin of an anchored estimate is learned. Used by :class:`~agentmem.tokens.LearningEstimator`;
-its state rides in the estimator's state.
+from which the safety margin of an anchored estimate is learned. Used by
+:class:`~agentmem.tokens.LearningEstimator`; its state rides in the
+estimator's state.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any
 from agentmem.tokens.messages import message_overhead, message_text_pieces
 
 __all__ = [
-    "ANCHOR_INITIAL_MARGIN",
     "ANCHOR_MARGIN_QUANTILE",
     "ANCHOR_MIN_NEW_TOKENS",
     "ANCHOR_MIN_RESIDUALS",
@@ -34,8 +34,6 @@ __all__ = [
     "tools_key",
 ]
 
-ANCHOR_INITIAL_MARGIN = 0.03
-"""Margin of an anchored estimate before :data:`ANCHOR_MIN_RESIDUALS` residuals were seen."""
 ANCHOR_MIN_RESIDUALS = 3
 """Residuals needed before the anchored margin is learned from them."""
 ANCHOR_MIN_NEW_TOKENS = 50
@@ -114,17 +112,17 @@ class PrefixAnchor:
         self.billed = int(billed)
         self.tools = tools_key(tools)
 
-    def margin(self) -> float:
+    def margin(self, initial: float) -> float:
         """The anchored estimate's margin, learned from the residuals (see the module docstring).
 
         The :data:`ANCHOR_MARGIN_QUANTILE` quantile of the residuals (how much
         an anchored prediction under-counted), never below
-        :data:`ANCHOR_MARGIN_FLOOR`; :data:`ANCHOR_INITIAL_MARGIN` until
-        :data:`ANCHOR_MIN_RESIDUALS` residuals were seen.
+        :data:`ANCHOR_MARGIN_FLOOR`; ``initial`` (the estimator passes its
+        ratio's margin) until :data:`ANCHOR_MIN_RESIDUALS` residuals were seen.
         """
         n = len(self.residuals)
         if n < ANCHOR_MIN_RESIDUALS:
-            return ANCHOR_INITIAL_MARGIN
+            return initial
         ordered = sorted(self.residuals)
         index = min(n - 1, math.ceil(ANCHOR_MARGIN_QUANTILE * n) - 1)
         return min(1.0, max(ANCHOR_MARGIN_FLOOR, ordered[index]))

@@ -334,8 +334,8 @@ class LearningEstimator:
         return overhead + units / self._ratio
 
     def _anchor_margin(self) -> float:
-        """The new part's margin: the larger of the anchor's learned one and the ratio's (locked)."""
-        return min(MAX_MARGIN, max(self._margin, self._anchor.margin()))
+        """The new part's margin, learned from the anchor's residuals (locked)."""
+        return min(MAX_MARGIN, self._anchor.margin(self._margin))
 
     def estimate_payload(
         self,
