@@ -153,9 +153,10 @@ def test_anchored_estimate_never_lets_a_payload_exceed_the_window(
     The "true" tokenizer: the provider's tokens per cl100k unit drift by up to
     ``drift`` per request (a random walk kept within +-25% of ``base``), and each
     message deviates from the current level by up to ``spread``. The sender
-    appends a message, asks for the estimate, and trims to half the window
-    when the estimate is above 90% of it, as the context pipeline does. Every
-    payload sent must fit the window by the provider's count.
+    appends a message, asks for the estimate, sends when it is within the
+    window and otherwise trims to half the window (no headroom beyond the
+    estimate's own margin). Every payload sent must fit the window by the
+    provider's count.
     """
     rng = random.Random(seed)
     window = 6_000
@@ -167,11 +168,9 @@ def test_anchored_estimate_never_lets_a_payload_exceed_the_window(
         level = min(base * 1.25, max(base * 0.75, level * (1 + rng.uniform(-drift, drift))))
         messages.append({"role": "user", "content": _text(rng, rng.randint(20, 600))})
         ratios.append(level * (1 + rng.uniform(-spread, spread)))
-        if est.estimate_payload(messages) > 0.9 * window:
+        if est.estimate_payload(messages) > window:
             while len(messages) > 2 and est.estimate_payload(messages) > window // 2:
                 del messages[1], ratios[1]
-        if est.estimate_payload(messages) > window:
-            continue
         true = _true_count(est, messages, ratios)
         assert true <= window, (true, est.estimate_payload(messages), est)
         est.observe(messages, true)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import statistics
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from agentmem.tokens.messages import message_overhead, message_text_pieces
 
 __all__ = [
+    "ANCHOR_BOUND_SIGMAS",
     "ANCHOR_MARGIN_QUANTILE",
     "ANCHOR_MIN_NEW_TOKENS",
     "ANCHOR_MIN_RESIDUALS",
@@ -41,6 +43,8 @@ ANCHOR_MIN_NEW_TOKENS = 50
 """Residuals needed before the anchored margin is learned from them."""
 ANCHOR_MARGIN_QUANTILE = 0.95
 """Quantile of the residuals the learned anchored margin covers."""
+ANCHOR_BOUND_SIGMAS = 2.5
+"""Standard deviations above the mean residual the learned margin covers at least."""
 ANCHOR_MARGIN_FLOOR = 0.0
 """Smallest anchored margin learned from the residuals."""
 _CHAIN_START = ""
@@ -125,7 +129,11 @@ class PrefixAnchor:
             return initial
         ordered = sorted(self.residuals)
         index = min(n - 1, math.ceil(ANCHOR_MARGIN_QUANTILE * n) - 1)
-        return min(1.0, max(ANCHOR_MARGIN_FLOOR, ordered[index]))
+        # The upper prediction bound of the next residual: wide while few were seen.
+        bound = statistics.fmean(ordered) + ANCHOR_BOUND_SIGMAS * statistics.stdev(
+            ordered
+        ) * math.sqrt(1.0 + 1.0 / n)
+        return min(1.0, max(ANCHOR_MARGIN_FLOOR, ordered[index], bound))
 
     def state(self) -> dict[str, Any]:
         """JSON-safe state (part of the estimator's state)."""
