@@ -299,6 +299,7 @@ def test_record_usage_bills_the_cached_parts_apart_and_keeps_them_on_resume(
 def test_record_usage_rejects_unusable_usage_and_keeps_the_positional_form(tmp_path: Any) -> None:
     mem = Memory(root=tmp_path / "m", working_dir=tmp_path)
     with mem.session(model="deepseek-chat", context_window=50_000) as s:
+        assert s.prompt_estimate() is None  # nothing built yet
         s.start_task("hello")
         s.context()
         for bad in ({"completion_tokens": 3}, SimpleNamespace(total=4), object()):
