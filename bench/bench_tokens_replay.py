@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import statistics
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,45 @@ def replay(path: Path, warmup: int) -> dict[str, list[float]]:
     return errors
 
 
+def replay_session(path: Path, warmup: int, root: Path) -> dict[str, list[float]]:
+    """The same replay through the facade: a Memory session, ``context()``, ``record_usage``.
+
+    The run's messages are appended to a session with the run's model name and
+    a window large enough that no trim runs; each request is ``s.context()``
+    (the session's own payload, which may add its framing to the run's
+    messages), estimated by ``s.prompt_estimate()`` (anchored) and by the
+    build's ``stats.tokens`` (the ratio count the window is budgeted with).
+    """
+    from agentmem import Memory
+
+    model, reqs = requests(path)
+    errors: dict[str, list[float]] = {"ratio": [], "anchor": []}
+    mem = Memory(root=root / path.stem, working_dir=root)
+    with mem.session(model=model, context_window=10_000_000) as s:
+        seen = 0
+        for n, (sent, usage) in enumerate(reqs):
+            for message in sent[seen:]:
+                if message["role"] == "system":
+                    s.history.replace_system_prompt(str(message["content"]))
+                elif message["role"] == "user" and n == 0 and seen == 0 and not s.open_task_id:
+                    s.start_task(str(message["content"]))
+                else:
+                    s.append(message)
+            seen = len(sent)
+            s.context()
+            build = s.context_manager.last_build
+            assert build is not None
+            billed = parse_usage(usage).prompt_tokens
+            new = s.prompt_estimate()
+            assert new is not None
+            old = build.stats.tokens + build.stats.tool_tokens
+            if n >= warmup and billed > 0:
+                errors["ratio"].append(billed / old - 1.0)
+                errors["anchor"].append(billed / new - 1.0)
+            s.record_usage(usage=usage)
+    return errors
+
+
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -119,6 +159,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(default))
     parser.add_argument("--warmup", type=int, default=5, help="requests per run not scored")
     parser.add_argument("--tune", type=int, default=8, help="sorted runs used for tuning")
+    parser.add_argument(
+        "--session", action="store_true", help="replay through Memory sessions (the facade)"
+    )
     args = parser.parse_args()
     paths = sorted(args.data.glob("*.traj.json"))
     if not paths:
@@ -127,10 +170,15 @@ def main() -> None:
         "tuned on": {"ratio": [], "anchor": []},
         "held out": {"ratio": [], "anchor": []},
     }
-    for i, path in enumerate(paths):
-        group = groups["tuned on" if i < args.tune else "held out"]
-        for name, values in replay(path, args.warmup).items():
-            group[name].extend(values)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, path in enumerate(paths):
+            group = groups["tuned on" if i < args.tune else "held out"]
+            if args.session:
+                result = replay_session(path, args.warmup, Path(tmp))
+            else:
+                result = replay(path, args.warmup)
+            for name, values in result.items():
+                group[name].extend(values)
     print(f"{len(paths)} runs from {args.data}; error e = billed/estimate - 1 (e > 0: under)")
     held = len(paths) - args.tune
     print(f"tuned on: the first {args.tune} runs by name; held out: the other {held}")
