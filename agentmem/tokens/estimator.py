@@ -6,9 +6,11 @@ models...) :func:`agentmem.tokens.counter_for_model` returns a
 available offline (else in :func:`~agentmem.tokens.text_units`), learns the
 ratio between the provider's ``prompt_tokens`` and that measure from a
 window of per-request samples, and adds a safety margin taken from the
-observed error so estimates err high. The rationale is in the
-:mod:`agentmem.tokens` docstring and ``docs/tokens.md``. Re-exported by
-:mod:`agentmem.tokens`.
+observed error so estimates err high. It also anchors on the last payload
+observed (:mod:`agentmem.tokens.anchor`): :meth:`LearningEstimator.estimate_payload`
+of a payload that extends it is the provider's bill plus the new part. The
+rationale is in the :mod:`agentmem.tokens` docstring and ``docs/tokens.md``.
+Re-exported by :mod:`agentmem.tokens`.
 """
 
 from __future__ import annotations
