@@ -43,11 +43,14 @@ from agentmem.errors import LLMError
 __all__ = [
     "Flow",
     "LLMRequest",
+    "UsageFigures",
     "arun_flow",
     "check_reply",
     "is_async_llm",
+    "parse_usage",
     "reply_usage",
     "run_flow",
+    "usage_has_prompt",
 ]
 
 T = TypeVar("T")
@@ -94,20 +97,118 @@ def check_reply(reply: object) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class UsageFigures:
+    """A provider's usage report, normalised (see :func:`parse_usage`)."""
+
+    prompt_tokens: int = 0
+    """The whole prompt, cached and cache-written parts included."""
+    completion_tokens: int = 0
+    """Output tokens."""
+    cached_prompt_tokens: int = 0
+    """Part of ``prompt_tokens`` read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Part of ``prompt_tokens`` written to the cache (Anthropic's cache creation)."""
+    cost_usd: float = 0.0
+    """``cost_usd`` when the usage carries one (the adapters add it), else 0."""
+
+
+def _get(source: object, key: str) -> object:
+    if source is None:
+        return None
+    if isinstance(source, Mapping):
+        return source.get(key)
+    try:
+        return getattr(source, key, None)
+    except Exception:  # a property that raises: treat as absent
+        return None
+
+
+def _number(source: object, key: str) -> float:
+    value = _get(source, key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    number = float(value)
+    return number if number == number and 0 <= number < float("inf") else 0.0
+
+
+def _has(source: object, key: str) -> bool:
+    return _get(source, key) is not None
+
+
+def usage_has_prompt(usage: object) -> bool:
+    """Whether ``usage`` (or the ``usage`` of a reply) carries a prompt figure."""
+    for source in (usage, _get(usage, "usage")):
+        if _has(source, "prompt_tokens") or _has(source, "input_tokens"):
+            return True
+    return False
+
+
+def parse_usage(usage: object) -> UsageFigures:
+    """Normalise a provider's usage report, as an object (attributes, pydantic) or a dict.
+
+    ``usage`` may also be a whole reply or response carrying a ``usage``.
+    Understood shapes, the prompt total always including the cached parts:
+
+    * OpenAI Chat Completions: ``prompt_tokens``, ``completion_tokens``,
+      ``prompt_tokens_details.cached_tokens``;
+    * DeepSeek: ``prompt_tokens``, ``completion_tokens``,
+      ``prompt_cache_hit_tokens`` (cached; ``prompt_cache_miss_tokens`` is the rest);
+    * OpenAI Responses: ``input_tokens`` (the total), ``output_tokens``,
+      ``input_tokens_details.cached_tokens``;
+    * Anthropic Messages: ``input_tokens`` (only the uncached part) +
+      ``cache_creation_input_tokens`` + ``cache_read_input_tokens`` is the
+      total; ``output_tokens``. Told apart from the Responses API by the
+      two ``cache_*`` fields.
+
+    Missing, negative or non-numeric figures count as 0; never raises.
+    """
+    inner = _get(usage, "usage")
+    if inner is not None and not _has(usage, "prompt_tokens") and not _has(usage, "input_tokens"):
+        usage = inner
+    if usage is None:
+        return UsageFigures()
+    cost = _number(usage, "cost_usd")
+    if _has(usage, "prompt_tokens"):  # Chat Completions and DeepSeek (adapters' dicts too)
+        prompt = int(_number(usage, "prompt_tokens"))
+        cached = _number(usage, "prompt_cache_hit_tokens") or _number(
+            _get(usage, "prompt_tokens_details"), "cached_tokens"
+        )
+        return UsageFigures(
+            prompt_tokens=prompt,
+            completion_tokens=int(_number(usage, "completion_tokens")),
+            cached_prompt_tokens=min(prompt, int(cached)),
+            cost_usd=cost,
+        )
+    completion = int(_number(usage, "output_tokens"))
+    if _has(usage, "cache_creation_input_tokens") or _has(usage, "cache_read_input_tokens"):
+        written = int(_number(usage, "cache_creation_input_tokens"))
+        read = int(_number(usage, "cache_read_input_tokens"))
+        return UsageFigures(
+            prompt_tokens=int(_number(usage, "input_tokens")) + written + read,
+            completion_tokens=completion,
+            cached_prompt_tokens=read,
+            cache_write_tokens=written,
+            cost_usd=cost,
+        )
+    prompt = int(_number(usage, "input_tokens"))  # the Responses API: already the total
+    cached = int(_number(_get(usage, "input_tokens_details"), "cached_tokens"))
+    return UsageFigures(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_prompt_tokens=min(prompt, cached),
+        cost_usd=cost,
+    )
+
+
 def reply_usage(reply: Mapping[str, Any]) -> tuple[int, int, float]:
-    """``(prompt_tokens, completion_tokens, cost_usd)`` of a reply; zeros where absent or bad."""
-    usage = reply.get("usage")
-    if not isinstance(usage, Mapping):
-        return 0, 0, 0.0
+    """``(prompt_tokens, completion_tokens, cost_usd)`` of a reply; zeros where absent or bad.
 
-    def num(key: str) -> float:
-        value = usage.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return 0.0
-        number = float(value)
-        return number if number == number and 0 <= number < float("inf") else 0.0
-
-    return int(num("prompt_tokens")), int(num("completion_tokens")), num("cost_usd")
+    The reply's ``usage`` is read by :func:`parse_usage`, so any provider's
+    shape works and the prompt count includes cached tokens.
+    """
+    figures = parse_usage(reply.get("usage") if isinstance(reply, Mapping) else None)
+    return figures.prompt_tokens, figures.completion_tokens, figures.cost_usd
 
 
 def _sync_call(llm: Callable[..., Any], request: LLMRequest) -> dict[str, Any]:

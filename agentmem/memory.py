@@ -8,7 +8,7 @@ per conversation::
         s.start_task("Make the failing test pass.")
         while True:
             reply = my_llm(s.context(provider="anthropic"))     # fits the window, valid
-            s.record_usage(reply.usage.input_tokens, reply.usage.output_tokens)
+            s.record_usage(usage=reply.usage)   # the provider's usage, as it comes
             s.append(reply_message)                             # durable when it returns
             ...
         s.finish_task()

@@ -17,7 +17,6 @@ import tempfile
 
 from agentmem import LLMSummarizer, Memory
 from agentmem.adapters import anthropic_llm
-from agentmem.llm import reply_usage
 
 MODEL = "claude-sonnet-4-5"
 
@@ -36,7 +35,7 @@ def main() -> None:
     with mem.session(model=MODEL, context_window=200_000) as s:
         s.start_task("In one sentence: what is a context window?")
         reply = llm(s.context())  # OpenAI-format payload; the adapter converts it
-        s.record_usage(*reply_usage(reply))  # (prompt_tokens, completion_tokens, cost_usd)
+        s.record_usage(usage=reply["usage"])  # prompt (cached parts included), completion, cost
         s.append(reply)
         print(reply["content"])
         s.finish_task()

@@ -16,7 +16,6 @@ import tempfile
 
 from agentmem import LLMSummarizer, Memory
 from agentmem.adapters import openai_llm
-from agentmem.llm import reply_usage
 
 
 def main() -> None:
@@ -33,7 +32,7 @@ def main() -> None:
     with mem.session(model="gpt-4o") as s:
         s.start_task("In one sentence: what is a context window?")
         reply = llm(s.context())
-        s.record_usage(*reply_usage(reply))  # (prompt_tokens, completion_tokens, cost_usd)
+        s.record_usage(usage=reply["usage"])  # prompt (cached parts included), completion, cost
         s.append(reply)
         print(reply["content"])
         s.finish_task()

@@ -69,8 +69,7 @@ def part_one(root: Path) -> tuple[str, list[dict[str, Any]]]:
                 f"history {len(s.history):3d} messages{trimmed}"
             )
         reply = llm(payload)
-        usage = reply.pop("usage")
-        s.record_usage(usage["prompt_tokens"], usage["completion_tokens"])
+        s.record_usage(usage=reply.pop("usage"))
         s.append(reply)
         if not reply.get("tool_calls"):
             break

@@ -29,6 +29,7 @@ from agentmem.semantic.extension import SessionExtensions
 from agentmem.session.wiring import MAX_TOKENS, SessionWiring
 from agentmem.stm import ShortTermMemory
 from agentmem.time_machine import TimeMachine
+from agentmem.tokens import LearningEstimator
 
 __all__ = ["PayloadMixin"]
 
@@ -360,6 +361,23 @@ class PayloadMixin:
             self._ext.keep_only(lambda m: id(m) in alive)
             self._save_state()
         return result.payload
+
+    def prompt_estimate(self) -> int | None:
+        """The estimated prompt tokens of the last :meth:`context` payload, tools included.
+
+        With a :class:`~agentmem.tokens.LearningEstimator` this is its prefix-anchored estimate
+        (:meth:`~agentmem.tokens.LearningEstimator.estimate_payload`): the
+        provider's bill for the previous payload plus the new messages, when
+        the payload extends it (the common case between trims), else the
+        ratio estimate. With another counter it is the build's own count
+        (``stats.tokens + stats.tool_tokens``). ``None`` before the first build.
+        """
+        sent = self.context_manager.last_build
+        if sent is None:
+            return None
+        if isinstance(self._calibration, LearningEstimator):
+            return self._calibration.estimate_payload(sent.messages, tools=sent.tools or None)
+        return sent.stats.tokens + sent.stats.tool_tokens
 
     def _calibrate(self, prompt_tokens: int) -> None:
         """Teach a learning counter the provider's size of the last payload built (if any)."""

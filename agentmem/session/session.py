@@ -32,7 +32,6 @@ from agentmem._events import emit, operation
 from agentmem._prompt_budget import block_budget
 from agentmem._storage.files import atomic_write_text, make_dirs
 from agentmem._tool_specs import provider_tools
-from agentmem._validate import cost_value
 from agentmem.context import (
     ContextManager,
     TrimEvent,
@@ -60,11 +59,10 @@ from agentmem.scrub import scrub_with
 from agentmem.semantic.extension import SemanticMemoryExtension, SessionExtensions
 from agentmem.session.payload import PayloadMixin
 from agentmem.session.state import STATE_FORMAT, STATE_VERSION, read_state
-from agentmem.session.usage import Usage, message_summary, session_counter
+from agentmem.session.usage import Usage, billed_figures, message_summary, session_counter
 from agentmem.session.wiring import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MODEL,
-    MAX_TOKENS,
     PERSONA_PROMPT_TOKENS,
     PROGRESS_FILE,
     SNAPSHOTS_DIR,
@@ -492,44 +490,51 @@ class Session(PayloadMixin):
             return self.history.append(message)
 
     def record_usage(
-        self, prompt_tokens: int, completion_tokens: int = 0, cost_usd: float = 0.0
+        self,
+        prompt_tokens: int | object = None,
+        completion_tokens: int = 0,
+        cost_usd: float = 0.0,
+        *,
+        usage: object = None,
     ) -> None:
         """Record one LLM request: billing, iteration count, token calibration.
 
+        Pass the provider's usage as it comes -- ``s.record_usage(usage=reply.usage)``
+        (or the reply/response itself) -- for OpenAI Chat Completions, the
+        Responses API, Anthropic Messages and DeepSeek, as an SDK object or a
+        dict; :func:`agentmem.llm.parse_usage` reads it, so the prompt count
+        includes the cached and cache-written tokens (Anthropic's
+        ``input_tokens`` alone does not) and the billing record keeps the
+        cached parts apart. Or pass the figures positionally:
+        ``record_usage(prompt_tokens, completion_tokens, cost_usd)``, where
+        ``prompt_tokens`` is the whole prompt, cached parts included.
+
         Each call counts one LLM iteration of the open task. With a
-        learning estimator, ``prompt_tokens`` (what the provider reported for
-        the last :meth:`context` payload) calibrates the token counter.
+        learning estimator, the prompt count (what the provider billed for
+        the last :meth:`context` payload) calibrates the token counter and
+        anchors the next estimate on that payload.
 
         Raises:
             InvalidArgumentError: negative, non-numeric or absurdly large
-                figures (tokens above 2**53-1, an infinite or NaN cost);
-                nothing is recorded.
+                figures (tokens above 2**53-1, an infinite or NaN cost), a
+                ``usage`` with no prompt figure, or both ``usage`` and
+                ``prompt_tokens``; nothing is recorded.
         """
         self._check_open()
-        for label, value in (
-            ("prompt_tokens", prompt_tokens),
-            ("completion_tokens", completion_tokens),
-        ):
-            if type(value) is not int or not 0 <= value <= MAX_TOKENS:
-                raise InvalidArgumentError(
-                    f"{label} must be an int from 0 to 2**53-1, got {value!r}"
-                )
-        cost = cost_value(cost_usd)
-        if cost is None:
-            raise InvalidArgumentError(
-                f"cost_usd must be a non-negative finite number, got {cost_usd!r}"
-            )
+        figures = billed_figures(prompt_tokens, completion_tokens, cost_usd, usage)
         record = BillingRecord(
             at=time.time(),
             kind="llm",
             model=self.model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=cost,
+            prompt_tokens=figures.prompt_tokens,
+            completion_tokens=figures.completion_tokens,
+            cost_usd=figures.cost_usd,
+            cached_prompt_tokens=figures.cached_prompt_tokens,
+            cache_write_tokens=figures.cache_write_tokens,
         )
         self._writer.add_billing(record)
         self._usage = self._usage.plus(record)
-        self._calibrate(prompt_tokens)
+        self._calibrate(figures.prompt_tokens)
         self.tasks.count_iteration(self.open_task_id)
         self._save_state()
 

@@ -11,12 +11,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agentmem._validate import cost_value
+from agentmem.errors import InvalidArgumentError
+from agentmem.llm import UsageFigures, parse_usage, usage_has_prompt
 from agentmem.memory_updater import BILLING_KIND
 from agentmem.protocols import CalibratingCounter, TokenCounter
+from agentmem.session.wiring import MAX_TOKENS
 from agentmem.session_store import BillingRecord
 from agentmem.tokens import counter_for_model
 
-__all__ = ["Usage", "message_summary", "session_counter"]
+__all__ = ["Usage", "billed_figures", "message_summary", "session_counter"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class Usage:
     """Their completion tokens (included in ``completion_tokens``)."""
     memory_update_cost_usd: float = 0.0
     """Their cost (included in ``cost_usd``)."""
+    cached_prompt_tokens: int = 0
+    """Prompt tokens read from the provider's cache (included in ``prompt_tokens``)."""
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's cache (included in ``prompt_tokens``)."""
 
     @classmethod
     def of(cls, billing: Sequence[BillingRecord]) -> Usage:
@@ -54,6 +62,8 @@ class Usage:
             memory_update_prompt_tokens=sum(b.prompt_tokens for b in updates),
             memory_update_completion_tokens=sum(b.completion_tokens for b in updates),
             memory_update_cost_usd=sum(b.cost_usd for b in updates),
+            cached_prompt_tokens=sum(b.cached_prompt_tokens for b in billing),
+            cache_write_tokens=sum(b.cache_write_tokens for b in billing),
         )
 
     def plus(self, record: BillingRecord) -> Usage:
@@ -72,6 +82,8 @@ class Usage:
             + (record.completion_tokens if update else 0),
             memory_update_cost_usd=self.memory_update_cost_usd
             + (record.cost_usd if update else 0.0),
+            cached_prompt_tokens=self.cached_prompt_tokens + record.cached_prompt_tokens,
+            cache_write_tokens=self.cache_write_tokens + record.cache_write_tokens,
         )
 
 
@@ -98,3 +110,60 @@ def session_counter(host: TokenCounter | None, model: str) -> TokenCounter:
     if isinstance(host, CalibratingCounter):
         return copy.deepcopy(host)
     return host
+
+
+def billed_figures(
+    prompt_tokens: object, completion_tokens: object, cost_usd: object, usage: object
+) -> UsageFigures:
+    """The checked figures of one ``Session.record_usage`` call (see its docstring).
+
+    ``prompt_tokens`` that is neither an int nor a float/str is taken as a
+    usage object (``record_usage(reply.usage)``).
+
+    Raises:
+        InvalidArgumentError: a bad figure, a ``usage`` without a prompt
+            figure, or both ``usage`` and ``prompt_tokens``.
+    """
+    cached = written = 0
+    positional_usage = isinstance(prompt_tokens, Mapping) or not isinstance(
+        prompt_tokens, int | float | str | None
+    )
+    if usage is None and positional_usage:  # record_usage(reply.usage)
+        usage, prompt_tokens = prompt_tokens, None
+    if usage is not None:
+        if prompt_tokens is not None:
+            raise InvalidArgumentError("pass either usage= or prompt_tokens, not both")
+        if not usage_has_prompt(usage):
+            raise InvalidArgumentError(
+                "usage has no prompt figure (prompt_tokens, or input_tokens for the "
+                f"Responses and Anthropic APIs); got {type(usage).__name__}"
+            )
+        parsed = parse_usage(usage)
+        prompt_tokens = parsed.prompt_tokens
+        completion_tokens = completion_tokens or parsed.completion_tokens
+        cost_usd = cost_usd or parsed.cost_usd
+        cached, written = parsed.cached_prompt_tokens, parsed.cache_write_tokens
+    elif prompt_tokens is None:
+        raise InvalidArgumentError("record_usage needs prompt_tokens or usage=")
+    checked = []
+    for label, value in (
+        ("prompt_tokens", prompt_tokens),
+        ("completion_tokens", completion_tokens),
+    ):
+        if type(value) is not int or not 0 <= value <= MAX_TOKENS:
+            raise InvalidArgumentError(f"{label} must be an int from 0 to 2**53-1, got {value!r}")
+        checked.append(value)
+    prompt, completion = checked
+    cost = cost_value(cost_usd)
+    if cost is None:
+        raise InvalidArgumentError(
+            f"cost_usd must be a non-negative finite number, got {cost_usd!r}"
+        )
+    cached = min(cached, prompt)
+    return UsageFigures(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_prompt_tokens=cached,
+        cache_write_tokens=min(written, prompt - cached),
+        cost_usd=cost,
+    )

@@ -36,7 +36,7 @@ __all__ = [
 FORMAT_NAME: Final = "agentmem.sessions"
 """The ``meta.format`` of a sessions database."""
 
-FORMAT_VERSION: Final = 4
+FORMAT_VERSION: Final = 5
 """The sessions database version this code writes and the newest it reads."""
 
 EXPORT_FORMAT: Final = "agentmem.session-export"
@@ -89,6 +89,10 @@ class BillingRecord:
     """Output tokens."""
     cost_usd: float = 0.0
     """Cost in US dollars."""
+    cached_prompt_tokens: int = 0
+    """Part of ``prompt_tokens`` read from the provider's prompt cache (billed at a discount)."""
+    cache_write_tokens: int = 0
+    """Part of ``prompt_tokens`` written to the prompt cache (Anthropic bills it at a premium)."""
 
 
 @dataclass(slots=True)
@@ -290,7 +294,7 @@ def _info_from_row(row: Sequence[Any]) -> SessionInfo:
 
 def _billing_from_row(row: Sequence[Any]) -> tuple[BillingRecord | None, str]:
     """A :class:`BillingRecord` from a raw row ``(id, at, kind, model, ...)``, or a reason."""
-    _, at, kind, model, prompt, completion, cost = row
+    _, at, kind, model, prompt, completion, cost, cached, written = row
     at_value, ok = _time(at)
     if not ok:
         return None, f"at is {at!r}"
@@ -300,7 +304,12 @@ def _billing_from_row(row: Sequence[Any]) -> tuple[BillingRecord | None, str]:
     model_text, ok = _text(model)
     if not ok:
         return None, f"model is {model!r}"
-    for name, count in (("prompt_tokens", prompt), ("completion_tokens", completion)):
+    for name, count in (
+        ("prompt_tokens", prompt),
+        ("completion_tokens", completion),
+        ("cached_prompt_tokens", cached),
+        ("cache_write_tokens", written),
+    ):
         if type(count) is not int or count < 0:
             return None, f"{name} is {count!r}"
     cost_value, ok = _time(cost)
@@ -314,6 +323,8 @@ def _billing_from_row(row: Sequence[Any]) -> tuple[BillingRecord | None, str]:
             prompt_tokens=prompt,
             completion_tokens=completion,
             cost_usd=cost_value,
+            cached_prompt_tokens=cached,
+            cache_write_tokens=written,
         ),
         "",
     )

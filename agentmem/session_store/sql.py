@@ -118,6 +118,15 @@ MIGRATIONS: Final = (
     # Index rules 2 (the memory's own messages left out), recall_state (the rules' version,
     # and the flag raised by a write to the index from outside), every message re-indexed.
     Migration("0004_recall_index_v2", lambda conn: upgrade_to_v2(conn)),
+    # The cached parts of a billed prompt, kept apart because they cost differently
+    # (issue 18). Rows written before hold 0: their cache split was not recorded.
+    Migration(
+        "0005_billing_cache_tokens",
+        (
+            "ALTER TABLE billing ADD COLUMN cached_prompt_tokens INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE billing ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
 )
 
 
@@ -184,11 +193,12 @@ _SQL_DELETE_MESSAGE: Final = "DELETE FROM messages WHERE session_id = ? AND seq 
 _SQL_RENUMBER_MESSAGE: Final = "UPDATE messages SET seq = ? WHERE session_id = ? AND seq = ?"
 _SQL_INSERT_BILLING: Final = (
     "INSERT INTO billing (session_id, at, kind, model, prompt_tokens, completion_tokens, "
-    "cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "cost_usd, cached_prompt_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_BILLING: Final = (
     f"SELECT id, {_raw('at')}, {_raw('kind')}, {_raw('model')}, {_raw('prompt_tokens')}, "
-    f"{_raw('completion_tokens')}, {_raw('cost_usd')} FROM billing "
+    f"{_raw('completion_tokens')}, {_raw('cost_usd')}, {_raw('cached_prompt_tokens')}, "
+    f"{_raw('cache_write_tokens')} FROM billing "
     "WHERE session_id = ? ORDER BY id"
 )
 _SQL_DELETE_BILLING: Final = "DELETE FROM billing WHERE id = ?"
@@ -442,7 +452,8 @@ class SessionsSQL:
         self.conn.execute(_SQL_INSERT_BILLING, (sid, *values))
 
     def billing_rows(self, sid: str) -> list[tuple[Any, ...]]:
-        """``(row id, at, kind, model, prompt_tokens, completion_tokens, cost_usd)``, raw."""
+        """``(row id, at, kind, model, prompt_tokens, completion_tokens, cost_usd,
+        cached_prompt_tokens, cache_write_tokens)``, raw."""
         return [tuple(row) for row in self.conn.execute(_SQL_BILLING, (sid,))]
 
     def delete_billing(self, row_id: int) -> None:

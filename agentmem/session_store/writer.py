@@ -208,6 +208,13 @@ class SessionWriter:
             )
         prompt = check_count("prompt_tokens", record.prompt_tokens)
         completion = check_count("completion_tokens", record.completion_tokens)
+        cached = check_count("cached_prompt_tokens", record.cached_prompt_tokens)
+        written = check_count("cache_write_tokens", record.cache_write_tokens)
+        if cached + written > prompt:
+            raise InvalidArgumentError(
+                f"cached_prompt_tokens + cache_write_tokens ({cached} + {written}) exceed "
+                f"prompt_tokens ({prompt}): the cached parts are part of the prompt"
+            )
         for name in ("at", "cost_usd"):
             value = getattr(record, name)
             if (
@@ -230,6 +237,8 @@ class SessionWriter:
                     prompt,
                     completion,
                     float(record.cost_usd),
+                    cached,
+                    written,
                 ),
             )
 

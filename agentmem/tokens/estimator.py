@@ -6,9 +6,11 @@ models...) :func:`agentmem.tokens.counter_for_model` returns a
 available offline (else in :func:`~agentmem.tokens.text_units`), learns the
 ratio between the provider's ``prompt_tokens`` and that measure from a
 window of per-request samples, and adds a safety margin taken from the
-observed error so estimates err high. The rationale is in the
-:mod:`agentmem.tokens` docstring and ``docs/tokens.md``. Re-exported by
-:mod:`agentmem.tokens`.
+observed error so estimates err high. It also anchors on the last payload
+observed (:mod:`agentmem.tokens.anchor`): :meth:`LearningEstimator.estimate_payload`
+of a payload that extends it is the provider's bill plus the new part. The
+rationale is in the :mod:`agentmem.tokens` docstring and ``docs/tokens.md``.
+Re-exported by :mod:`agentmem.tokens`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from agentmem.tokens._units import (
     check_ratio,
     text_units,
 )
-from agentmem.tokens.messages import REPLY_PRIMING_TOKENS, message_overhead, message_text_pieces
+from agentmem.tokens.anchor import ANCHOR_MIN_NEW_TOKENS, PrefixAnchor
+from agentmem.tokens.messages import (
+    REPLY_PRIMING_TOKENS,
+    count_messages,
+    message_overhead,
+    message_text_pieces,
+)
 
 __all__ = [
     "ESTIMATOR_FORMAT",
@@ -165,6 +173,7 @@ class LearningEstimator:
         # Memoised BPE sizes; a pure function of the text, so copies may share it.
         self._units_cache: dict[str, float] = {}
         self._cache_lock = threading.Lock()
+        self._anchor = PrefixAnchor()
         self.epoch = 0
 
     def _clamp(self, ratio: float) -> float:
@@ -179,6 +188,17 @@ class LearningEstimator:
     def margin(self) -> float:
         """The current safety margin: counts are ``1 + margin`` times the fitted estimate."""
         return self._margin
+
+    @property
+    def anchor_margin(self) -> float:
+        """The margin of an anchored :meth:`estimate_payload`, learned from its residuals."""
+        with self._lock:
+            return self._anchor_margin()
+
+    @property
+    def anchored_tokens(self) -> int:
+        """The billed prompt count of the payload anchored on (0 before any observation)."""
+        return self._anchor.billed
 
     @property
     def samples(self) -> int:
@@ -262,12 +282,95 @@ class LearningEstimator:
             prompt_tokens: The prompt token count the provider reported.
             tools: The tool specs that were sent, if any.
         """
-        sample = self._sample_ratio(messages, prompt_tokens, tools)
-        if sample is None:
+        try:
+            sent = list(messages)
+        except TypeError as exc:
+            _log.debug("ignoring token observation: %r", exc)
             return
+        sample = self._sample_ratio(sent, prompt_tokens, tools)
         with self._lock:
-            self._samples.append(self._clamp(sample))
-            self._publish()
+            self._learn_anchor(sent, prompt_tokens, tools)
+            if sample is not None:
+                self._samples.append(self._clamp(sample))
+                self._publish()
+
+    def _learn_anchor(
+        self,
+        sent: list[Mapping[str, Any]],
+        prompt_tokens: object,
+        tools: Sequence[Mapping[str, Any]] | None,
+    ) -> None:
+        """Record the residual of the anchored prediction, then anchor on ``sent`` (locked)."""
+        if (
+            isinstance(prompt_tokens, bool)
+            or not isinstance(prompt_tokens, int | float)
+            or not math.isfinite(prompt_tokens)
+            or prompt_tokens <= 0
+        ):
+            return
+        try:
+            new = self._new_part_tokens(sent, tools)
+            if new is not None and new >= ANCHOR_MIN_NEW_TOKENS:
+                actual = float(prompt_tokens) - self._anchor.billed
+                self._anchor.residuals.append(max(-1.0, min(1.0, actual / new - 1.0)))
+            self._anchor.reset_to(sent, int(prompt_tokens), tools)
+        except Exception as exc:  # an odd payload must not break record_usage
+            _log.debug("ignoring anchor observation: %r", exc)
+
+    def _new_part_tokens(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+    ) -> float | None:
+        """Tokens of the messages after the anchored prefix at the fitted ratio, no margin.
+
+        ``None`` when ``messages`` does not extend the anchored payload.
+        """
+        new = self._anchor.new_part(messages, tools)
+        if new is None:
+            return None
+        units = 0.0
+        overhead = 0
+        for message in new:
+            overhead += message_overhead(message)
+            for piece in message_text_pieces(message):
+                units += self.units(piece)
+        return overhead + units / self._ratio
+
+    def _anchor_margin(self) -> float:
+        """The new part's margin, learned from the anchor's residuals (locked)."""
+        return min(MAX_MARGIN, self._anchor.margin(self._margin))
+
+    def estimate_payload(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> int:
+        """Estimated prompt tokens of a whole request: ``messages`` plus the ``tools`` schemas.
+
+        When ``messages`` starts with the payload last passed to
+        :meth:`observe` (same billed text, same tools), the estimate is
+        anchored: that billed count plus the new messages at the fitted
+        ratio times ``1 +`` :attr:`anchor_margin` (learned from how far the
+        new parts of earlier requests were under-counted, and never below
+        the ratio's own :attr:`margin`). Otherwise -- after a trim, a
+        changed system prompt or tool set, in a new session -- it is the
+        ratio estimate: :func:`count_messages` with this estimator plus the
+        tool schemas' compact JSON, both with the ratio's own :attr:`margin`.
+        Tool schemas are counted once either way (inside the billed count
+        when anchored).
+        """
+        sent = list(messages)
+        with self._lock:
+            new = self._new_part_tokens(sent, tools)
+            margin = self._anchor_margin()
+            billed = self._anchor.billed
+        if new is not None:
+            return billed + math.ceil(new * (1.0 + margin))
+        total = count_messages(sent, self)
+        if tools:
+            spec = json.dumps(list(tools), ensure_ascii=False, separators=(",", ":"), default=str)
+            total += self.count_text(spec)
+        return total
 
     def _publish(self) -> None:
         """Adopt the fitted ratio and margin if the counts move by more than 0.5% (locked)."""
@@ -321,6 +424,7 @@ class LearningEstimator:
                 "ratio": self._ratio,
                 "margin": self._margin,
                 "samples": list(self._samples),
+                "anchor": self._anchor.state(),
             }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -358,6 +462,7 @@ class LearningEstimator:
                 fitted_ratio, self._margin = self._fitted()
                 # The stored ratio is what counts used; keep it unless the samples moved on.
                 self._ratio = ratio if len(samples) else fitted_ratio
+            self._anchor.restore(state.get("anchor") if unit == self.unit else None)
             self.epoch += 1
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LearningEstimator:
@@ -369,6 +474,8 @@ class LearningEstimator:
         with self._lock:
             clone = copy.copy(self)
             clone._samples = deque(self._samples, maxlen=self._samples.maxlen)
+            clone._anchor = PrefixAnchor()
+            clone._anchor.restore(self._anchor.state())
         clone._lock = threading.Lock()
         memo[id(self)] = clone
         return clone
