@@ -481,7 +481,7 @@ class ContextManager:
         # Turn notes (semantic memory blocks) sit beside their turns; trims count them
         # like the system prompt, as a fixed cost of the payload.
         fixed_tokens = system_tokens + self._note_counts.total(plan.notes, plan.counter)
-        yield from self._trim_before_repair(plan, fixed_tokens, stats)
+        yield from self._trim_before_repair(plan, system, fixed_tokens, stats)
         repaired = yield from self._repair_and_validate(plan, system, fixed_tokens, stats)
         messages, total = repaired.messages, repaired.tokens
         if plan.attempt:
@@ -519,16 +519,64 @@ class ContextManager:
         )
 
     def _trim_before_repair(
-        self, plan: _Plan, fixed_tokens: int, stats: ContextStats
+        self, plan: _Plan, system: Message | None, fixed_tokens: int, stats: ContextStats
     ) -> Generator[tuple[YaRN, SummaryRequest], None, None]:
         """Stage 3 (an overflow attempt: always) or stage 1 (the estimate passed the threshold)."""
         settings = self.settings
         if plan.attempt:
             target = int(settings.overflow_targets[plan.attempt - 1] * plan.limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=3, target=target)
-        elif self._estimate(plan, fixed_tokens) > settings.proactive_threshold * plan.limit:
+            return
+        threshold = settings.proactive_threshold * plan.limit
+        estimate = self._estimate(plan, fixed_tokens)
+        if estimate > threshold and not self._anchored_fits(
+            plan,
+            lambda: plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes),
+            estimate,
+            threshold,
+            stats,
+        ):
             target = int(settings.trim_target * plan.limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=1, target=target)
+
+    def _anchored_fits(
+        self,
+        plan: _Plan,
+        repaired: Callable[[], Repaired],
+        ratio_tokens: int,
+        threshold: float,
+        stats: ContextStats,
+    ) -> bool:
+        """Whether the anchored estimate keeps a payload the ratio count puts over ``threshold``.
+
+        Only for stages 1-2, with a counter that has ``anchored_estimate``
+        (a :class:`~agentmem.tokens.LearningEstimator`) and only when the
+        repaired payload extends the request the provider last billed (same
+        messages, same tools): then its size is that bill plus the new part
+        (with the learned margin), far closer than the ratio count. The
+        anchored figure covers the tools, so their count is taken off before
+        comparing with ``threshold`` (a share of the budget). The ratio count
+        must still fit the whole budget. Sets ``stats.anchored_tokens`` and,
+        when the anchored estimate decides, ``stats.estimate_source``.
+        """
+        stats.estimate_source = "ratio"
+        if plan.attempt or ratio_tokens > plan.limit:
+            return False
+        estimate = getattr(plan.counter, "anchored_estimate", None)
+        if not callable(estimate):
+            return False
+        try:
+            anchored = estimate(repaired().messages, tools=plan.tool_cost.specs or None)
+        except Exception:  # a counter's estimate must never break the build
+            _log.debug("anchored estimate failed; deciding with the ratio count", exc_info=True)
+            return False
+        if type(anchored) is not int:
+            return False
+        stats.anchored_tokens = anchored
+        if anchored - plan.tool_cost.tokens > threshold:
+            return False
+        stats.estimate_source = "anchored"
+        return True
 
     def _repair_and_validate(
         self, plan: _Plan, system: Message | None, fixed_tokens: int, stats: ContextStats
@@ -536,7 +584,11 @@ class ContextManager:
         """The repaired payload; stage 2 trims and repairs again when its exact count is high."""
         repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
         limit = plan.limit
-        if not plan.attempt and repaired.tokens > self.settings.validation_threshold * limit:
+        threshold = self.settings.validation_threshold * limit
+        fits = repaired.tokens <= threshold or self._anchored_fits(
+            plan, lambda: repaired, repaired.tokens, threshold, stats
+        )
+        if not plan.attempt and not fits:
             target = int(self.settings.trim_target * limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=2, target=target)
             repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
@@ -580,7 +632,9 @@ class ContextManager:
         # sent as tagged user text, an empty turn as a placeholder): it takes room too.
         added = anthropic_extra(messages, plan.counter) if plan.provider == "anthropic" else 0
         room = plan.limit - added
-        ceiling = min(ceiling, room)
+        # The anchored estimate let this payload through stage 2 (see _anchored_fits):
+        # only the whole budget caps the ratio count.
+        ceiling = room if stats.estimate_source == "anchored" else min(ceiling, room)
         if total > ceiling:
             messages, total = self._shrink(plan, messages, stats, ceiling, system, room)
         if total > room:
@@ -622,6 +676,7 @@ class ContextManager:
         """Evict to ``target`` into YaRN; yields the summary the compression owes, if any."""
         window, yarn, attempt = plan.window, plan.yarn, plan.attempt
         history = window.history
+        stats.estimate_source = "ratio"  # a trimmed payload no longer extends the bill
         if stage != 3 and len(window.unit_starts()) <= 1:
             # Only the newest unit is left: nothing can be evicted, and the payload-level
             # truncation that follows handles an oversized unit. Not a trim, no checkpoint.
