@@ -47,11 +47,19 @@ def _true_text(text: str) -> int:
 def _true_payload(payload: list[dict[str, Any]]) -> int:
     total = 3  # reply priming
     for message in payload:
-        total += message_overhead(message) + sum(_true_text(p) for p in message_text_pieces(message))
+        total += message_overhead(message) + sum(
+            _true_text(p) for p in message_text_pieces(message)
+        )
     return total
 
 
 TRUE_TOOLS = _true_text(json.dumps(TOOLS).replace('"', " "))
+
+
+def _words(rng: random.Random, share: float) -> str:
+    """30-160 words, each long with probability ``share``."""
+    n = rng.randint(30, 160)
+    return " ".join(rng.choice(LONG if rng.random() < share else SHORT) for _ in range(n))
 
 
 def _run(seed: int, drift: float, turns: int, *, anchored: bool) -> tuple[list[int], int]:
@@ -67,12 +75,7 @@ def _run(seed: int, drift: float, turns: int, *, anchored: bool) -> tuple[list[i
     for turn in range(turns):
         share = min(1.0, drift * turn / turns)  # the vocabulary drifts to long words
 
-        def text(words: int) -> str:
-            return " ".join(
-                rng.choice(LONG if rng.random() < share else SHORT) for _ in range(words)
-            )
-
-        session.append({"role": "user", "content": text(rng.randint(30, 160))})
+        session.append({"role": "user", "content": _words(rng, share)})
         payload = session.context()
         stats = session.context_manager.stats
         true = _true_payload(payload) + TRUE_TOOLS
@@ -82,7 +85,7 @@ def _run(seed: int, drift: float, turns: int, *, anchored: bool) -> tuple[list[i
             assert stats.anchored_tokens is not None and not stats.trims
         sizes.append(true)
         session.record_usage(prompt_tokens=true, completion_tokens=10)
-        session.append({"role": "assistant", "content": text(rng.randint(30, 160))})
+        session.append({"role": "assistant", "content": _words(rng, share)})
     session.close()
     return sizes, decided
 
