@@ -42,7 +42,9 @@ below is a share of it:
 
 1. **Proactive trim** (before building). When the estimate -- cached
    per-message counts, O(1) per turn -- passes ``proactive_threshold`` (75%)
-   of the window, whole units are evicted from the front of the working
+   of the window (and the anchored estimate, when the counter has one and
+   the payload extends the last billed request, does too: see
+   ``_anchored_fits``), whole units are evicted from the front of the working
    window into YaRN until the estimate is at ``trim_target`` (50%). The gap
    between the two is hysteresis: a trim frees a quarter of the window, so
    trims are rare and the prefix stays cacheable for long stretches.
@@ -76,6 +78,9 @@ Guarantees: the payload satisfies the provider rules of
 :mod:`agentmem.repair`; it always contains the system prompt and the newest
 real user message; its count by the history's token counter, plus the
 tools' count, plus ``max_output_tokens``, never exceeds the context window
+(when the anchored estimate let a payload through stages 1-2, that count
+may pass the 75% thresholds, never the budget; the provider's count is then
+bounded by the anchored estimate's learned margin)
 (the system prompt, tools and output alone exceeding it raise
 :class:`~agentmem.errors.ContextOverflowError`, because no payload can be
 valid then); between trims, appending a message only appends to the payload.
