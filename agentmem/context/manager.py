@@ -44,7 +44,7 @@ below is a share of it:
    per-message counts, O(1) per turn -- passes ``proactive_threshold`` (75%)
    of the window (and the anchored estimate, when the counter has one and
    the payload extends the last billed request, does too: see
-   ``_anchored_fits``), whole units are evicted from the front of the working
+   ``context/_anchored.py``), whole units are evicted from the front of the working
    window into YaRN until the estimate is at ``trim_target`` (50%). The gap
    between the two is hysteresis: a trim frees a quarter of the window, so
    trims are rare and the prefix stays cacheable for long stretches.
@@ -78,9 +78,7 @@ Guarantees: the payload satisfies the provider rules of
 :mod:`agentmem.repair`; it always contains the system prompt and the newest
 real user message; its count by the history's token counter, plus the
 tools' count, plus ``max_output_tokens``, never exceeds the context window
-(when the anchored estimate let a payload through stages 1-2, that count
-may pass the 75% thresholds, never the budget; the provider's count is then
-bounded by the anchored estimate's learned margin)
+(the anchored estimate may let it pass the 75% thresholds, never the budget)
 (the system prompt, tools and output alone exceeding it raise
 :class:`~agentmem.errors.ContextOverflowError`, because no payload can be
 valid then); between trims, appending a message only appends to the payload.
@@ -90,8 +88,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
+from agentmem.context._anchored import anchored_fits
 from agentmem.context._identity import IdentityCache
 from agentmem.context._progress import (
     progress_of,
@@ -534,12 +534,11 @@ class ContextManager:
             return
         threshold = settings.proactive_threshold * plan.limit
         estimate = self._estimate(plan, fixed_tokens)
+        repaired = partial(
+            plan.state.repaired, plan.window, plan.yarn, system, plan.chain, plan.notes
+        )
         if estimate > threshold and not self._anchored_fits(
-            plan,
-            lambda: plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes),
-            estimate,
-            threshold,
-            stats,
+            plan, repaired, estimate, threshold, stats
         ):
             target = int(settings.trim_target * plan.limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=1, target=target)
@@ -552,36 +551,17 @@ class ContextManager:
         threshold: float,
         stats: ContextStats,
     ) -> bool:
-        """Whether the anchored estimate keeps a payload the ratio count puts over ``threshold``.
-
-        Only for stages 1-2, with a counter that has ``anchored_estimate``
-        (a :class:`~agentmem.tokens.LearningEstimator`) and only when the
-        repaired payload extends the request the provider last billed (same
-        messages, same tools): then its size is that bill plus the new part
-        (with the learned margin), far closer than the ratio count. The
-        anchored figure covers the tools, so their count is taken off before
-        comparing with ``threshold`` (a share of the budget). The ratio count
-        must still fit the whole budget. Sets ``stats.anchored_tokens`` and,
-        when the anchored estimate decides, ``stats.estimate_source``.
-        """
-        stats.estimate_source = "ratio"
-        if plan.attempt or ratio_tokens > plan.limit:
-            return False
-        estimate = getattr(plan.counter, "anchored_estimate", None)
-        if not callable(estimate):
-            return False
-        try:
-            anchored = estimate(repaired().messages, tools=plan.tool_cost.specs or None)
-        except Exception:  # a counter's estimate must never break the build
-            _log.debug("anchored estimate failed; deciding with the ratio count", exc_info=True)
-            return False
-        if type(anchored) is not int:
-            return False
-        stats.anchored_tokens = anchored
-        if anchored - plan.tool_cost.tokens > threshold:
-            return False
-        stats.estimate_source = "anchored"
-        return True
+        """:func:`~agentmem.context._anchored.anchored_fits` for stages 1-2 (never stage 3)."""
+        return not plan.attempt and anchored_fits(
+            plan.counter,
+            lambda: repaired().messages,
+            ratio_tokens,
+            threshold,
+            limit=plan.limit,
+            tools=plan.tool_cost.specs,
+            tool_tokens=plan.tool_cost.tokens,
+            stats=stats,
+        )
 
     def _repair_and_validate(
         self, plan: _Plan, system: Message | None, fixed_tokens: int, stats: ContextStats
