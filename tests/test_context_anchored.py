@@ -71,19 +71,26 @@ def _true_sent(payload: Any) -> int:
     return _true_payload(payload)
 
 
-def _session(counter: Any) -> Any:
-    mem = Memory(incognito=True, token_counter=counter)
+def _session(counter: Any, threshold: float = 0.75) -> Any:
+    context = {"proactive_threshold": threshold, "validation_threshold": threshold}
+    mem = Memory(incognito=True, token_counter=counter, context=context)
     session = mem.session(context_window=WINDOW, tools=TOOLS, max_output_tokens=OUTPUT)
     session.history.replace_system_prompt("You are a careful coding agent. " * 10)
     return session
 
 
 def _run(
-    seed: int, drift: float, turns: int, *, anchored: bool, provider: str = "openai"
+    seed: int,
+    drift: float,
+    turns: int,
+    *,
+    anchored: bool,
+    provider: str = "openai",
+    threshold: float = 0.75,
 ) -> tuple[list[int], int]:
     """The true prompt size of each payload sent, and how many builds the anchor decided."""
     rng = random.Random(seed)
-    session = _session(LearningEstimator())
+    session = _session(LearningEstimator(), threshold)
     if not anchored:  # today's decisions: the ratio count alone
         setattr(session.token_counter, "anchored_estimate", None)  # noqa: B010
     sizes: list[int] = []
@@ -113,12 +120,17 @@ def _run(
     seed=st.integers(0, 2**32 - 1),
     drift=st.floats(0.0, 1.0),
     provider=st.sampled_from(["openai", "anthropic"]),
+    threshold=st.sampled_from([0.75, 0.97, 1.0]),
 )
 def test_anchored_decisions_keep_every_payload_within_the_window(
-    seed: int, drift: float, provider: str
+    seed: int, drift: float, provider: str, threshold: float
 ) -> None:
-    """By the hidden tokenizer's count, payload + tools + output never exceed the window."""
-    _run(seed, drift, 90, anchored=True, provider=provider)
+    """By the hidden tokenizer's count, payload + tools + output never exceed the window.
+
+    With the thresholds at 0.97 and 1.0 of the budget (no headroom of their own),
+    only the anchored estimate's learned margin keeps the payload within the window.
+    """
+    _run(seed, drift, 90, anchored=True, provider=provider, threshold=threshold)
 
 
 def test_anchored_decisions_give_room_back() -> None:
