@@ -127,8 +127,9 @@ def test_anchored_decisions_keep_every_payload_within_the_window(
 ) -> None:
     """By the hidden tokenizer's count, payload + tools + output never exceed the window.
 
-    With the thresholds at 0.97 and 1.0 of the budget (no headroom of their own),
-    only the anchored estimate's learned margin keeps the payload within the window.
+    Thresholds 0.97 and 1.0 of the budget leave no headroom of their own: the
+    anchored decisions then run up to the budget, where the ratio count must
+    still fit (so at 1.0 the ratio decides alone).
     """
     _run(seed, drift, 90, anchored=True, provider=provider, threshold=threshold)
 

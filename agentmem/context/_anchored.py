@@ -35,6 +35,7 @@ def anchored_fits(
     tools: Sequence[Mapping[str, Any]],
     tool_tokens: int,
     stats: ContextStats,
+    known: int | None = None,
 ) -> bool:
     """Whether the anchored estimate keeps a payload the ratio count puts over ``threshold``.
 
@@ -45,7 +46,9 @@ def anchored_fits(
     off before comparing with ``threshold`` (a share of the budget ``limit``).
     The ratio count must still fit ``limit``. ``messages`` is called only
     when needed (the repaired canonical payload, the form the session's
-    ``record_usage`` anchors on).
+    ``record_usage`` anchors on). ``known``: the anchored estimate already
+    computed for the same payload in this build (stage 1's, reused by stage 2
+    when no trim ran in between), so the payload is hashed once.
 
     Sets ``stats.anchored_tokens`` when an anchored estimate was computed and
     ``stats.estimate_source`` to ``"anchored"`` when it decides, else ``"ratio"``.
@@ -54,14 +57,16 @@ def anchored_fits(
     stats.estimate_source = "ratio"
     if ratio_tokens > limit:
         return False
-    estimate = getattr(counter, "anchored_estimate", None)
-    if not callable(estimate):
-        return False
-    try:
-        anchored = estimate(messages(), tools=tools or None)
-    except Exception:  # a counter's estimate must never break the build
-        _log.debug("anchored estimate failed; deciding with the ratio count", exc_info=True)
-        return False
+    anchored: object = known
+    if anchored is None:
+        estimate = getattr(counter, "anchored_estimate", None)
+        if not callable(estimate):
+            return False
+        try:
+            anchored = estimate(messages(), tools=tools or None)
+        except Exception:  # a counter's estimate must never break the build
+            _log.debug("anchored estimate failed; deciding with the ratio count", exc_info=True)
+            return False
     if type(anchored) is not int:
         return False
     stats.anchored_tokens = anchored

@@ -561,6 +561,7 @@ class ContextManager:
             tools=plan.tool_cost.specs,
             tool_tokens=plan.tool_cost.tokens,
             stats=stats,
+            known=None if stats.trims else stats.anchored_tokens,  # the same payload
         )
 
     def _repair_and_validate(
