@@ -49,12 +49,13 @@ below is a share of it:
    between the two is hysteresis: a trim frees a quarter of the window, so
    trims are rare and the prefix stays cacheable for long stretches.
 2. **Validation trim** (just before sending). The repaired payload is counted
-   exactly. If it still passes ``validation_threshold`` (75%) -- a summary
-   that grew, a synthesised result, a single giant tool output -- the window
-   is trimmed to ``trim_target`` again, and if one unit alone is too big
-   content is truncated *in the payload* (the stored history keeps every
-   character): the summary first, then the largest tool outputs, then other
-   messages, the anchor only if the window itself would be exceeded.
+   exactly. If it (and the anchored estimate, as in stage 1) still passes
+   ``validation_threshold`` (75%) -- a summary that grew, a synthesised
+   result, a single giant tool output -- the window is trimmed to
+   ``trim_target`` again, and if one unit alone is too big content is
+   truncated *in the payload* (the stored history keeps every character):
+   the summary first, then the largest tool outputs, then other messages,
+   the anchor only if the window itself would be exceeded.
 3. **Reactive trim** (after the provider rejected the request for length:
    :meth:`ContextManager.build_after_overflow`). Attempt 1 trims to 50% of
    the window, attempt 2 to 25%, attempt 3 keeps only the newest unit and
@@ -78,10 +79,10 @@ Guarantees: the payload satisfies the provider rules of
 :mod:`agentmem.repair`; it always contains the system prompt and the newest
 real user message; its count by the history's token counter, plus the
 tools' count, plus ``max_output_tokens``, never exceeds the context window
-(the anchored estimate may let it pass the 75% thresholds, never the budget)
 (the system prompt, tools and output alone exceeding it raise
 :class:`~agentmem.errors.ContextOverflowError`, because no payload can be
-valid then); between trims, appending a message only appends to the payload.
+valid then), even when the anchored estimate let it pass a 75% threshold;
+between trims, appending a message only appends to the payload.
 """
 
 from __future__ import annotations
