@@ -102,11 +102,13 @@ def replay_session(path: Path, warmup: int, root: Path) -> dict[str, list[float]
     (the session's own payload, which may add its framing to the run's
     messages), estimated by ``s.prompt_estimate()`` (anchored) and by the
     build's ``stats.tokens`` (the ratio count the window is budgeted with).
+    ``decides`` is ``min(ratio, anchor)``: what the context pipeline's stage-1
+    and stage-2 trim decisions use since issue 18 (the ratio alone after a trim).
     """
     from agentmem import Memory
 
     model, reqs = requests(path)
-    errors: dict[str, list[float]] = {"ratio": [], "anchor": []}
+    errors: dict[str, list[float]] = {"ratio": [], "anchor": [], "decides": []}
     mem = Memory(root=root / path.stem, working_dir=root)
     with mem.session(model=model, context_window=10_000_000) as s:
         seen = 0
@@ -129,6 +131,7 @@ def replay_session(path: Path, warmup: int, root: Path) -> dict[str, list[float]
             if n >= warmup and billed > 0:
                 errors["ratio"].append(billed / old - 1.0)
                 errors["anchor"].append(billed / new - 1.0)
+                errors["decides"].append(billed / min(old, new) - 1.0)
             s.record_usage(usage=usage)
     return errors
 
@@ -166,9 +169,10 @@ def main() -> None:
     paths = sorted(args.data.glob("*.traj.json"))
     if not paths:
         raise SystemExit(f"no *.traj.json under {args.data}")
+    names = ("ratio", "anchor", "decides") if args.session else ("ratio", "anchor")
     groups: dict[str, dict[str, list[float]]] = {
-        "tuned on": {"ratio": [], "anchor": []},
-        "held out": {"ratio": [], "anchor": []},
+        "tuned on": {name: [] for name in names},
+        "held out": {name: [] for name in names},
     }
     with tempfile.TemporaryDirectory() as tmp:
         for i, path in enumerate(paths):
@@ -184,6 +188,14 @@ def main() -> None:
     print(f"tuned on: the first {args.tune} runs by name; held out: the other {held}")
     for label, errors in groups.items():
         report(label, errors)
+        if args.session and errors["ratio"]:
+            # The window room a trim decision gets back: how much smaller the deciding
+            # estimate is than the ratio count, as a share of the bill, on average.
+            given = statistics.fmean(
+                1.0 / (1.0 + r) - 1.0 / (1.0 + d)
+                for r, d in zip(errors["ratio"], errors["decides"], strict=True)
+            )
+            print(f"{'':8} window room given back to the trim decisions: {given:.2%} of the bill")
 
 
 if __name__ == "__main__":

@@ -42,17 +42,20 @@ below is a share of it:
 
 1. **Proactive trim** (before building). When the estimate -- cached
    per-message counts, O(1) per turn -- passes ``proactive_threshold`` (75%)
-   of the window, whole units are evicted from the front of the working
+   of the window (and the anchored estimate, when the counter has one and
+   the payload extends the last billed request, does too: see
+   ``context/_anchored.py``), whole units are evicted from the front of the working
    window into YaRN until the estimate is at ``trim_target`` (50%). The gap
    between the two is hysteresis: a trim frees a quarter of the window, so
    trims are rare and the prefix stays cacheable for long stretches.
 2. **Validation trim** (just before sending). The repaired payload is counted
-   exactly. If it still passes ``validation_threshold`` (75%) -- a summary
-   that grew, a synthesised result, a single giant tool output -- the window
-   is trimmed to ``trim_target`` again, and if one unit alone is too big
-   content is truncated *in the payload* (the stored history keeps every
-   character): the summary first, then the largest tool outputs, then other
-   messages, the anchor only if the window itself would be exceeded.
+   exactly. If it (and the anchored estimate, as in stage 1) still passes
+   ``validation_threshold`` (75%) -- a summary that grew, a synthesised
+   result, a single giant tool output -- the window is trimmed to
+   ``trim_target`` again, and if one unit alone is too big content is
+   truncated *in the payload* (the stored history keeps every character):
+   the summary first, then the largest tool outputs, then other messages,
+   the anchor only if the window itself would be exceeded.
 3. **Reactive trim** (after the provider rejected the request for length:
    :meth:`ContextManager.build_after_overflow`). Attempt 1 trims to 50% of
    the window, attempt 2 to 25%, attempt 3 keeps only the newest unit and
@@ -78,15 +81,18 @@ real user message; its count by the history's token counter, plus the
 tools' count, plus ``max_output_tokens``, never exceeds the context window
 (the system prompt, tools and output alone exceeding it raise
 :class:`~agentmem.errors.ContextOverflowError`, because no payload can be
-valid then); between trims, appending a message only appends to the payload.
+valid then), even when the anchored estimate let it pass a 75% threshold;
+between trims, appending a message only appends to the payload.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
+from agentmem.context._anchored import anchored_fits
 from agentmem.context._identity import IdentityCache
 from agentmem.context._progress import (
     progress_of,
@@ -481,7 +487,7 @@ class ContextManager:
         # Turn notes (semantic memory blocks) sit beside their turns; trims count them
         # like the system prompt, as a fixed cost of the payload.
         fixed_tokens = system_tokens + self._note_counts.total(plan.notes, plan.counter)
-        yield from self._trim_before_repair(plan, fixed_tokens, stats)
+        yield from self._trim_before_repair(plan, system, fixed_tokens, stats)
         repaired = yield from self._repair_and_validate(plan, system, fixed_tokens, stats)
         messages, total = repaired.messages, repaired.tokens
         if plan.attempt:
@@ -519,16 +525,45 @@ class ContextManager:
         )
 
     def _trim_before_repair(
-        self, plan: _Plan, fixed_tokens: int, stats: ContextStats
+        self, plan: _Plan, system: Message | None, fixed_tokens: int, stats: ContextStats
     ) -> Generator[tuple[YaRN, SummaryRequest], None, None]:
         """Stage 3 (an overflow attempt: always) or stage 1 (the estimate passed the threshold)."""
         settings = self.settings
         if plan.attempt:
             target = int(settings.overflow_targets[plan.attempt - 1] * plan.limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=3, target=target)
-        elif self._estimate(plan, fixed_tokens) > settings.proactive_threshold * plan.limit:
+            return
+        threshold = settings.proactive_threshold * plan.limit
+        estimate = self._estimate(plan, fixed_tokens)
+        repaired = partial(
+            plan.state.repaired, plan.window, plan.yarn, system, plan.chain, plan.notes
+        )
+        if estimate > threshold and not self._anchored_fits(
+            plan, repaired, estimate, threshold, stats
+        ):
             target = int(settings.trim_target * plan.limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=1, target=target)
+
+    def _anchored_fits(
+        self,
+        plan: _Plan,
+        repaired: Callable[[], Repaired],
+        ratio_tokens: int,
+        threshold: float,
+        stats: ContextStats,
+    ) -> bool:
+        """:func:`~agentmem.context._anchored.anchored_fits` for stages 1-2 (never stage 3)."""
+        return not plan.attempt and anchored_fits(
+            plan.counter,
+            lambda: repaired().messages,
+            ratio_tokens,
+            threshold,
+            limit=plan.limit,
+            tools=plan.tool_cost.specs,
+            tool_tokens=plan.tool_cost.tokens,
+            stats=stats,
+            known=None if stats.trims else stats.anchored_tokens,  # the same payload
+        )
 
     def _repair_and_validate(
         self, plan: _Plan, system: Message | None, fixed_tokens: int, stats: ContextStats
@@ -536,7 +571,11 @@ class ContextManager:
         """The repaired payload; stage 2 trims and repairs again when its exact count is high."""
         repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
         limit = plan.limit
-        if not plan.attempt and repaired.tokens > self.settings.validation_threshold * limit:
+        threshold = self.settings.validation_threshold * limit
+        fits = repaired.tokens <= threshold or self._anchored_fits(
+            plan, lambda: repaired, repaired.tokens, threshold, stats
+        )
+        if not plan.attempt and not fits:
             target = int(self.settings.trim_target * limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=2, target=target)
             repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
@@ -580,7 +619,9 @@ class ContextManager:
         # sent as tagged user text, an empty turn as a placeholder): it takes room too.
         added = anthropic_extra(messages, plan.counter) if plan.provider == "anthropic" else 0
         room = plan.limit - added
-        ceiling = min(ceiling, room)
+        # The anchored estimate let this payload through stage 2 (see _anchored_fits):
+        # only the whole budget caps the ratio count.
+        ceiling = room if stats.estimate_source == "anchored" else min(ceiling, room)
         if total > ceiling:
             messages, total = self._shrink(plan, messages, stats, ceiling, system, room)
         if total > room:
@@ -622,6 +663,7 @@ class ContextManager:
         """Evict to ``target`` into YaRN; yields the summary the compression owes, if any."""
         window, yarn, attempt = plan.window, plan.yarn, plan.attempt
         history = window.history
+        stats.estimate_source = "ratio"  # a trimmed payload no longer extends the bill
         if stage != 3 and len(window.unit_starts()) <= 1:
             # Only the newest unit is left: nothing can be evicted, and the payload-level
             # truncation that follows handles an oversized unit. Not a trim, no checkpoint.

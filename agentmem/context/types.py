@@ -143,6 +143,14 @@ class ContextStats:
     budget: int = 0
     """What the messages had to fit: the window minus the tools and the reserved output.
     ``tokens + tool_tokens + reserved_output_tokens <= context_window``."""
+    estimate_source: str = "ratio"
+    """What decided that the payload fits without a trim: ``"ratio"`` (:attr:`tokens`, the
+    counter's count) or ``"anchored"`` (the counter's prefix-anchored estimate, see
+    :meth:`~agentmem.tokens.LearningEstimator.anchored_estimate`, when the ratio count
+    passed a trim threshold and the payload extends the last billed request)."""
+    anchored_tokens: int | None = None
+    """The anchored estimate of the whole request (tools included) when the ratio count
+    passed a threshold and one was available; ``None`` otherwise."""
 
 
 @dataclass(frozen=True)

@@ -360,17 +360,35 @@ class LearningEstimator:
         when anchored).
         """
         sent = list(messages)
-        with self._lock:
-            new = self._new_part_tokens(sent, tools)
-            margin = self._anchor_margin()
-            billed = self._anchor.billed
-        if new is not None:
-            return billed + math.ceil(new * (1.0 + margin))
+        anchored = self.anchored_estimate(sent, tools=tools)
+        if anchored is not None:
+            return anchored
         total = count_messages(sent, self)
         if tools:
             spec = json.dumps(list(tools), ensure_ascii=False, separators=(",", ":"), default=str)
             total += self.count_text(spec)
         return total
+
+    def anchored_estimate(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> int | None:
+        """The anchored :meth:`estimate_payload` of ``messages``, or ``None`` when not anchored.
+
+        ``None`` when ``messages`` (with ``tools``) does not start with the
+        payload last passed to :meth:`observe`: the context manager then
+        decides with its ratio count alone.
+        """
+        sent = messages if isinstance(messages, Sequence) else list(messages)
+        with self._lock:
+            new = self._new_part_tokens(sent, tools)
+            margin = self._anchor_margin()
+            billed = self._anchor.billed
+        if new is None:
+            return None
+        return billed + math.ceil(new * (1.0 + margin))
 
     def _publish(self) -> None:
         """Adopt the fitted ratio and margin if the counts move by more than 0.5% (locked)."""
