@@ -1,23 +1,12 @@
 """ContextManager: the payload for each LLM call, within the model's window.
 
-This module holds the pipeline: :meth:`ContextManager._build` runs named
-steps (check the system prompt fits, trim before repair, repair and
-validate, add the recovery note, fit), each reading one checked
-``_Plan`` of the build's inputs, and is driven by a sync and an async
-driver (a trim may await YaRN's summarizer). The rest of the
-:mod:`agentmem.context` package (whose ``__init__`` re-exports the public
-names) is split out: settings and result types in
-:mod:`agentmem.context.types`, the state kept between builds in
-``context/_state.py``, payload-level truncation in ``context/_shrink.py``,
-progress rendering in ``context/_progress.py``.
-
-State between builds is explicit: one ``WindowState`` per working window
-(the system prompt and summary with their counts, the incremental repair
-stream, OpenAI and Anthropic views, kept cuts), held in an
-``IdentityCache`` (``context/_identity.py``) keyed by the window, so a build
-for another window neither resets nor reuses it. Every cached count is keyed
-by the counter's epoch (:func:`~agentmem.protocols.counter_epoch`); every
-step returns what it computed (no field left for another step to read).
+The pipeline: :meth:`ContextManager._build` runs named steps, each reading
+one checked ``_Plan``, driven sync or async (a trim may await YaRN's
+summarizer). Types are in :mod:`agentmem.context.types`; the state kept
+between builds (one ``WindowState`` per working window in an
+``IdentityCache``, every count keyed by the counter's epoch) in
+``context/_state.py``; truncation, progress and the anchored decision in
+``_shrink.py``, ``_progress.py`` and ``_anchored.py`` beside this module.
 
 Every call needs a payload that (a) the provider accepts, (b) fits the
 model's context window, and (c) changes as little as possible from one call
