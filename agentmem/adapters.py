@@ -32,11 +32,14 @@ What comes back: an assistant dict with ``content``, ``tool_calls``
 (``id``, ``type``, ``function: {name, arguments}``), ``reasoning_content``
 and ``refusal`` when present (Anthropic thinking blocks are also kept
 verbatim in ``thinking_blocks``, so they round-trip), and ``usage =
-{"prompt_tokens", "completion_tokens", "cost_usd"}``. For Anthropic,
-``prompt_tokens`` is ``input_tokens`` plus the cache-creation and
-cache-read input tokens (the whole prompt, which is what token calibration
-needs). ``cost_usd`` is ``0.0`` unless a ``price`` (USD per token, keys
-``prompt_tokens`` and ``completion_tokens``) was given.
+{"prompt_tokens", "completion_tokens", "cost_usd"}``, read by
+:func:`agentmem.llm.parse_usage`, plus ``cached_prompt_tokens`` and
+``cache_write_tokens`` when the provider reported cache reads or writes (so
+``s.record_usage(reply)`` bills them apart). For Anthropic, ``prompt_tokens``
+is ``input_tokens`` plus the cache-creation and cache-read input tokens (the
+whole prompt, which is what token calibration needs). ``cost_usd`` is
+``0.0`` unless a ``price`` (USD per token, keys ``prompt_tokens`` and
+``completion_tokens``) was given.
 
 Errors: whatever the client raises propagates unchanged (retries and
 backoff are the host's policy). A response the adapter cannot read raises
@@ -55,7 +58,7 @@ from typing import Any, Final, cast
 from agentmem._json import encode_arguments, type_name
 from agentmem._tool_specs import provider_tools
 from agentmem.errors import AgentMemError, InvalidArgumentError, LLMError
-from agentmem.llm import check_reply
+from agentmem.llm import check_reply, parse_usage
 from agentmem.messages import from_anthropic, normalize_messages
 from agentmem.protocols import LLM, AsyncLLM
 from agentmem.repair import build_payload
@@ -96,16 +99,6 @@ def _text(value: Any, where: str) -> str:
     return value
 
 
-def _tokens(usage: Any, *keys: str) -> int:
-    """Sum of the positive int counts under ``keys`` (0 for a missing usage or count)."""
-    total = 0
-    for key in keys:
-        value = _field(usage, key, "usage", required=False)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            total += value
-    return total
-
-
 def _check_price(price: Mapping[str, Any] | None) -> tuple[float, float]:
     if price is None:
         return 0.0, 0.0
@@ -132,12 +125,21 @@ def _check_price(price: Mapping[str, Any] | None) -> tuple[float, float]:
     return rates[0], rates[1]
 
 
-def _usage(prompt: int, completion: int, rates: tuple[float, float]) -> dict[str, Any]:
-    return {
+def _usage(usage: Any, rates: tuple[float, float]) -> dict[str, Any]:
+    """The reply's ``usage``: the provider's report read by the one parser
+    (:func:`agentmem.llm.parse_usage`), cached and cache-written parts kept apart."""
+    figures = parse_usage(usage)
+    prompt, completion = figures.prompt_tokens, figures.completion_tokens
+    out: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "cost_usd": prompt * rates[0] + completion * rates[1],
     }
+    if figures.cached_prompt_tokens:
+        out["cached_prompt_tokens"] = figures.cached_prompt_tokens
+    if figures.cache_write_tokens:
+        out["cache_write_tokens"] = figures.cache_write_tokens
+    return out
 
 
 def _check_params(params: Mapping[str, Any], reserved: Sequence[str]) -> None:
@@ -274,9 +276,7 @@ class _OpenAI(_Adapter):
             if value is not None:
                 reply[key] = _text(value, f"{where}.{key}")
         usage = _field(response, "usage", "", required=False)
-        prompt = _tokens(usage, "prompt_tokens")
-        completion = _tokens(usage, "completion_tokens")
-        reply["usage"] = _usage(prompt, completion, self._rates)
+        reply["usage"] = _usage(usage, self._rates)
         return reply
 
 
@@ -411,11 +411,7 @@ class _Anthropic(_Adapter):
         ]
         (reply,) = from_anthropic([{"role": "assistant", "content": blocks}])
         usage = _field(response, "usage", "", required=False)
-        prompt = _tokens(
-            usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"
-        )
-        completion = _tokens(usage, "output_tokens")
-        return {**reply, "usage": _usage(prompt, completion, self._rates)}
+        return {**reply, "usage": _usage(usage, self._rates)}
 
 
 class _SyncAnthropic(_Anthropic):

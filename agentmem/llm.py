@@ -171,13 +171,17 @@ def parse_usage(usage: object) -> UsageFigures:
     cost = _number(usage, "cost_usd")
     if _has(usage, "prompt_tokens"):  # Chat Completions and DeepSeek (adapters' dicts too)
         prompt = int(_number(usage, "prompt_tokens"))
-        cached = _number(usage, "prompt_cache_hit_tokens") or _number(
-            _get(usage, "prompt_tokens_details"), "cached_tokens"
+        cached = (
+            _number(usage, "prompt_cache_hit_tokens")
+            or _number(_get(usage, "prompt_tokens_details"), "cached_tokens")
+            or _number(usage, "cached_prompt_tokens")  # the adapters' own usage dict
         )
+        written = int(_number(usage, "cache_write_tokens"))
         return UsageFigures(
             prompt_tokens=prompt,
             completion_tokens=int(_number(usage, "completion_tokens")),
             cached_prompt_tokens=min(prompt, int(cached)),
+            cache_write_tokens=min(prompt, written),
             cost_usd=cost,
         )
     completion = int(_number(usage, "output_tokens"))

@@ -22,10 +22,19 @@ from hypothesis import strategies as st
 from profiles import scaled
 from provider_rules import anthropic_violations, openai_violations
 
+import agentmem
 from agentmem import INTERNAL_FIELDS, AgentMemError, MessageHistory
 from agentmem.adapters import anthropic_llm, anthropic_tools, openai_llm
 from agentmem.errors import InvalidArgumentError, LLMError
-from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, reply_usage, run_flow
+from agentmem.llm import (
+    Flow,
+    LLMRequest,
+    arun_flow,
+    is_async_llm,
+    parse_usage,
+    reply_usage,
+    run_flow,
+)
 
 TOOLS = [
     {
@@ -631,3 +640,33 @@ def test_client_examples_do_nothing_on_import_and_skip_without_credentials(
     assert capsys.readouterr().out == ""
     namespace["main"]()
     assert "skipping" in capsys.readouterr().out
+
+
+def test_adapter_replies_keep_the_cached_parts_for_billing(tmp_path: Path) -> None:
+    """An adapter's reply carries the cache reads/writes the provider reported, so a
+    session billing ``record_usage(reply)`` keeps them apart (one parser, parse_usage)."""
+    usage = {
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 5,
+        "cache_read_input_tokens": 100,
+        "output_tokens": 20,
+    }
+    reply = anthropic_llm(FakeAnthropic(an_response(text_block("ok"), usage=usage)), "c")(
+        CONVERSATION
+    )
+    figures = parse_usage(reply)
+    assert (figures.prompt_tokens, figures.cached_prompt_tokens, figures.cache_write_tokens) == (
+        115,
+        100,
+        5,
+    )
+    response = oa_response("x")
+    response.usage = NS(
+        prompt_tokens=120, completion_tokens=30, prompt_tokens_details=NS(cached_tokens=64)
+    )
+    reply = openai_llm(FakeOpenAI(response), "m")(CONVERSATION)
+    assert parse_usage(reply).cached_prompt_tokens == 64
+    with agentmem.Memory(root=tmp_path / "root", working_dir=tmp_path) as mem, mem.session() as s:
+        s.start_task("hi")
+        s.record_usage(reply)
+        assert s.usage.cached_prompt_tokens == 64
