@@ -46,6 +46,7 @@ from agentmem.errors import InvalidArgumentError
 from agentmem.recall._porter import Matcher, terms
 from agentmem.scrub import scrub_near
 from agentmem.session_store import SessionStore
+from agentmem.session_store.postings import weight
 from agentmem.session_store.recall_records import RecallStats
 
 __all__ = ["STOPWORDS", "Ranking", "RecallHit", "recall"]
@@ -136,6 +137,10 @@ class Ranking:
             (at least 100).
         every_match: In a store of at most this many messages every match is re-ranked
             (the session scores then see every message that holds a keyword).
+        postings: In a larger store, take the candidates from the impact-ordered postings
+            (:mod:`agentmem.session_store.postings`: a cost bounded by the best candidates,
+            every keyword kept); ``False``: from FTS5's BM25 over every match, without the
+            keywords held by more than ``common`` of the messages (the previous release).
     """
 
     stopwords: bool = True
@@ -154,6 +159,7 @@ class Ranking:
     common: float = 0.8
     candidates: int = 30
     every_match: int = 1000
+    postings: bool = True
 
 
 DEFAULT_RANKING: Final = Ranking()
@@ -327,6 +333,11 @@ def _informative(
     return kept if any(held[w] for w in kept) else words
 
 
+def _match(words: Sequence[str]) -> str:
+    """The FTS5 query matching any of ``words`` (each quoted: no FTS5 syntax is read)."""
+    return " OR ".join(f'"{word}"' for word in words)
+
+
 def _preview(text: str, words: Sequence[str]) -> str:
     flat = _SPACE.sub(" ", scrub_near(text, words)).strip()
     if len(flat) <= PREVIEW_CHARS:
@@ -418,13 +429,17 @@ def recall(
     query_terms = list(dict.fromkeys(t for ts in stems.values() for t in ts))
     corpus = _Corpus(store.recall_stats(query_terms))
     pool = max(100, ranking.candidates * limit)
-    searched = words
     if corpus.messages <= ranking.every_match:
         pool = max(pool, corpus.messages)  # every match, common words included
+        rows = store.recall_rows(_match(words), pool, **filters)
+    elif ranking.postings:
+        weights = {
+            t: weight(corpus.messages, corpus.docs[t]) for t in query_terms if corpus.docs.get(t)
+        }
+        rows = store.recall_top(weights, pool, **filters) if weights else []
     else:
         searched = _informative(words, stems, corpus, ranking.common)
-    match = " OR ".join(f'"{word}"' for word in searched)
-    rows = store.recall_rows(match, pool, **filters)
+        rows = store.recall_rows(_match(searched), pool, **filters)
     if not rows:
         return []
 

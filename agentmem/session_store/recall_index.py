@@ -44,6 +44,7 @@ from typing import Final
 
 from agentmem._storage.fts import fts_sync_triggers, fts_table
 from agentmem._storage.sqlite import record_schema, transaction
+from agentmem.session_store import postings
 
 __all__ = [
     "CHECKPOINT_HEADER",
@@ -52,6 +53,7 @@ __all__ = [
     "INJECTED_TAGS",
     "MEMORY_TOOL",
     "RECALL_BATCH",
+    "add_postings",
     "create_recall_index_v1",
     "flush",
     "is_recall_object",
@@ -382,13 +384,38 @@ _SCHEMA: Final = (
 
 
 def _create(conn: sqlite3.Connection) -> None:
-    """Create the index objects (rules :data:`INDEX_VERSION`) and index every message."""
-    for statement in _SCHEMA:
+    """Create the index objects (rules :data:`INDEX_VERSION`, the postings included) and
+    index every message."""
+    for statement in (*_SCHEMA, *postings.TABLES, *postings.SQLITE_TRIGGERS):
         conn.execute(statement)
     conn.execute("INSERT INTO recall_state (id, version, busy) VALUES (1, ?, 1)", (INDEX_VERSION,))
     conn.execute(_INDEX_ALL)
     conn.execute("UPDATE recall_state SET docs = (SELECT count(*) FROM recall_docs)")
     conn.execute(_IDLE)
+    postings.post(conn)
+
+
+def add_postings(conn: sqlite3.Connection) -> None:
+    """Migration 0006: the impact-ordered postings (:mod:`.postings`), every message posted.
+
+    A store whose index 0004 created under this release's rules has them already; an
+    index too damaged to read is left to the open-time check's rebuild.
+    """
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE name = 'recall_postings'"
+    ).fetchone()
+    if exists is not None:
+        return
+    conn.execute("SAVEPOINT recall_postings")
+    try:
+        for statement in (*postings.TABLES, *postings.SQLITE_TRIGGERS):
+            conn.execute(statement)
+        conn.execute("INSERT INTO recall_unposted (doc) SELECT docid FROM recall_docs")
+        postings.post(conn)
+    except sqlite3.DatabaseError:  # damaged pages: the open-time check rebuilds it all
+        conn.execute("ROLLBACK TO recall_postings")
+        conn.execute("UPDATE recall_state SET dirty = 1")
+    conn.execute("RELEASE recall_postings")
 
 
 def _drop(conn: sqlite3.Connection) -> None:
@@ -426,9 +453,11 @@ def upgrade_to_v2(conn: sqlite3.Connection) -> None:
 
 
 def flush(conn: sqlite3.Connection) -> None:
-    """Index the queued message changes (inside the caller's write transaction)."""
+    """Index the queued message changes and post the new index rows (inside the
+    caller's write transaction)."""
     for statement in _FLUSH_STEPS:
         conn.execute(statement)
+    postings.post(conn)
 
 
 def _averages_rows(conn: sqlite3.Connection) -> int:

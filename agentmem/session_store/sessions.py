@@ -550,6 +550,18 @@ class SessionStore:
         )
         return [RecallRow.from_sql(row) for row in rows]
 
+    def recall_top(
+        self, weights: dict[str, int], limit: int, **filters: Any
+    ) -> builtins.list[RecallRow]:
+        """The best messages by the impact-ordered postings (see :meth:`SessionsSQL.recall_top`),
+        in a cost bounded by the best ones, not by the matches; ``bm25`` holds that score.
+        An index found damaged is rebuilt, as by :meth:`recall_rows`."""
+        rows = self._read_recall_index(
+            lambda sql: sql.recall_top(weights, limit, **filters),
+            ("search the recall index", "a search", "search the rebuilt recall index"),
+        )
+        return [RecallRow.from_sql(row) for row in rows]
+
     def recall_stats(self, terms: builtins.list[str]) -> RecallStats:
         """BM25's corpus statistics (see :meth:`SessionsSQL.recall_stats`), after indexing
         what is still queued: messages holding each index term, messages indexed, tokens
