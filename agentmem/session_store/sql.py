@@ -620,7 +620,7 @@ class SessionsSQL:
             rows.extend(self.conn.execute(_SQL_RECALL_BY_DOC.format(marks=marks), chunk))
         rows.sort(key=lambda r: order[int(r[0])])
         return [
-            (*row[1:3], float(score[int(row[0])]), *row[3:-1], _token_count(row[-1]))
+            (*row[1:4], float(score[int(row[0])]), *row[4:-1], _token_count(row[-1]))
             for row in rows
         ]
 
