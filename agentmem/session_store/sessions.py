@@ -219,7 +219,9 @@ class SessionStore:
             conn = self._require_open()
             try:
                 with transaction(conn):
-                    yield SessionsSQL(conn)
+                    sql = SessionsSQL(conn)
+                    yield sql
+                    sql.recall_post()  # what the recall triggers queued, in this transaction
             except sqlite3.Error as exc:
                 raise self._error(action, exc) from exc
 

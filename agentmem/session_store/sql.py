@@ -629,6 +629,13 @@ class SessionsSQL:
         rows = self.conn.execute(_SQL_RECALL_SESSION_SIZES, (json.dumps(list(sids)),))
         return {str(sid): int(size or 0) for sid, size in rows}
 
+    def recall_post(self) -> None:
+        """Post the index rows the recall triggers queued (:func:`.postings.post`); one
+        row read when there are none (every write transaction ends with it, so the
+        postings are written in the transaction of the append that indexed the batch)."""
+        if postings.unposted(self.conn):
+            postings.post(self.conn)
+
     def recall_queued(self) -> bool:
         """Whether message changes wait in the recall index's queue, or index rows wait
         to be posted (two row reads)."""
