@@ -141,6 +141,10 @@ class Ranking:
             (:mod:`agentmem.session_store.postings`: a cost bounded by the best candidates,
             every keyword kept); ``False``: from FTS5's BM25 over every match, without the
             keywords held by more than ``common`` of the messages (the previous release).
+        verbatim: Bonus per keyword for a message holding the whole query verbatim (case
+            and runs of whitespace aside): a query quoting a command, an error line or a
+            sentence finds the message it quotes (added to the final score, not lent to
+            the neighbours).
     """
 
     stopwords: bool = True
@@ -160,6 +164,7 @@ class Ranking:
     candidates: int = 30
     every_match: int = 1000
     postings: bool = True
+    verbatim: float = 5.0
 
 
 DEFAULT_RANKING: Final = Ranking()
@@ -458,11 +463,20 @@ def recall(
     idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))
     average = corpus.average_length(c.length for c in candidates.values())
     score: dict[_Key, float] = {}
+    quoted: set[_Key] = set()
     for key, c in candidates.items():
         value = _bm25(c.frequencies, c.length / average, idf, ranking.k1, ranking.b)
+        lowered = c.body.lower()
+        if (
+            ranking.verbatim
+            and len(c.found) == len(crude)
+            and " " in phrase
+            and phrase in _SPACE.sub(" ", lowered)
+        ):
+            quoted.add(key)
         if ranking.classic:
             value += ranking.classic * _classic(
-                c.body.lower(),
+                lowered,
                 c.found,
                 c.occurrences,
                 phrase,
@@ -506,6 +520,8 @@ def recall(
             final[key] += ranking.opening
         if ranking.question and c.body.rstrip().endswith("?"):
             final[key] -= ranking.question
+        if key in quoted:
+            final[key] += ranking.verbatim * len(words)
 
     order = sorted(final, key=lambda k: (-final[k], -sessions[k[0]].updated, k[1]))[:limit]
     out: list[RecallHit] = []

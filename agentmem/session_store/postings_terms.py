@@ -175,12 +175,22 @@ def stem(word: str) -> str:
     return out
 
 
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]+")
+
+
+def _fold_run(match: re.Match[str]) -> str:
+    decomposed = unicodedata.normalize("NFKD", match.group())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
 def _fold(text: str) -> str:
+    """Lowercase, diacritics dropped. Only the non-ASCII runs are decomposed (NFKD leaves
+    ASCII as it is and decomposes each character alone; the marks it could reorder are
+    all dropped), so a long tool output with a few non-ASCII characters stays cheap."""
     text = text.lower()
     if text.isascii():
         return text
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _NON_ASCII.sub(_fold_run, text)
 
 
 def terms(text: str) -> list[str]:
