@@ -286,18 +286,17 @@ class _List:
                     "AND (impact, doc) < (?, ?) ORDER BY impact DESC, doc DESC LIMIT ?",
                     (self.term, *self.last, self.block),
                 ).fetchall()
-            self.buffer = [(int(i), int(d)) for i, d in rows]
+            self.buffer = rows
             self.done = len(rows) < self.block
             self.block = min(_MAX_BLOCK, self.block * 2)
-            if self.buffer:
-                self.last = self.buffer[-1]
+            if rows:
+                self.last = rows[-1]
         return self.weight * self.buffer[0][0] if self.buffer else 0
 
-    def take(self) -> list[int]:
-        """The buffered postings' messages (the list's head moves past them)."""
-        docs = [doc for _, doc in self.buffer]
-        self.buffer = []
-        return docs
+    def take(self) -> list[tuple[int, int]]:
+        """The buffered postings ``(impact, doc)`` (the list's head moves past them)."""
+        rows, self.buffer = self.buffer, []
+        return rows
 
 
 def top_k(
@@ -305,37 +304,92 @@ def top_k(
     weights: Mapping[str, int],
     k: int,
     accept: Callable[[list[int]], Iterable[int]] | None = None,
+    *,
+    budget: int | None = None,
 ) -> list[tuple[int, int]]:
     """The ``k`` best messages for the query terms ``weights`` (term: weight), best first.
 
-    ``(score, doc)`` pairs ordered by score, then by ``doc``; only messages holding a
+    ``(score, doc)`` pairs, best first (ties: the larger ``doc``, the newer message, first);
+    only messages holding a
     query term, and only those ``accept`` keeps (given each batch of newly seen
-    messages, it returns those that pass the caller's filters). The threshold
-    algorithm: exact, and it stops reading as soon as no unread posting can change
-    the result.
+    messages, it returns those that pass the caller's filters).
+
+    The lists are read best first (the one whose next posting weighs most), adding each
+    posting to its message's partial score (no access by message while reading: the
+    threshold algorithm without random access, Fagin's NRA). Reading stops when the k
+    best partial scores are above the best score any other message could still reach
+    (its partial score plus the heads of the lists it was not seen in; the sum of all
+    heads for a message not seen at all): the k are then exactly the best, and their
+    exact scores are read by message (one query). ``budget`` (postings read) bounds
+    the work whatever the lists hold: once it is spent the k best partial scores are
+    taken (exact in every test corpus that does not spend it; see ``docs/recall.md``
+    for how often a real query does).
     """
     lists = [_List(term, w) for term, w in sorted(weights.items()) if w > 0]
     if k <= 0 or not lists:
         return []
-    seen: set[int] = set()
-    heap: list[tuple[int, int]] = []  # (score, -doc): the worst of the best k on top
+    partial: dict[int, int] = {}
+    seen_in: dict[int, int] = {}  # bit i: seen in lists[i]
+    rejected: set[int] = set()
+    read = 0
     while True:
-        heads = [(lst.head(cur), lst) for lst in lists]
-        threshold = sum(h for h, _ in heads)
-        if threshold == 0 or (len(heap) == k and heap[0][0] > threshold):
+        heads = [lst.head(cur) for lst in lists]
+        threshold = sum(heads)
+        if threshold == 0:
+            break  # every list read: the partial scores are the scores
+        if len(partial) >= k and _settled(partial, seen_in, lists, heads, k):
             break
-        _, best = max(heads, key=lambda pair: pair[0])
-        new = [doc for doc in best.take() if doc not in seen]
-        seen.update(new)
-        if accept is not None and new:
-            new = list(accept(new))
-        for doc, score in score_docs(cur, weights, new).items():
-            entry = (score, -doc)
-            if len(heap) < k:
-                heapq.heappush(heap, entry)
-            elif entry > heap[0]:
-                heapq.heapreplace(heap, entry)
-    return sorted(((score, -neg) for score, neg in heap), key=lambda p: (-p[0], p[1]))
+        if budget is not None and read >= budget:
+            break
+        at = max(range(len(lists)), key=heads.__getitem__)
+        rows = lists[at].take()
+        read += len(rows)
+        if accept is not None:
+            new = [d for _, d in rows if d not in partial and d not in rejected]
+            if new:
+                kept = set(accept(new))
+                rejected.update(d for d in new if d not in kept)
+        bit, w = 1 << at, lists[at].weight
+        for value, doc in rows:
+            if doc in rejected:
+                continue
+            partial[doc] = partial.get(doc, 0) + w * value
+            seen_in[doc] = seen_in.get(doc, 0) | bit
+    best = heapq.nlargest(k, partial.items(), key=lambda item: (item[1], item[0]))
+    exact = score_docs(cur, weights, [doc for doc, _ in best])
+    return sorted(((exact[doc], doc) for doc, _ in best), reverse=True)
+
+
+def _settled(
+    partial: dict[int, int], seen_in: dict[int, int], lists: list[_List], heads: list[int], k: int
+) -> bool:
+    """Whether the k best partial scores are final as a set: no other message can reach
+    them (its partial score plus the heads of the lists it was not seen in; for a message
+    not seen at all, the sum of every head), ties going to the larger ``doc``."""
+    threshold = sum(heads)
+    if heapq.nlargest(k, partial.values())[-1] < threshold:
+        return False  # cheap first: a message not seen yet could still outscore the k-th
+    top = heapq.nlargest(k, partial.items(), key=lambda item: (item[1], item[0]))
+    kth, worst = top[-1][1], top[-1][0]
+    if threshold == kth:
+        # An unseen message scoring the threshold sits at every list's head impact, at or
+        # after its head posting (so its doc is at most the head's): it must lose the tie.
+        lowest = min(lst.buffer[0][1] for lst, h in zip(lists, heads, strict=True) if h)
+        if lowest >= worst:
+            return False
+    members = {doc for doc, _ in top}
+    missing: dict[int, int] = {}
+    for doc, value in partial.items():
+        if doc in members:
+            continue
+        mask = seen_in[doc]
+        rest = missing.get(mask)
+        if rest is None:
+            rest = missing[mask] = sum(h for i, h in enumerate(heads) if not mask >> i & 1)
+        best = value + rest
+        if best > kth or (best == kth and doc > worst):
+            return False
+    return True
 
 
 def problems(cur: Cursor) -> list[str]:
