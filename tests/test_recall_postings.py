@@ -91,6 +91,41 @@ def test_top_k_equals_the_exhaustive_top_k(
     assert top_k(conn, weights, k, accept if seed else None) == expected
 
 
+_small_words = st.lists(st.sampled_from(VOCAB[:3]), min_size=1, max_size=4)
+
+
+@settings(max_examples=scaled(300))
+@given(
+    docs=st.dictionaries(st.integers(1, 60), _small_words, min_size=1, max_size=40),
+    weights=st.dictionaries(st.sampled_from(VOCAB[:3]), st.integers(1, 2), min_size=1),
+    k=st.integers(1, 6),
+)
+def test_top_k_is_exact_among_many_ties(
+    docs: dict[int, list[str]], weights: dict[str, int], k: int
+) -> None:
+    """Short messages of three words and weights of 1 or 2: most scores tie, and the
+    ties are broken by doc exactly as the exhaustive ranking breaks them."""
+    conn = _index(docs)
+    assert top_k(conn, weights, k) == _reference_top(docs, weights, k, lambda _: True)
+
+
+@pytest.mark.parametrize(
+    ("docs", "weights"),
+    [
+        # A message not read yet ties the k-th score and wins the tie (the larger doc).
+        ({5: ["ax"], 9: ["by"]}, {"ax": 1, "by": 1}),
+        # A message read in one list only can still tie the k-th (4 x 166 = 4 x 126 + 160)
+        # and wins the tie: its other list must be read before the k are settled.
+        ({5: ["ax", "cz"], 9: ["ax", "by", "by", *["cz"] * 29]}, {"ax": 4, "by": 1}),
+    ],
+)
+def test_a_tie_at_the_kth_score_is_read_before_settling(
+    docs: dict[int, list[str]], weights: dict[str, int]
+) -> None:
+    conn = _index(docs)
+    assert top_k(conn, weights, 1) == _reference_top(docs, weights, 1, lambda _: True)
+
+
 @settings(max_examples=scaled(80))
 @given(
     size=st.integers(1, 150),
