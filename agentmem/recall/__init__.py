@@ -69,6 +69,11 @@ STOPWORDS: Final = frozenset(
 SESSION_BM25: Final = (1.2, 0.75)
 """BM25's k1 and b for a session taken as one document (FTS5's own values)."""
 
+SCAN_CHARS: Final = 2000
+"""Of a candidate whose term frequencies the postings give, only the first this many
+characters are read for the classic rules' keyword stems and density (a long tool
+output costs no more than a page of text)."""
+
 COMMON_MIN_MESSAGES: Final = 200
 """Below this many messages every keyword is searched (see ``Ranking.common``)."""
 
@@ -188,17 +193,15 @@ def _stem(word: str) -> str:
     return word
 
 
-def _classic(
-    lowered: str, found: set[str], occurrences: int, phrase: str, titled: bool, all_found: bool
-) -> float:
+def _classic(lowered: str, found: set[str], occurrences: int, said: bool, titled: bool) -> float:
     """The classic rules: exact phrase +3, +1 per keyword, density +1.5, title +0.5.
 
     ``lowered``: the message's text in lowercase; ``found``: the keyword stems it holds
-    (``occurrences`` times in all); ``titled``: its session's name holds a keyword;
-    ``all_found``: it holds every keyword (else the phrase cannot be in it).
+    (``occurrences`` times in all); ``said``: it holds the query's words as a phrase;
+    ``titled``: its session's name holds a keyword.
     """
     score = float(len(found))
-    if all_found and " " in phrase and phrase in _SPACE.sub(" ", lowered):
+    if said:
         score += 3.0
     if found and occurrences / max(1, lowered.count(" ") + 1) >= 0.1:
         score += 1.5
@@ -451,6 +454,7 @@ def recall(
     phrase = _SPACE.sub(" ", query.lower()).strip()
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
+    prefixes = Matcher((), crude)
     candidates: dict[_Key, _Candidate] = {}
     sessions: dict[str, _Session] = {}
     for row in rows:
@@ -459,7 +463,12 @@ def recall(
             title = row.session_name
             titled = bool(title and matcher.count(title)[1])
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
-        candidates[key] = _Candidate(row.role, row.text, row.length, *matcher.count(row.text))
+        if row.frequencies is None:
+            counted = matcher.count(row.text)
+        else:  # the postings counted the terms: only the start is read for the crude stems
+            _, found, occurrences = prefixes.count(row.text[:SCAN_CHARS])
+            counted = ({t: n for t, n in row.frequencies.items() if n}, found, occurrences)
+        candidates[key] = _Candidate(row.role, row.text, row.length, *counted)
     idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))
     average = corpus.average_length(c.length for c in candidates.values())
     score: dict[_Key, float] = {}
@@ -467,21 +476,12 @@ def recall(
     for key, c in candidates.items():
         value = _bm25(c.frequencies, c.length / average, idf, ranking.k1, ranking.b)
         lowered = c.body.lower()
-        if (
-            ranking.verbatim
-            and len(c.found) == len(crude)
-            and " " in phrase
-            and phrase in _SPACE.sub(" ", lowered)
-        ):
+        said = len(c.found) == len(crude) and " " in phrase and phrase in _SPACE.sub(" ", lowered)
+        if said:
             quoted.add(key)
         if ranking.classic:
             value += ranking.classic * _classic(
-                lowered,
-                c.found,
-                c.occurrences,
-                phrase,
-                sessions[key[0]].titled,
-                len(c.found) == len(crude),
+                lowered, c.found, c.occurrences, said, sessions[key[0]].titled
             )
         if ranking.speaker:
             label = _LABEL.match(c.body)
@@ -520,7 +520,7 @@ def recall(
             final[key] += ranking.opening
         if ranking.question and c.body.rstrip().endswith("?"):
             final[key] -= ranking.question
-        if key in quoted:
+        if ranking.verbatim and key in quoted:
             final[key] += ranking.verbatim * len(words)
 
     order = sorted(final, key=lambda k: (-final[k], -sessions[k[0]].updated, k[1]))[:limit]

@@ -68,6 +68,7 @@ __all__ = [
     "Cursor",
     "add",
     "doc_frequencies",
+    "frequencies",
     "impact",
     "post",
     "problems",
@@ -90,6 +91,9 @@ IMPACT_SCALE: Final = 100
 """Impacts are ``round(IMPACT_SCALE x the term weight)``, at least 1."""
 WEIGHT_SCALE: Final = 100
 """Query weights are ``round(WEIGHT_SCALE x idf)``, at least 1."""
+
+BUDGET: Final = 2048
+"""The postings a search reads at most (:func:`top_k`'s ``budget``)."""
 
 _FIRST_BLOCK: Final = 32
 _MAX_BLOCK: Final = 1024
@@ -241,6 +245,27 @@ def doc_frequencies(cur: Cursor, query_terms: Sequence[str]) -> dict[str, int]:
     return out
 
 
+def frequencies(
+    cur: Cursor, query_terms: Sequence[str], docs: Sequence[int]
+) -> dict[int, dict[str, int]]:
+    """How many times each of ``docs`` holds each of ``query_terms`` (absent ones left out)."""
+    out: dict[int, dict[str, int]] = {doc: {} for doc in docs}
+    names = list(query_terms)
+    if not names:
+        return out
+    term_marks = ", ".join("?" * len(names))
+    for chunk in _chunks(list(docs)):
+        marks = ", ".join("?" * len(chunk))
+        rows = cur.execute(
+            f"SELECT doc, term, tf FROM recall_postings "
+            f"WHERE doc IN ({marks}) AND term IN ({term_marks})",
+            [*chunk, *names],
+        ).fetchall()
+        for doc, term, tf in rows:
+            out[int(doc)][str(term)] = int(tf)
+    return out
+
+
 def score_docs(cur: Cursor, weights: Mapping[str, int], docs: Sequence[int]) -> dict[int, int]:
     """The exact score of each of ``docs`` (sum of weight x impact; 0 for no query term)."""
     out = dict.fromkeys(docs, 0)
@@ -355,9 +380,14 @@ def top_k(
                 continue
             partial[doc] = partial.get(doc, 0) + w * value
             seen_in[doc] = seen_in.get(doc, 0) | bit
-    best = heapq.nlargest(k, partial.items(), key=lambda item: (item[1], item[0]))
-    exact = score_docs(cur, weights, [doc for doc, _ in best])
-    return sorted(((exact[doc], doc) for doc, _ in best), reverse=True)
+    if len(partial) > k:
+        kth = heapq.nlargest(k, partial.values())[-1]
+        best = [doc for doc, value in partial.items() if value > kth]
+        best += heapq.nlargest(k - len(best), (d for d, v in partial.items() if v == kth))
+    else:
+        best = list(partial)
+    exact = score_docs(cur, weights, best)
+    return sorted(((exact[doc], doc) for doc in best), reverse=True)
 
 
 def _settled(
@@ -367,20 +397,23 @@ def _settled(
     them (its partial score plus the heads of the lists it was not seen in; for a message
     not seen at all, the sum of every head), ties going to the larger ``doc``."""
     threshold = sum(heads)
-    if heapq.nlargest(k, partial.values())[-1] < threshold:
+    kth = heapq.nlargest(k, partial.values())[-1]
+    if kth < threshold:
         return False  # cheap first: a message not seen yet could still outscore the k-th
-    top = heapq.nlargest(k, partial.items(), key=lambda item: (item[1], item[0]))
-    kth, worst = top[-1][1], top[-1][0]
+    members = [doc for doc, value in partial.items() if value > kth]
+    tied = heapq.nlargest(k - len(members), (d for d, v in partial.items() if v == kth))
+    worst = tied[-1]
+    members.extend(tied)
     if threshold == kth:
         # An unseen message scoring the threshold sits at every list's head impact, at or
         # after its head posting (so its doc is at most the head's): it must lose the tie.
         lowest = min(lst.buffer[0][1] for lst, h in zip(lists, heads, strict=True) if h)
         if lowest >= worst:
             return False
-    members = {doc for doc, _ in top}
+    chosen = set(members)
     missing: dict[int, int] = {}
     for doc, value in partial.items():
-        if doc in members:
+        if doc in chosen:
             continue
         mask = seen_in[doc]
         rest = missing.get(mask)

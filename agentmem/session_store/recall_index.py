@@ -312,9 +312,13 @@ _FLUSH_INSERT: Final = """INSERT INTO recall_docs (session_id, seq, role, text)
             SELECT v.session_id, v.seq, v.role, v.text
             FROM (SELECT DISTINCT session_id, seq FROM recall_pending) AS p
             JOIN recall_source AS v ON v.session_id = p.session_id AND v.seq = p.seq"""
+# In the order of the sessions' activity, then of their messages: a docid grows with how
+# recently its session was active, as it does when appends index it (the postings give
+# ties among candidates to the larger docid, so a rebuilt index ranks as the one it replaces).
 _INDEX_ALL: Final = (
     "INSERT INTO recall_docs (session_id, seq, role, text) "
-    "SELECT session_id, seq, role, text FROM recall_source"
+    "SELECT v.session_id, v.seq, v.role, v.text FROM recall_source AS v "
+    "LEFT JOIN sessions AS s ON s.id = v.session_id ORDER BY s.updated_at, s.rowid, v.seq"
 )
 # The indexer raises `busy` while it writes; a write to the index while it is down was made
 # by someone else and marks the index dirty (the open-time check then rebuilds it).

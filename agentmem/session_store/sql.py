@@ -555,7 +555,8 @@ class SessionsSQL:
         """The ``limit`` best messages by the postings' score that pass the filters.
 
         ``weights``: each query term's weight (:func:`.postings.weight`). Rows as
-        :meth:`recall_rows`', the score in place of BM25. Cost: bounded by where the best
+        :meth:`recall_rows`', the score in place of BM25, then each row's frequencies of
+        the query terms (a dict, from the postings). Cost: bounded by where the best
         messages sit in the terms' impact-ordered lists (:func:`.postings.top_k`); with
         ``session_ids`` (or a few ``max_sessions``), the messages of those sessions are
         scored instead.
@@ -607,7 +608,13 @@ class SessionsSQL:
             best = sorted(((v, d) for d, v in scored.items() if v > 0), key=lambda p: (-p[0], p[1]))
             best = best[:limit]
         else:
-            best = postings.top_k(self.conn, weights, limit, accept if clauses else None)
+            best = postings.top_k(
+                self.conn,
+                weights,
+                limit,
+                accept if clauses else None,
+                budget=postings.BUDGET,
+            )
         if not best:
             return []
         order = {doc: n for n, (_, doc) in enumerate(best)}
@@ -619,8 +626,15 @@ class SessionsSQL:
             marks = ", ".join("?" * len(chunk))
             rows.extend(self.conn.execute(_SQL_RECALL_BY_DOC.format(marks=marks), chunk))
         rows.sort(key=lambda r: order[int(r[0])])
+        held = postings.frequencies(self.conn, list(weights), ids)
         return [
-            (*row[1:4], float(score[int(row[0])]), *row[4:-1], _token_count(row[-1]))
+            (
+                *row[1:4],
+                float(score[int(row[0])]),
+                *row[4:-1],
+                _token_count(row[-1]),
+                held[int(row[0])],
+            )
             for row in rows
         ]
 
