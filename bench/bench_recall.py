@@ -166,7 +166,7 @@ def populate_agent(
     """The agent store: the 23 real DeepSeek runs of ``deepseek-usage/`` replicated into
     ``sessions`` sessions, each ``messages`` consecutive messages of one run (the run and
     the start drawn by the RNG; the texts repeat, as an agent's commands and outputs do)."""
-    from bench_recall_agent import load_runs  # noqa: PLC0415 (a sibling script)
+    from bench_recall_agent import load_runs
 
     runs = [run for run in load_runs(data) if len(run) > messages]
     mem = agentmem.Memory(root=root, durability="normal")

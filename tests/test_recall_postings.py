@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from profiles import scaled
 
 import agentmem
 from agentmem.session_store import SessionStore, postings
 from agentmem.session_store.postings import TABLES, add, top_k
-from profiles import scaled
 
 VOCAB = ["ax", "by", "cz", "dq", "ew", "fv", "gu", "ht"]
 
@@ -162,7 +162,9 @@ def test_a_budget_bounds_the_postings_read() -> None:
 
 def _texts(n: int) -> list[str]:
     words = ["deploy", "parquet", "pytest", "error", "retry", "schema", "cache", "token"]
-    return [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 9)) for i in range(n)]
+    return [
+        " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 9)) for i in range(n)
+    ]
 
 
 def test_rebuild_from_the_messages_gives_the_same_postings_and_results(tmp_path: Path) -> None:

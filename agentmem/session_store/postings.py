@@ -141,15 +141,12 @@ SQLITE_TRIGGERS: Final = (
         INSERT INTO recall_unposted (doc) VALUES (new.docid);
     END
     """,
-    f"""
-    CREATE TRIGGER recall_docs_post_ad AFTER DELETE ON recall_docs BEGIN{_FORGET.format(doc="old.docid")}
-    END
-    """,
-    f"""
-    CREATE TRIGGER recall_docs_post_au AFTER UPDATE ON recall_docs BEGIN{_FORGET.format(doc="old.docid")}
-        INSERT INTO recall_unposted (doc) VALUES (new.docid);
-    END
-    """,
+    "CREATE TRIGGER recall_docs_post_ad AFTER DELETE ON recall_docs BEGIN"
+    + _FORGET.format(doc="old.docid")
+    + "\n    END",
+    "CREATE TRIGGER recall_docs_post_au AFTER UPDATE ON recall_docs BEGIN"
+    + _FORGET.format(doc="old.docid")
+    + "\n        INSERT INTO recall_unposted (doc) VALUES (new.docid);\n    END",
 )
 """SQLite: the postings follow ``recall_docs`` in the statement that changes it (a new or
 changed row is queued for :func:`post`, a deleted one's postings go)."""
@@ -445,14 +442,18 @@ def problems(cur: Cursor) -> list[str]:
     ).fetchall():
         stored.setdefault(int(doc), {})[str(term)] = (int(tf), int(value))
     out: list[str] = []
-    wrong = sum(1 for doc in expected.keys() | stored.keys() if expected.get(doc, {}) != stored.get(doc, {}))
+    wrong = sum(
+        1 for doc in expected.keys() | stored.keys() if expected.get(doc, {}) != stored.get(doc, {})
+    )
     if wrong:
         out.append(f"{wrong} messages' postings differ from their text")
     held: Counter[str] = Counter()
     for postings in expected.values():
         held.update(postings.keys())
     counted = {
-        str(t): int(n) for t, n in cur.execute("SELECT term, docs FROM recall_terms").fetchall() if n
+        str(t): int(n)
+        for t, n in cur.execute("SELECT term, docs FROM recall_terms").fetchall()
+        if n
     }
     if counted != dict(held):
         out.append("the term counts differ from the postings")

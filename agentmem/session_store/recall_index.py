@@ -405,9 +405,7 @@ def add_postings(conn: sqlite3.Connection) -> None:
     A store whose index 0004 created under this release's rules has them already; an
     index too damaged to read is left to the open-time check's rebuild.
     """
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE name = 'recall_postings'"
-    ).fetchone()
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'recall_postings'").fetchone()
     if exists is not None:
         return
     conn.execute("SAVEPOINT recall_postings")

@@ -618,7 +618,7 @@ class SessionsSQL:
         if not best:
             return []
         order = {doc: n for n, (_, doc) in enumerate(best)}
-        score = dict((doc, value) for value, doc in best)
+        score = {doc: value for value, doc in best}
         rows: list[tuple[Any, ...]] = []
         ids = list(order)
         for start in range(0, len(ids), 400):
