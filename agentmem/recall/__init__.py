@@ -440,14 +440,18 @@ def recall(
     if corpus.messages <= ranking.every_match:
         pool = max(pool, corpus.messages)  # every match, common words included
         rows = store.recall_rows(_match(words), pool, **filters)
-    elif ranking.postings:
-        weights = {
-            t: weight(corpus.messages, corpus.docs[t]) for t in query_terms if corpus.docs.get(t)
-        }
-        rows = store.recall_top(weights, pool, **filters) if weights else []
     else:
         searched = _informative(words, stems, corpus, ranking.common)
-        rows = store.recall_rows(_match(searched), pool, **filters)
+        if ranking.postings:
+            looked = {t for w in searched for t in stems[w]}
+            weights = {
+                t: weight(corpus.messages, corpus.docs[t])
+                for t in query_terms
+                if t in looked and corpus.docs.get(t)
+            }
+            rows = store.recall_top(weights, pool, **filters) if weights else []
+        else:
+            rows = store.recall_rows(_match(searched), pool, **filters)
     if not rows:
         return []
 

@@ -354,11 +354,13 @@ def top_k(
     seen_in: dict[int, int] = {}  # bit i: seen in lists[i]
     rejected: set[int] = set()
     read = 0
+    complete = False
     while True:
         heads = [lst.head(cur) for lst in lists]
         threshold = sum(heads)
         if threshold == 0:
-            break  # every list read: the partial scores are the scores
+            complete = True  # every list read: the partial scores are the scores
+            break
         if len(partial) >= k and _settled(partial, seen_in, lists, heads, k):
             break
         if budget is not None and read >= budget:
@@ -383,7 +385,7 @@ def top_k(
         best += heapq.nlargest(k - len(best), (d for d, v in partial.items() if v == kth))
     else:
         best = list(partial)
-    exact = score_docs(cur, weights, best)
+    exact = partial if complete else score_docs(cur, weights, best)
     return sorted(((exact[doc], doc) for doc in best), reverse=True)
 
 
