@@ -18,8 +18,9 @@ indexed text, the message and the start chosen by a seeded RNG among the message
 with at least 8 words (code and tool output included, nothing hand-picked). A query is
 a **hit** when the top 5 of ``mem.recall(query)`` holds that message, or one whose
 index terms include every term of the query (it holds the same words). The figure is
-given for this release's ranking (postings) and the previous one's (FTS5 candidates,
-``Ranking(postings=False)``), in the same run, on each seed.
+given for this release's ranking, for it without the verbatim-quote bonus, and for the
+previous release's (FTS5 candidates, no bonus), in the same run, on each seed; and
+again with each query's 8 words shuffled (no quote left to find, the words alone).
 """
 
 from __future__ import annotations
@@ -137,24 +138,31 @@ def main() -> None:
     args = parser.parse_args()
     runs = load_runs(args.data)
     rankings = {
-        "postings (this release)": DEFAULT_RANKING,
-        "FTS5 candidates (before)": dataclasses.replace(DEFAULT_RANKING, postings=False),
+        "this release": DEFAULT_RANKING,
+        "no verbatim bonus": dataclasses.replace(DEFAULT_RANKING, verbatim=0.0),
+        "before (FTS5, no bonus)": dataclasses.replace(
+            DEFAULT_RANKING, postings=False, verbatim=0.0
+        ),
     }
     with tempfile.TemporaryDirectory() as tmp:
         mem = build(Path(tmp) / "m", runs)
         texts = indexed_texts(mem)
         print(f"{len(runs)} runs, {len(texts):,} messages")
         for seed in args.seeds:
-            asked = queries(texts, seed, args.queries)
-            for name, ranking in rankings.items():
-                hits, times, missed = known_item(mem, texts, asked, ranking)
-                print(
-                    f"seed {seed}  {name:26s} hits@5 {hits}/{len(asked)}   "
-                    f"p50 {statistics.median(times) * 1e3:.2f} ms"
-                )
-                if args.show_missed:
-                    for q in missed:
-                        print(f"    missed: {q!r}")
+            verbatim = queries(texts, seed, args.queries)
+            # The same 8 words in a shuffled order: no verbatim quote to find.
+            shuffler = random.Random(seed)
+            shuffled = [(" ".join(shuffler.sample(q.split(), 8)), key) for q, key in verbatim]
+            for kind, asked in (("verbatim", verbatim), ("shuffled", shuffled)):
+                for name, ranking in rankings.items():
+                    hits, times, missed = known_item(mem, texts, asked, ranking)
+                    print(
+                        f"seed {seed}  {kind:8s}  {name:24s} hits@5 {hits}/{len(asked)}   "
+                        f"p50 {statistics.median(times) * 1e3:.2f} ms"
+                    )
+                    if args.show_missed:
+                        for q in missed:
+                            print(f"    missed: {q!r}")
         mem.close()
 
 

@@ -92,7 +92,7 @@ IMPACT_SCALE: Final = 100
 WEIGHT_SCALE: Final = 100
 """Query weights are ``round(WEIGHT_SCALE x idf)``, at least 1."""
 
-BUDGET: Final = 2048
+BUDGET: Final = 1024
 """The postings a search reads at most (:func:`top_k`'s ``budget``)."""
 
 _FIRST_BLOCK: Final = 32
