@@ -1,6 +1,6 @@
 """Recall: search every stored session for a query, from the sessions database's index.
 
-:func:`recall` (``Memory.recall``) answers from the FTS5 index that the
+:func:`recall` (``Memory.recall``) answers from the index that the
 sessions database maintains in the same transaction as every message
 change (:mod:`agentmem.session_store.sql`, migration ``0003_recall_index``),
 so a query over thousands of sessions takes milliseconds and never sees a
@@ -11,10 +11,12 @@ never returns its own echoes (:mod:`agentmem.session_store.recall_index`).
 
 Ranking, all lexical and local (no model, no network):
 
-1. **Candidates**: the query's keywords (stopwords dropped) are OR-ed into
-   an FTS5 query; the best ``Ranking.candidates`` matches by FTS5's BM25 pass
-   the filters inside SQLite (every match, in a store of at most
-   ``Ranking.every_match`` messages).
+1. **Candidates**: the query's keywords (stopwords dropped). In a store of at
+   most ``Ranking.every_match`` messages every match (an FTS5 query, the
+   filters inside SQLite); in a larger one the best ``Ranking.candidates`` per
+   result by the impact-ordered postings
+   (:mod:`agentmem.session_store.postings`), a cost bounded by the best, not by
+   how many messages match.
 2. **BM25, re-scored**: each candidate's BM25 with ``Ranking.k1``/``b``, from
    its porter terms (:mod:`agentmem.recall._porter`, the index's own tokenizer), its
    length and the index's document frequencies.
@@ -25,7 +27,9 @@ Ranking, all lexical and local (no model, no network):
    share of the neighbours' scores, of the session's best scores, and the BM25
    of the session taken as one document.
 5. **Priors** from where and what the message is: a session's first message,
-   a message that asks (ends with ``?``) rather than tells, its length.
+   a message that asks (ends with ``?``) rather than tells, its length; and a
+   bonus for a message that holds the whole query verbatim (a quoted command
+   or error line).
 
 Ties go to the newest session, then the earlier message. Each idea's
 measured effect is in ``docs/recall.md`` (``bench/bench_recall_locomo.py``).

@@ -1,9 +1,11 @@
 """The terms SQLite FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer makes of a text.
 
-:mod:`agentmem.recall` re-scores the index's candidates itself (BM25 with its own
-parameters, windows of turns, session documents), so it must see the very terms the
-index holds: :func:`terms` splits, folds and stems a text as that tokenizer does, and
-``tests/test_recall_ranking.py`` checks it against FTS5's own vocabulary.
+The impact-ordered postings (:mod:`.postings`) are built with it, so they hold the
+very terms FTS5 holds, and :mod:`agentmem.recall` re-scores candidates with it (BM25
+with its own parameters, windows of turns, session documents): :func:`terms` splits,
+folds and stems a text as that tokenizer does, and ``tests/test_recall_ranking.py``
+checks it against FTS5's own vocabulary. (It was ``agentmem.recall._porter``, which
+re-exports it.)
 
 The stemmer is Porter's 1980 algorithm as FTS5 implements it: for each step the rule
 whose suffix matches first is the one applied (or none, when its condition fails), and

@@ -1,7 +1,8 @@
 """The recall index: derived data kept beside the messages, rebuilt from them when damaged.
 
 The index (``recall_docs``, the FTS5 table ``recall_fts`` and its shadow tables,
-``recall_pending``, ``recall_state`` and the triggers that keep them) is written
+``recall_pending``, ``recall_state``, the impact-ordered postings of
+:mod:`.postings` and the triggers that keep them) is written
 by triggers in the same statement as every message change (see
 :mod:`agentmem.session_store.sql`), so it cannot drift from the messages through
 the library. Everything in it can be derived again from ``messages``, and that is
@@ -31,8 +32,13 @@ how damage to it is repaired: never by setting the messages aside.
   FTS5's row count equals ``recall_state.docs``. What it cannot see (a byte changed
   inside a page that still parses) the full check,
   :meth:`~agentmem.session_store.SessionStore.check_recall_index`, O(messages), finds.
+* **Postings** (migration ``0006_recall_postings``, :func:`add_postings`): a new
+  ``recall_docs`` row is queued in ``recall_unposted`` by a trigger and posted by
+  :func:`.postings.post` in Python (the tokenizer is Python), at the end of the
+  write transaction that queued it (and by :func:`flush`); a deleted row's
+  postings go in the deleting statement.
 * **Rebuild** (:func:`rebuild`): drop every index object and create them again
-  from their one definition, then index every message. An index object whose
+  from their one definition, then index and post every message. An index object whose
   pages are too damaged to drop is removed from the schema instead and the file
   is vacuumed, which leaves the messages' pages as they were.
 """
