@@ -453,7 +453,7 @@ def recall(
                 for t in query_terms
                 if t in looked and corpus.docs.get(t)
             }
-            rows = store.recall_top(weights, pool, **filters) if weights else []
+            rows = store.recall_rows(weights, pool, **filters) if weights else []
         else:
             rows = store.recall_rows(_match(searched), pool, **filters)
     if not rows:

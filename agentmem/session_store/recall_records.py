@@ -32,7 +32,7 @@ class RecallRow(NamedTuple):
     length: int
     """Its length in index tokens."""
     frequencies: dict[str, int] | None = None
-    """How many times it holds each asked term (``SessionStore.recall_top``: from the
+    """How many times it holds each asked term (``recall_rows`` given term weights: from the
     postings), or ``None`` (``recall_rows``: count them in ``text``)."""
 
     @classmethod
