@@ -226,3 +226,66 @@ def test_an_old_store_gets_its_postings_on_migration(tmp_path: Path, name: str) 
     posted = conn.execute("SELECT count(DISTINCT doc) FROM recall_postings").fetchone()[0]
     assert docs and posted == docs
     store.close()
+
+
+def test_a_message_quoted_verbatim_ranks_above_tool_outputs_holding_its_words(
+    tmp_path: Path,
+) -> None:
+    """The known-item case of the agent runs: a query quoting a command finds the message
+    holding it, not the messages of a session that holds the same words all along (the
+    neighbours', window's and session's shares lift those)."""
+    from agentmem.recall import recall
+
+    command = 'bash {"command": "cd /testbed && python test_fix.py 2>&1"}'
+    words = ["python", "testbed", "fix", "test", "cd", "bash", "command", "py"]
+    store = SessionStore(tmp_path / "s.sqlite", durability="normal")
+    target = ""
+    for n in range(3):
+        sid = store.create(name=f"run {n}").id
+        if n == 1:
+            target = sid
+            messages = [f"unrelated step {i} of the plan" for i in range(20)]
+            messages[7] = command
+        else:  # every message holds the words, in another order, among others
+            messages = [
+                " ".join(words[i % 8 :] + words[: i % 8]) + f" output line {i} 2 1" * 3
+                for i in range(20)
+            ]
+        store.writer(sid).on_append([{"role": "user", "content": m} for m in messages])
+    hits = recall(store, command, 5)
+    assert (hits[0].session_id, hits[0].index) == (target, 7)
+    store.close()
+
+
+def test_a_search_reads_a_bounded_number_of_postings_when_every_message_matches(
+    tmp_path: Path,
+) -> None:
+    """Every message holds the query's words: the postings read by a search stay within
+    the budget (plus one block per word) as the store grows fourfold."""
+    from agentmem.recall import DEFAULT_RANKING, recall
+
+    read: dict[int, int] = {}
+    for size in (1_500, 6_000):
+        store = SessionStore(tmp_path / f"{size}.sqlite", durability="normal")
+        sid = store.create(name="all").id
+        store.writer(sid).on_append(
+            [
+                {"role": "user", "content": f"alpha beta gamma {'delta ' * (i % 5)}note {i}"}
+                for i in range(size)
+            ]
+        )
+        conn = store._conn
+        assert conn is not None
+        recall(store, "alpha gamma delta")  # indexes what is queued
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        hits = recall(store, "alpha gamma delta", 5, ranking=DEFAULT_RANKING)
+        conn.set_trace_callback(None)
+        assert len(hits) == 5
+        assert not any("recall_fts MATCH" in s for s in statements)
+        read[size] = sum(
+            int(s.rsplit("LIMIT", 1)[1]) for s in statements if "ORDER BY impact DESC" in s
+        )
+        store.close()
+    assert read[6_000] <= postings.BUDGET + 3 * 1024
+    assert read[6_000] <= 2 * read[1_500]
