@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,10 +35,15 @@ SKIP_LINE = (
 
 
 def _cluster_script() -> ModuleType:
+    """scripts/pg_test_cluster.py, imported once."""
+    name = "pg_test_cluster"
+    if name in sys.modules:
+        return sys.modules[name]
     path = WORKTREE / "scripts" / "pg_test_cluster.py"
-    spec = importlib.util.spec_from_file_location("pg_test_cluster", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up while being made
     spec.loader.exec_module(module)
     return module
 
