@@ -11,6 +11,8 @@ crash-restart) are in tests/test_pg_crash.py.
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,3 +282,49 @@ def test_text_postgresql_cannot_store_is_a_clear_error(backend: Backend) -> None
     with pytest.raises(InvalidArgumentError, match="NUL"):
         store.writer(sid).append_thread("t\x00", [{"role": "user", "content": "x"}])
     assert store.load(sid).threads == {}
+
+
+def test_two_hosts_creating_one_id_get_one_session_and_one_clear_error(
+    backend: Backend,
+) -> None:
+    """The other host's insert lands between this store's existence check and its own
+    insert: still "already exists" (InvalidArgumentError), never a raw constraint error."""
+    store = backend.open()
+    if backend.name == "sqlite":  # SQLite's write lock serialises the check and the insert
+        store.create(session_id="dup")
+        with pytest.raises(InvalidArgumentError, match="already exists"):
+            store.create(session_id="dup")
+        return
+    import psycopg
+
+    dsn = store._engine.database.dsn  # type: ignore[attr-defined]
+    other = psycopg.connect(dsn, options="-c search_path=agentmem")
+    other.execute(
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES ('dup', 1, 1)"
+    )  # not committed yet: this store's insert waits for it
+    errors: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            store.create(session_id="dup")
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=create)
+    worker.start()
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for _ in range(500):
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            ).fetchone()
+            if row and row[0]:
+                break
+            time.sleep(0.01)
+    other.commit()
+    other.close()
+    worker.join(30)
+    assert len(errors) == 1
+    assert isinstance(errors[0], InvalidArgumentError), repr(errors[0])
+    assert "already exists" in str(errors[0])
+    assert [info.id for info in store.list()] == ["dup"]

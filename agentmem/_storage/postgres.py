@@ -616,6 +616,13 @@ class AdvisoryLock:
         replacement.execute("BEGIN")
         return replacement
 
+    def __del__(self) -> None:
+        # A lock dropped without release() is released with its connection (as a file
+        # lock is when its file object goes), without psycopg's unclosed-connection warning.
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+
     def __repr__(self) -> str:
         state = "held" if self._conn is not None else "free"
         return f"<AdvisoryLock {self.namespace} {self.key!r} {state}>"
