@@ -37,6 +37,7 @@ class Backend:
     name: str
     open: Callable[..., SessionStore]
     raw: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+    dsn: str = ""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -64,7 +65,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
                 cur = conn.execute(sql.replace("?", "%s"), params)
                 return cur.fetchall() if cur.description else []
 
-        yield Backend("postgresql", lambda **kw: remember(SessionStore.postgres(dsn, **kw)), raw)
+        yield Backend(
+            "postgresql", lambda **kw: remember(SessionStore.postgres(dsn, **kw)), raw, dsn
+        )
     for store in stores:
         store.close()
 
@@ -297,7 +300,7 @@ def test_two_hosts_creating_one_id_get_one_session_and_one_clear_error(
         return
     import psycopg
 
-    dsn = store._engine.database.dsn  # type: ignore[attr-defined]
+    dsn = backend.dsn
     other = psycopg.connect(dsn, options="-c search_path=agentmem")
     other.execute(
         "INSERT INTO sessions (id, created_at, updated_at) VALUES ('dup', 1, 1)"
