@@ -331,3 +331,29 @@ def test_two_hosts_creating_one_id_get_one_session_and_one_clear_error(
     assert isinstance(errors[0], InvalidArgumentError), repr(errors[0])
     assert "already exists" in str(errors[0])
     assert [info.id for info in store.list()] == ["dup"]
+
+
+def test_threads_writing_their_own_sessions_through_one_store(backend: Backend) -> None:
+    store = backend.open()
+    sids = [store.create().id for _ in range(4)]
+    failures: list[BaseException] = []
+
+    def work(sid: str) -> None:
+        try:
+            with store.lock(sid):
+                history = MessageHistory(observer=store.writer(sid))
+                for i in range(25):
+                    history.append({"role": "user", "content": f"{sid} {i}"})
+                    store.list(limit=2)  # reads interleaved with the other threads' writes
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(sid,)) for sid in sids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failures == []
+    for sid in sids:
+        contents = [m["content"] for m in backend.open().load(sid).messages]
+        assert contents == [f"{sid} {i}" for i in range(25)]
