@@ -10,6 +10,7 @@ crash-restart) are in tests/test_pg_crash.py.
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import threading
 import time
@@ -357,3 +358,20 @@ def test_threads_writing_their_own_sessions_through_one_store(backend: Backend) 
     for sid in sids:
         contents = [m["content"] for m in backend.open().load(sid).messages]
         assert contents == [f"{sid} {i}" for i in range(25)]
+
+
+def test_a_lock_dropped_without_release_frees_the_session(backend: Backend) -> None:
+    """As a file lock does when its object is collected (a Session never closed)."""
+    store = backend.open()
+    sid = store.create().id
+    store.lock(sid)  # not kept
+    gc.collect()
+    other = backend.open()
+    # PostgreSQL releases it when the closed connection's backend exits, a moment later.
+    for _ in range(100):
+        try:
+            other.lock(sid).release()
+            return
+        except StoreLockedError:
+            time.sleep(0.05)
+    pytest.fail("the session stayed locked after its lock object was collected")

@@ -30,6 +30,7 @@ transactions as the messages.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -463,7 +464,9 @@ class PgEngine:
                 self._db.close()
             raise
         self._lock_namespace = f"agentmem.sessions/{self._db.schema or ''}"
-        self._held: dict[str, AdvisoryLock] = {}
+        # Weak: a lock dropped without release() is released when collected (its connection
+        # closes), as a file lock is; the registry must not keep it alive.
+        self._held: weakref.WeakValueDictionary[str, AdvisoryLock] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
         self._closed = False
 
