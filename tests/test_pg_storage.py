@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _pg_child import RACE_FORMAT, RACE_MIGRATIONS
@@ -397,3 +398,43 @@ def test_a_lock_lost_with_its_connection_is_taken_again_or_refused(
         write()
     assert _rows(db) == ["retaken"]
     rival.release()
+
+
+def test_a_failure_at_begin_gives_the_connection_back(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever fails at BEGIN (here an interrupt), the pooled connection goes back: with a
+    pool of one, the next call still gets it instead of waiting out the timeout."""
+    database = PgDatabase(pg_dsn, min_size=1, max_size=1, timeout=2.0)
+    real_execute = psycopg.Connection.execute
+    interrupts = [KeyboardInterrupt()]
+
+    def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if query == "BEGIN" and interrupts:
+            raise interrupts.pop()
+        return real_execute(self, query, *args, **kwargs)
+
+    try:
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        with pytest.raises(KeyboardInterrupt), database.transaction("first"):
+            pass
+        monkeypatch.undo()
+        with database.transaction("second") as cur:
+            assert cur.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        database.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"durability": "sometimes"},
+        {"max_size": 0},
+        {"min_size": 3, "max_size": 2},
+        {"timeout": 0},
+        {"schema": "bad; DROP"},
+    ],
+)
+def test_unusable_settings_are_configuration_errors(pg_dsn: str, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        PgDatabase(pg_dsn, **kwargs)

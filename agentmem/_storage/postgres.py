@@ -304,8 +304,11 @@ class PgDatabase:
         if schema is not None and not (schema.isidentifier() and schema.isascii()):
             raise ConfigurationError(f"schema must be a plain SQL identifier, got {schema!r}")
         if durability not in ("full", "normal"):
-            raise InvalidArgumentError(
-                f"durability must be one of full, normal; got {durability!r}"
+            raise ConfigurationError(f"durability must be one of full, normal; got {durability!r}")
+        if not (0 <= min_size <= max_size and max_size >= 1 and timeout > 0):
+            raise ConfigurationError(
+                "need 0 <= min_size <= max_size, max_size >= 1 and timeout > 0; got "
+                f"min_size={min_size!r}, max_size={max_size!r}, timeout={timeout!r}"
             )
         self._psycopg, pool_module = _modules()
         self.dsn = dsn
@@ -449,11 +452,11 @@ class PgDatabase:
         try:
             conn.execute(begin)
             return conn
-        except self._psycopg.OperationalError:
-            if not conn.broken and not conn.closed:
-                pool.putconn(conn)
+        except BaseException as exc:
+            pool.putconn(conn)  # a broken one is discarded, and another opened
+            dead = isinstance(exc, self._psycopg.OperationalError) and (conn.broken or conn.closed)
+            if not dead:
                 raise
-        pool.putconn(conn)  # broken: the pool discards it and opens another
         pool.check()  # the other idle connections died with it, most likely
         conn = pool.getconn(self._timeout)
         try:
