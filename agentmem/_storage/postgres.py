@@ -552,6 +552,23 @@ class AdvisoryLock:
             self._conn = self._try_lock()
             return self._conn is not None
 
+    def acquire(self) -> AdvisoryLock:
+        """Take the lock without waiting, or raise.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            StoreLockedError: another connection holds it.
+            StorageError: the server could not be reached.
+        """
+        if not self.try_acquire():
+            raise StoreLockedError(
+                f"{self.namespace} {self.key} is locked by another process or host "
+                f"(on {self._db.where})"
+            )
+        return self
+
     def release(self) -> None:
         """Unlock and close the connection (idempotent; never raises for a lost connection)."""
         with self._guard:
