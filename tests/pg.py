@@ -90,6 +90,8 @@ def pg_server() -> Iterator[PgServer]:
     if dsn:
         yield PgServer(dsn=dsn, data=_env_path("AGENTMEM_TEST_PG_DATA"))
         return
+    if not (WORKTREE / "scripts" / "pg_test_cluster.py").exists():  # an sdist without it
+        pytest.skip(SKIP_LINE)
     script = _cluster_script()
     if script.find_bin() is None:
         pytest.skip(SKIP_LINE)
