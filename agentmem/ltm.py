@@ -67,15 +67,8 @@ from typing import Any
 
 from agentmem._json import sanitize_text
 from agentmem._prompt_budget import block_budget, render_within
-from agentmem._storage.files import (
-    atomic_write_bytes,
-    check_inside,
-    make_dirs,
-    remove_stale_temps,
-    set_aside,
-)
+from agentmem._storage.documents import Documents, FileDocuments, MemoryDocuments
 from agentmem._storage.formats import check_format
-from agentmem._storage.locks import StoreLock
 from agentmem._validate import check_int, check_str, config_path
 from agentmem.errors import (
     AgentMemError,
@@ -92,6 +85,8 @@ logger = logging.getLogger("agentmem.storage")
 
 LTM_FORMAT = "agentmem.ltm"
 LTM_VERSION = 1
+LTM_KEY = "ltm"
+"""The key of the one document long-term memory is stored in."""
 KINDS = (
     "discoveries",
     "problem_solutions",
@@ -375,55 +370,58 @@ class LongTermMemory:
 
     def __init__(
         self,
-        path: str | os.PathLike[str] | None,
+        path: str | os.PathLike[str] | Documents | None,
         *,
         lock_path: str | os.PathLike[str] | None = None,
         scrubber: Callable[[str], str] | None = None,
         clock: Callable[[], float] = time.time,
         root: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.path = config_path("path", path) if path is not None else None
-        self._root = (
-            config_path("root", root)
-            if root is not None
-            else (self.path.parent if self.path else None)
-        )
-        if self.path is not None and lock_path is None:
-            lock_path = self.path.parent / "locks" / f"{self.path.name}.lock"
-        self._locked = StoreLock(
-            lock_path, what="long-term memory", timeout=LOCK_TIMEOUT, root=self._root
-        )
+        if isinstance(path, Documents):
+            self.path: Path | None = None
+            self._docs: Documents = path
+        elif path is None:
+            self.path = None
+            self._docs = MemoryDocuments()
+        else:
+            self.path = config_path("path", path)
+            top = config_path("root", root) if root is not None else self.path.parent
+            if lock_path is None:
+                lock_path = self.path.parent / "locks" / f"{self.path.name}.lock"
+            self._docs = FileDocuments(
+                self.path.parent,
+                root=top,
+                suffix=".json",
+                aliases={LTM_KEY: self.path.name},
+                lock_path=Path(lock_path),
+                lock_what="long-term memory",
+                timeout=LOCK_TIMEOUT,
+                name=lambda _key: f"long-term memory {self.path}",
+                inside="the memory root",
+            )
         self._scrub = scrubber
         self._clock = clock
         self._thread_lock = threading.RLock()
         self._doc = _Doc()
         self._raw: bytes | None = None
-        self.moved_aside: list[Path] = []
+        self.moved_aside: list[Path | str] = []
         self.problems: list[str] = []
-        if self.path is not None and self._root is not None:
-            remove_stale_temps(self.path.parent, root=self._root)
 
-    # ------------------------------------------------------------------ file cycle
+    @property
+    def documents(self) -> Documents:
+        """Where the one document ``ltm`` lives (files, memory or PostgreSQL)."""
+        return self._docs
 
-    def _checked_path(self) -> Path:
-        assert self.path is not None
-        assert self._root is not None
-        return check_inside(self._root, self.path, what="the memory root")
+    # ------------------------------------------------------------------ document cycle
 
     def _refresh(self) -> None:
-        """Bring the in-memory copy up to date with the file (parsed again only when it changed).
+        """Bring the in-memory copy up to date with the stored bytes (parsed again only when
+        they changed).
 
         The bytes are compared rather than the file's stat: an atomic replace can reuse an
         inode within one timestamp tick, and a stale read must never be merged into.
         """
-        if self.path is None:
-            return
-        try:
-            raw = self._checked_path().read_bytes()
-        except FileNotFoundError:
-            raw = None
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.path}: {exc.strerror}", path=self.path) from exc
+        raw = self._docs.read(LTM_KEY)
         if raw is not None and raw == self._raw:
             return
         self._doc = _Doc() if raw is None else self._parse(raw)
@@ -441,18 +439,11 @@ class LongTermMemory:
             reason = str(exc)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             reason = f"not valid JSON: {exc}"
-        if not self._locked.held:
-            # Only a lock holder may move the file: a reader that saw the bad bytes could
-            # otherwise move aside the good file a writer has just put in its place.
-            with self._locked():
-                try:
-                    now = self.path.read_bytes() if self.path is not None else None
-                except FileNotFoundError:
-                    return _Doc()
-                except OSError as exc:
-                    raise StorageError(
-                        f"cannot read {self.path}: {exc.strerror}", path=self.path
-                    ) from exc
+        if not self._docs.held:
+            # Only a lock holder may move the document: a reader that saw the bad bytes could
+            # otherwise set aside the good one a writer has just put in its place.
+            with self._docs.locked():
+                now = self._docs.read(LTM_KEY)
                 if now is None:
                     return _Doc()
                 if now != raw:
@@ -461,13 +452,15 @@ class LongTermMemory:
         return self._set_aside(reason)
 
     def _set_aside(self, reason: str) -> _Doc:
-        assert self.path is not None
-        moved, message = set_aside(
-            self.path, what=f"long-term memory {self.path}", reason=reason, logger=logger
+        moved, message = self._docs.set_aside(
+            LTM_KEY, what=f"long-term memory {self._where()}", reason=reason, logger=logger
         )
         self.moved_aside.append(moved)
         self.problems.append(message)
         return _Doc()
+
+    def _where(self) -> str:
+        return str(self.path) if self.path is not None else self._docs.describe(LTM_KEY)
 
     def _decode(self, data: Any) -> _Doc:
         doc = _Doc()
@@ -489,7 +482,7 @@ class LongTermMemory:
                 doc.add(LTMEntry.from_json(raw))
             except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 doc.unreadable.append(raw)
-                message = f"long-term memory {self.path}: entry kept unread ({exc!r})"
+                message = f"long-term memory {self._where()}: entry kept unread ({exc!r})"
                 if message not in self.problems:  # reported once, not on every re-read
                     logger.warning(message)
                     self.problems.append(message)
@@ -498,29 +491,21 @@ class LongTermMemory:
     def _change(self, apply: Callable[[_Doc], Any]) -> Any:
         """Lock -> re-read -> apply -> atomic replace; returns what ``apply`` returned.
 
-        ``apply`` changes a copy; the copy becomes the in-memory state only once it is
-        on disk, so a failed write (or a failed ``apply``) leaves memory as it was.
+        ``apply`` changes a copy; the copy becomes the in-memory state only once the
+        lock is released with the write done (for PostgreSQL: committed), so a failed
+        write (or a failed ``apply``) leaves memory as it was.
         """
-        with self._thread_lock, self._locked():
-            if self.path is None:
-                doc = self._doc.copy()
-                result = apply(doc)
-                self._doc = doc
-                return result
-            self._refresh()
-            doc = self._doc.copy()
-            result = apply(doc)
-            data = doc.encode()
-            assert self._root is not None
+        with self._thread_lock:
             try:
-                make_dirs(self._root, self.path.parent)
-                atomic_write_bytes(self.path, data, root=self._root)
-            except OSError as exc:
-                self._raw = None  # the file may have changed under us: re-read next time
-                raise StorageError(
-                    f"cannot write long-term memory {self.path}: {exc.strerror or exc}",
-                    path=self.path,
-                ) from exc
+                with self._docs.locked():
+                    self._refresh()
+                    doc = self._doc.copy()
+                    result = apply(doc)
+                    data = doc.encode()
+                    self._docs.write(LTM_KEY, data)
+            except StorageError:
+                self._raw = None  # the document may have changed under us: re-read next time
+                raise
             self._doc, self._raw = doc, data
             return result
 
@@ -685,7 +670,7 @@ class LongTermMemory:
             "oldest": min((e.first_seen for e in entries), default=None),
             "newest": max((e.last_confirmed for e in entries), default=None),
             "unreadable": len(self._doc.unreadable),
-            "path": str(self.path) if self.path is not None else None,
+            "path": self._stats_path(),
         }
 
     # ------------------------------------------------------------------ removing
@@ -769,6 +754,11 @@ class LongTermMemory:
     def __len__(self) -> int:
         return len(self._snapshot())
 
+    def _stats_path(self) -> str | None:
+        if self.path is not None:
+            return str(self.path)
+        return None if isinstance(self._docs, MemoryDocuments) else self._docs.location
+
     def __repr__(self) -> str:
-        where = str(self.path) if self.path is not None else "in memory"
+        where = str(self.path) if self.path is not None else self._docs.location
         return f"LongTermMemory({where})"

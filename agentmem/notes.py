@@ -55,7 +55,6 @@ import json
 import logging
 import os
 import re
-import stat
 import threading
 import time
 import unicodedata
@@ -64,16 +63,8 @@ from pathlib import Path
 from typing import Any
 
 from agentmem._json import sanitize_text
-from agentmem._storage.files import (
-    atomic_write_text,
-    check_inside,
-    file_in,
-    make_dirs,
-    remove_stale_temps,
-    set_aside,
-)
+from agentmem._storage.documents import Documents, FileDocuments, MemoryDocuments
 from agentmem._storage.formats import check_format
-from agentmem._storage.locks import StoreLock
 from agentmem._storage.problems import ProblemLog
 from agentmem._validate import check_int, check_str, config_path
 from agentmem.errors import (
@@ -184,40 +175,39 @@ class KeyValueStore:
 
     def __init__(
         self,
-        directory: str | os.PathLike[str] | None,
+        directory: str | os.PathLike[str] | Documents | None,
         *,
         scrubber: Callable[[str], str] | None = None,
         root: str | os.PathLike[str] | None = None,
+        progress: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.directory = config_path("directory", directory) if directory is not None else None
-        self._root = (
-            config_path("root", root)
-            if root is not None
-            else (self.directory.parent if self.directory else None)
-        )
         self._scrub = scrubber
-        self._memory: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
-        self._locked = StoreLock(
-            self._root / "locks" / "notes.lock" if self._root is not None else None, what="notes"
-        )
-        self.moved_aside: list[Path] = []
+        self._progress_docs: Documents | None = None
+        if isinstance(directory, Documents):
+            self.directory: Path | None = None
+            self._docs: Documents = directory
+            if progress is not None:  # the checkpoint stays a file under the local root
+                folder = config_path("progress", progress)
+                self._progress_docs = _note_files(folder, folder.parent)
+        elif directory is None:
+            self.directory = None
+            self._docs = MemoryDocuments()
+        else:
+            self.directory = config_path("directory", directory)
+            top = config_path("root", root) if root is not None else self.directory.parent
+            self._docs = self._progress_docs = _note_files(self.directory, top)
+        self.moved_aside: builtins.list[Path | str] = []
         self._problems = ProblemLog(logger)
-        self.problems: list[str] = self._problems.lines
-        if self.directory is not None and self._root is not None:
-            remove_stale_temps(self.directory, root=self._root)
+        self.problems: builtins.list[str] = self._problems.lines
 
-    # ------------------------------------------------------------------ paths
+    @property
+    def documents(self) -> Documents:
+        """Where the notes live (files, memory or PostgreSQL)."""
+        return self._docs
 
     def _where(self) -> Path:
         return self.directory if self.directory is not None else Path("memory")
-
-    def _path(self, key: str, name: str | None = None) -> Path:
-        """The file for ``key``, checked to sit directly in the notes directory."""
-        assert self.directory is not None
-        return file_in(
-            self.directory, name or key + _SUFFIX, self._root, key=key, what="the notes directory"
-        )
 
     # ------------------------------------------------------------------ operations
 
@@ -231,7 +221,7 @@ class KeyValueStore:
             UnsafePathError: the key is not a safe file name (see :func:`check_key`).
             InvalidArgumentError: ``content`` is not a string, or too long; or the key
                 holds a secret (:func:`~agentmem.scrub.refuse_secret_name`).
-            StorageError: the file could not be written.
+            StorageError: the note could not be written.
         """
         check_key(key, self._where())
         refuse_secret_name(self._scrub, key, "note key")
@@ -239,37 +229,23 @@ class KeyValueStore:
         if self._scrub is not None:
             content = sanitize_text(self._scrub(content))
         now = time.time()
-        with self._lock:
-            if self.directory is None:
-                created = self._memory.get(key, {}).get("created_at", now)
-                note = {"key": key, "content": content, "created_at": created, "updated_at": now}
-                self._memory[key] = note
-                return dict(note)
-            path = self._path(key)
-            with self._locked():
-                return self._write(key, path, content, now)
-
-    def _write(self, key: str, path: Path, content: str, now: float) -> dict[str, Any]:
-        assert self.directory is not None
-        try:
-            old = self._load(key, path)
-        except CorruptStoreError:
-            old = None  # moved aside and reported; the new note starts afresh
-        note = {
-            "key": key,
-            "content": content,
-            "created_at": old["created_at"] if old else now,
-            "updated_at": now,
-        }
-        document = {"format": NOTE_FORMAT, "version": NOTE_VERSION, **note}
-        assert self._root is not None
-        try:
-            make_dirs(self._root, self.directory)
-            atomic_write_text(
-                path, json.dumps(document, ensure_ascii=False) + "\n", root=self._root
-            )
-        except (OSError, UnicodeError) as exc:
-            raise StorageError(f"cannot write note {key!r}: {exc}", path=path) from exc
+        with self._lock, self._docs.locked():
+            try:
+                old = self._load(key)
+            except CorruptStoreError:
+                old = None  # set aside and reported; the new note starts afresh
+            note = {
+                "key": key,
+                "content": content,
+                "created_at": old["created_at"] if old else now,
+                "updated_at": now,
+            }
+            document = {"format": NOTE_FORMAT, "version": NOTE_VERSION, **note}
+            try:
+                data = (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8")
+            except UnicodeError as exc:  # not reached: the content was sanitised
+                raise StorageError(f"cannot write note {key!r}: {exc}") from exc
+            self._docs.write(key, data)
         return note
 
     def retrieve(self, key: str) -> str | None:
@@ -279,16 +255,13 @@ class KeyValueStore:
 
         Raises:
             UnsafePathError: the key is not a safe file name.
-            CorruptStoreError: the note file was unreadable (it was moved aside).
+            CorruptStoreError: the note was unreadable (it was set aside).
         """
         if isinstance(key, str) and key == PROGRESS_KEY:
             return self._progress()
         check_key(key, self._where())
         with self._lock:
-            if self.directory is None:
-                note = self._memory.get(key)
-                return note["content"] if note else None
-            found = self._load(key, self._path(key))
+            found = self._load(key)
             return found["content"] if found else None
 
     def delete(self, key: str) -> bool:
@@ -298,22 +271,10 @@ class KeyValueStore:
             UnsafePathError: the key is not a safe file name (or is reserved).
         """
         check_key(key, self._where())
-        with self._lock:
-            if self.directory is None:
-                return self._memory.pop(key, None) is not None
-            path = self._path(key)
-            try:
-                with self._locked():
-                    path.unlink()
-            except FileNotFoundError:
-                return False
-            except OSError as exc:
-                raise StorageError(
-                    f"cannot delete note {key!r}: {exc.strerror}", path=path
-                ) from exc
-            return True
+        with self._lock, self._docs.locked():
+            return self._docs.delete(key)
 
-    def list(self) -> list[str]:
+    def list(self) -> builtins.list[str]:
         """Every key, sorted (``session_progress`` included when the checkpoint exists).
 
         An entry named like a note that is not a regular file (a directory, a
@@ -321,44 +282,18 @@ class KeyValueStore:
 
         Raises:
             UnsafePathError: the notes directory is (behind) a symlink.
-            StorageError: the directory cannot be listed.
+            StorageError: the notes cannot be listed.
         """
         with self._lock:
-            if self.directory is None:
-                return sorted(self._memory)
-            keys = []
-            assert self._root is not None
-            check_inside(self._root, self.directory, what="the memory root")
-            try:
-                entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
-            except FileNotFoundError:
-                return []
-            except OSError as exc:
-                raise StorageError(
-                    f"cannot list notes: {exc.strerror}", path=self.directory
-                ) from exc
-            for entry in entries:
-                name = entry.name
-                if name == PROGRESS_FILE:
-                    key = PROGRESS_KEY
-                elif name.endswith(_SUFFIX):
-                    try:
-                        key = check_key(name[: -len(_SUFFIX)])
-                    except UnsafePathError:
-                        continue  # not a note (a file someone else put here)
-                else:
-                    continue
-                try:
-                    mode = entry.stat(follow_symlinks=False).st_mode
-                except OSError:
-                    continue  # removed since the listing
-                if not stat.S_ISREG(mode):
-                    kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
-                    self._problems.report(
-                        f"note file {self.directory / name} skipped: {kind}; it was left in place"
-                    )
-                    continue
-                keys.append(key)
+            listing = self._docs.list()
+            keys = [doc.key for doc in listing.found]
+            skipped = builtins.list(listing.skipped)
+            if self._progress_docs is not None and self._progress_docs is not self._docs:
+                local = self._progress_docs.list()
+                keys += [doc.key for doc in local.found if doc.key == PROGRESS_KEY]
+                skipped += [line for line in local.skipped if PROGRESS_FILE in line]
+            for line in skipped:
+                self._problems.report(line)
             return sorted(keys)
 
     def search(self, query: str, *, limit: int = 20, include_internal: bool = True) -> NoteHits:
@@ -415,43 +350,29 @@ class KeyValueStore:
         hits.sort(key=lambda h: (-h[0], h[1]))
         return NoteHits(({"key": k, "score": s, "preview": p} for s, k, p in hits[:limit]), skipped)
 
-    # ------------------------------------------------------------------ files
+    # ------------------------------------------------------------------ documents
 
     def _progress(self) -> str | None:
-        if self.directory is None:
+        if self._progress_docs is None:
             return None
-        path = self._path(PROGRESS_KEY, PROGRESS_FILE)
-        try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot read {path}: {exc.strerror}", path=path) from exc
+        data = self._progress_docs.read(PROGRESS_KEY)
+        return data.decode("utf-8", errors="replace") if data is not None else None
 
-    def _load(self, key: str, path: Path) -> dict[str, Any] | None:
-        raw = self._read(key, path)
+    def _load(self, key: str) -> dict[str, Any] | None:
+        raw = self._docs.read(key)
         if raw is None:
             return None
         note, reason = self._decode(key, raw)
         if note is not None:
             return note
-        if not self._locked.held and self._locked.path is not None:
-            # Only a lock holder moves a file aside, after checking (by loading it again
+        if not self._docs.held:
+            # Only a lock holder sets a note aside, after checking (by loading it again
             # under the lock) that it still holds the bad bytes: a writer may have replaced
             # it with a good note since it was read.
-            with self._locked():
-                return self._load(key, path)
-        self._set_aside(key, path, reason)
+            with self._docs.locked():
+                return self._load(key)
+        self._set_aside(key, reason)
         return None  # not reached: _set_aside raises
-
-    @staticmethod
-    def _read(key: str, path: Path) -> bytes | None:
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot read note {key!r}: {exc.strerror}", path=path) from exc
 
     @staticmethod
     def _decode(key: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
@@ -475,13 +396,33 @@ class KeyValueStore:
         except (AgentMemError, ValueError, TypeError, RecursionError) as exc:
             return None, str(exc)
 
-    def _set_aside(self, key: str, path: Path, reason: str) -> None:
-        moved, message = set_aside(
-            path, what=f"note {key!r} ({path})", reason=reason, logger=logger
+    def _set_aside(self, key: str, reason: str) -> None:
+        where = self._docs.describe(key)
+        moved, message = self._docs.set_aside(
+            key, what=f"note {key!r} ({where})", reason=reason, logger=logger
         )
         self.moved_aside.append(moved)
-        raise CorruptStoreError(message, path=path, moved_to=moved)
+        raise CorruptStoreError(
+            message,
+            path=where if isinstance(moved, Path) else None,
+            moved_to=moved if isinstance(moved, Path) else None,
+        )
 
     def __repr__(self) -> str:
-        where = str(self.directory) if self.directory is not None else "in memory"
-        return f"KeyValueStore({where})"
+        return f"KeyValueStore({self._docs.location})"
+
+
+def _note_files(directory: Path, root: Path) -> FileDocuments:
+    """The notes as files: ``<directory>/<key>.json``, locked by ``<root>/locks/notes.lock``."""
+    return FileDocuments(
+        directory,
+        root=root,
+        suffix=_SUFFIX,
+        aliases={PROGRESS_KEY: PROGRESS_FILE},
+        key_of=lambda name: check_key(name[: -len(_SUFFIX)]),
+        lock_path=root / "locks" / "notes.lock",
+        lock_what="notes",
+        name=lambda key: f"note {key!r}",
+        inside="the notes directory",
+        entry="note file",
+    )
