@@ -67,6 +67,7 @@ from typing import Any
 
 from agentmem._json import sanitize_text
 from agentmem._prompt_budget import block_budget, render_within
+from agentmem._storage.backend import ltm_files
 from agentmem._storage.documents import Documents, FileDocuments, MemoryDocuments
 from agentmem._storage.formats import check_format
 from agentmem._validate import check_int, check_str, config_path
@@ -378,27 +379,20 @@ class LongTermMemory:
         root: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(path, Documents):
-            self.path: Path | None = None
             self._docs: Documents = path
         elif path is None:
-            self.path = None
             self._docs = MemoryDocuments()
         else:
-            self.path = config_path("path", path)
-            top = config_path("root", root) if root is not None else self.path.parent
-            if lock_path is None:
-                lock_path = self.path.parent / "locks" / f"{self.path.name}.lock"
-            self._docs = FileDocuments(
-                self.path.parent,
-                root=top,
-                suffix=".json",
-                aliases={LTM_KEY: self.path.name},
-                lock_path=Path(lock_path),
-                lock_what="long-term memory",
+            file = config_path("path", path)
+            self._docs = ltm_files(
+                file,
+                root=config_path("root", root) if root is not None else None,
+                lock_path=Path(lock_path) if lock_path is not None else None,
                 timeout=LOCK_TIMEOUT,
-                name=lambda _key: f"long-term memory {self.path}",
-                inside="the memory root",
             )
+        self.path: Path | None = (
+            self._docs.file_path(LTM_KEY) if isinstance(self._docs, FileDocuments) else None
+        )
         self._scrub = scrubber
         self._clock = clock
         self._thread_lock = threading.RLock()

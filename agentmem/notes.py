@@ -57,14 +57,15 @@ import os
 import re
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from agentmem._json import sanitize_text
+from agentmem._storage.backend import note_files, progress_files
 from agentmem._storage.documents import Documents, FileDocuments, MemoryDocuments
 from agentmem._storage.formats import check_format
+from agentmem._storage.keys import MAX_KEY_CHARS, PROGRESS_KEY, check_key
 from agentmem._storage.problems import ProblemLog
 from agentmem._validate import check_int, check_str, config_path
 from agentmem.errors import (
@@ -90,55 +91,7 @@ logger = logging.getLogger("agentmem.storage")
 
 NOTE_FORMAT = "agentmem.note"
 NOTE_VERSION = 1
-MAX_KEY_CHARS = 128
-MAX_KEY_BYTES = 200
 MAX_CONTENT_CHARS = 1_000_000
-PROGRESS_KEY = "session_progress"
-PROGRESS_FILE = "session_progress.md"
-_SUFFIX = ".json"
-_WINDOWS_DEVICES = re.compile(r"(?i)^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$)$")
-
-
-def check_key(
-    key: object, directory: str | os.PathLike[str] = "memory", *, what: str = "note key"
-) -> str:
-    """Return ``key`` when it is a safe note key, else raise :class:`UnsafePathError`.
-
-    The same rule names the memory updater's topic files
-    (:mod:`agentmem.topics`), which pass ``what="topic"``.
-
-    Args:
-        key: The key to check.
-        directory: The notes directory (named in the error).
-        what: What the key names, for the error message.
-    """
-
-    def refuse(reason: str) -> UnsafePathError:
-        return UnsafePathError(str(key), Path(directory), f"{what} {reason}")
-
-    if not isinstance(key, str):
-        raise refuse(f"must be a string, got {type(key).__name__}")
-    if not key:
-        raise refuse("is empty")
-    if len(key) > MAX_KEY_CHARS or len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
-        raise refuse(f"is longer than {MAX_KEY_CHARS} characters / {MAX_KEY_BYTES} bytes")
-    for char in key:
-        if char in "/\\" or char == os.sep or (os.altsep and char == os.altsep):
-            raise refuse("contains a path separator")
-        if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") or char == "\x00":
-            raise refuse(f"contains a control character {char!r}")
-        if char == ":":
-            raise refuse("contains ':' (drive letters and streams are refused)")
-    if ".." in key:
-        raise refuse("contains '..'")
-    if key[0] in ".~" or key[-1] in ". ":
-        raise refuse("starts with '.' or '~', or ends with '.' or a space")
-    if os.path.isabs(key):
-        raise refuse("is an absolute path")
-    stem = key.split(".")[0].strip()
-    if _WINDOWS_DEVICES.match(stem) or key.casefold() == PROGRESS_KEY:
-        raise refuse("is a reserved name")
-    return key
 
 
 class NoteHits(builtins.list[dict[str, Any]]):
@@ -185,18 +138,20 @@ class KeyValueStore:
         self._lock = threading.RLock()
         self._progress_docs: Documents | None = None
         if isinstance(directory, Documents):
-            self.directory: Path | None = None
             self._docs: Documents = directory
-            if progress is not None:  # the checkpoint stays a file under the local root
-                folder = config_path("progress", progress)
-                self._progress_docs = _note_files(folder, folder.parent)
         elif directory is None:
-            self.directory = None
             self._docs = MemoryDocuments()
         else:
-            self.directory = config_path("directory", directory)
-            top = config_path("root", root) if root is not None else self.directory.parent
-            self._docs = self._progress_docs = _note_files(self.directory, top)
+            folder = config_path("directory", directory)
+            top = config_path("root", root) if root is not None else folder.parent
+            self._docs = note_files(folder, top)
+            self._progress_docs = progress_files(folder, top)
+        self.directory: Path | None = (
+            self._docs.directory if isinstance(self._docs, FileDocuments) else None
+        )
+        if progress is not None:  # the checkpoint stays a file under the local root
+            folder = config_path("progress", progress)
+            self._progress_docs = progress_files(folder, folder.parent)
         self.moved_aside: builtins.list[Path | str] = []
         self._problems = ProblemLog(logger)
         self.problems: builtins.list[str] = self._problems.lines
@@ -288,10 +243,10 @@ class KeyValueStore:
             listing = self._docs.list()
             keys = [doc.key for doc in listing.found]
             skipped = builtins.list(listing.skipped)
-            if self._progress_docs is not None and self._progress_docs is not self._docs:
+            if self._progress_docs is not None:
                 local = self._progress_docs.list()
-                keys += [doc.key for doc in local.found if doc.key == PROGRESS_KEY]
-                skipped += [line for line in local.skipped if PROGRESS_FILE in line]
+                keys += [doc.key for doc in local.found]
+                skipped += local.skipped
             for line in skipped:
                 self._problems.report(line)
             return sorted(keys)
@@ -410,19 +365,3 @@ class KeyValueStore:
 
     def __repr__(self) -> str:
         return f"KeyValueStore({self._docs.location})"
-
-
-def _note_files(directory: Path, root: Path) -> FileDocuments:
-    """The notes as files: ``<directory>/<key>.json``, locked by ``<root>/locks/notes.lock``."""
-    return FileDocuments(
-        directory,
-        root=root,
-        suffix=_SUFFIX,
-        aliases={PROGRESS_KEY: PROGRESS_FILE},
-        key_of=lambda name: check_key(name[: -len(_SUFFIX)]),
-        lock_path=root / "locks" / "notes.lock",
-        lock_what="notes",
-        name=lambda key: f"note {key!r}",
-        inside="the notes directory",
-        entry="note file",
-    )

@@ -66,11 +66,12 @@ from pathlib import Path
 
 from agentmem._json import sanitize_text
 from agentmem._prompt_budget import block_budget, render_within
+from agentmem._storage.backend import topic_files
 from agentmem._storage.documents import Documents, FileDocuments, MemoryDocuments
+from agentmem._storage.keys import TOPICS_DIR, check_topic
 from agentmem._storage.problems import ProblemLog
 from agentmem._validate import check_str, config_path
 from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
-from agentmem.notes import check_key
 from agentmem.protocols import TokenCounter
 from agentmem.scrub import refuse_secret_name
 from agentmem.tokens import HeuristicCounter
@@ -88,8 +89,6 @@ __all__ = [
     "check_topic",
 ]
 
-TOPICS_DIR = "memories"
-SUFFIX = ".md"
 DEFAULT_MAX_TOKENS_PER_FILE = 4000
 """Largest topic file, in tokens, unless the Memory is told otherwise."""
 MIN_TOKENS_PER_FILE = 64
@@ -97,18 +96,6 @@ MIN_TOKENS_PER_FILE = 64
 _ANY = object()  # write whatever the topic holds now
 TRUNCATION_MARKER = "\n[... truncated by agentmem: topic files are limited to {limit} tokens ...]\n"
 """Appended to content that was cut to the per-file limit (``{limit}`` is filled in)."""
-
-
-def check_topic(topic: object, directory: str | os.PathLike[str] = TOPICS_DIR) -> str:
-    """The topic name (a trailing ``.md`` removed) when it is safe, else :class:`UnsafePathError`.
-
-    Args:
-        topic: The name to check.
-        directory: The topics directory, named in the error.
-    """
-    if isinstance(topic, str) and topic.lower().endswith(SUFFIX) and len(topic) > len(SUFFIX):
-        topic = topic[: -len(SUFFIX)]
-    return check_key(topic, directory, what="topic")
 
 
 @dataclass(frozen=True)
@@ -212,26 +199,17 @@ class TopicStore:
                 f"got {max_tokens_per_file!r}"
             )
         if isinstance(directory, Documents):
-            self.directory: Path | None = None
             self._docs: Documents = directory
         elif directory is None:
-            self.directory = None
             self._docs = MemoryDocuments()
         else:
-            self.directory = config_path("directory", directory)
-            top = config_path("root", root) if root is not None else self.directory.parent
-            self._docs = FileDocuments(
-                self.directory,
-                root=top,
-                suffix=SUFFIX,
-                key_of=check_topic,
-                lock_path=top / "locks" / "memories.lock",
-                lock_what="topic files",
-                name=lambda topic: f"topic {topic!r}",
-                inside="the topics directory",
-                entry="topic file",
-                report_unsafe=True,
+            folder = config_path("directory", directory)
+            self._docs = topic_files(
+                folder, config_path("root", root) if root is not None else None
             )
+        self.directory: Path | None = (
+            self._docs.directory if isinstance(self._docs, FileDocuments) else None
+        )
         self._scrub = scrubber
         self.token_counter: TokenCounter = token_counter or HeuristicCounter()
         self.max_tokens_per_file = max_tokens_per_file

@@ -299,7 +299,8 @@ class FileDocuments(Documents):
     Args:
         directory: Where the files are.
         root: The memory root nothing may leave.
-        suffix: The file name of a key is ``<key><suffix>``.
+        suffix: The file name of a key is ``<key><suffix>``; ``None``: only the
+            ``aliases`` are documents.
         lock_path: The lock file (under ``<root>/locks/``).
         lock_what: What the lock protects, for its errors ("long-term memory").
         name: How to name a key in errors (``lambda key: f"note {key!r}"``).
@@ -318,7 +319,7 @@ class FileDocuments(Documents):
         directory: Path,
         *,
         root: Path,
-        suffix: str,
+        suffix: str | None,
         lock_path: Path,
         lock_what: str,
         name: Callable[[str], str],
@@ -335,7 +336,7 @@ class FileDocuments(Documents):
         self._suffix = suffix
         self._name = name
         self._inside = inside
-        self._key_of = key_of or (lambda file_name: file_name[: len(file_name) - len(suffix)])
+        self._key_of = key_of or (lambda file_name: file_name[: len(file_name) - len(suffix or "")])
         self._aliases = dict(aliases or {})
         self._alias_keys = {file_name: key for key, file_name in self._aliases.items()}
         self._entry = entry
@@ -344,17 +345,25 @@ class FileDocuments(Documents):
         self._owner = _ThreadOwner()
         remove_stale_temps(directory, root=root)
 
+    def file_path(self, key: str) -> Path:
+        """Where the file of ``key`` is (unchecked: for messages and attributes)."""
+        if key in self._aliases:
+            return self.directory / self._aliases[key]
+        if self._suffix is None:
+            raise UnsafePathError(key, self.directory, f"not a document of {self.location}")
+        return self.directory / (key + self._suffix)
+
     def path(self, key: str) -> Path:
         """The file of ``key``, checked (see the class docstring).
 
         Raises:
             UnsafePathError: it leaves ``directory`` or passes through a symlink.
         """
-        file_name = self._aliases.get(key, key + self._suffix)
+        file_name = self.file_path(key).name
         return file_in(self.directory, file_name, self.root, key=key, what=self._inside)
 
     def describe(self, key: str) -> str:
-        return str(self.directory / self._aliases.get(key, key + self._suffix))
+        return str(self.file_path(key))
 
     def read(self, key: str) -> bytes | None:
         path = self.path(key)
@@ -387,7 +396,11 @@ class FileDocuments(Documents):
 
             if item.name in self._alias_keys:
                 key = self._alias_keys[item.name]
-            elif item.name.endswith(self._suffix) and len(item.name) > len(self._suffix):
+            elif (
+                self._suffix is not None
+                and item.name.endswith(self._suffix)
+                and len(item.name) > len(self._suffix)
+            ):
                 try:
                     key = self._key_of(item.name)
                 except UnsafePathError as exc:
