@@ -7,6 +7,7 @@ from typing import Any
 
 import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
 import pytest
+from pg import pg_cluster, pg_dsn, pg_server  # noqa: F401  (PostgreSQL fixtures: tests/pg.py)
 
 
 class NetworkAccessError(AssertionError):
