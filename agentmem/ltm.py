@@ -75,7 +75,6 @@ from agentmem.errors import (
     AgentMemError,
     FormatVersionError,
     InvalidArgumentError,
-    StorageError,
 )
 from agentmem.protocols import TokenCounter
 from agentmem.tokens import HeuristicCounter
@@ -497,8 +496,10 @@ class LongTermMemory:
                     result = apply(doc)
                     data = doc.encode()
                     self._docs.write(LTM_KEY, data)
-            except StorageError:
-                self._raw = None  # the document may have changed under us: re-read next time
+            except BaseException:
+                # The document may have changed under us (or, in PostgreSQL, a set-aside
+                # made in this cycle was rolled back with it): read it again next time.
+                self._raw = None
                 raise
             self._doc, self._raw = doc, data
             return result

@@ -185,10 +185,7 @@ class KeyValueStore:
             content = sanitize_text(self._scrub(content))
         now = time.time()
         with self._lock, self._docs.locked():
-            try:
-                old = self._load(key)
-            except CorruptStoreError:
-                old = None  # set aside and reported; the new note starts afresh
+            old, _ = self._try_load(key)  # an unreadable one is set aside and reported
             note = {
                 "key": key,
                 "content": content,
@@ -314,20 +311,28 @@ class KeyValueStore:
         return data.decode("utf-8", errors="replace") if data is not None else None
 
     def _load(self, key: str) -> dict[str, Any] | None:
+        """The note under ``key``, or ``None``; an unreadable one is set aside and raises
+        :class:`CorruptStoreError` (once the lock is released: on PostgreSQL the set-aside
+        is committed with it)."""
+        note, aside = self._try_load(key)
+        if aside is not None:
+            raise aside
+        return note
+
+    def _try_load(self, key: str) -> tuple[dict[str, Any] | None, CorruptStoreError | None]:
         raw = self._docs.read(key)
         if raw is None:
-            return None
+            return None, None
         note, reason = self._decode(key, raw)
         if note is not None:
-            return note
+            return note, None
         if not self._docs.held:
             # Only a lock holder sets a note aside, after checking (by loading it again
             # under the lock) that it still holds the bad bytes: a writer may have replaced
             # it with a good note since it was read.
             with self._docs.locked():
-                return self._load(key)
-        self._set_aside(key, reason)
-        return None  # not reached: _set_aside raises
+                return self._try_load(key)
+        return None, self._set_aside(key, reason)
 
     @staticmethod
     def _decode(key: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
@@ -351,13 +356,14 @@ class KeyValueStore:
         except (AgentMemError, ValueError, TypeError, RecursionError) as exc:
             return None, str(exc)
 
-    def _set_aside(self, key: str, reason: str) -> None:
+    def _set_aside(self, key: str, reason: str) -> CorruptStoreError:
+        """Set the note aside; the error that reports it (raised by the caller)."""
         where = self._docs.describe(key)
         moved, message = self._docs.set_aside(
             key, what=f"note {key!r} ({where})", reason=reason, logger=logger
         )
         self.moved_aside.append(moved)
-        raise CorruptStoreError(
+        return CorruptStoreError(
             message,
             path=where if isinstance(moved, Path) else None,
             moved_to=moved if isinstance(moved, Path) else None,

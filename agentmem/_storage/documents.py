@@ -70,6 +70,7 @@ __all__ = [
     "Listing",
     "MemoryDocuments",
     "SetAside",
+    "ThreadOwner",
 ]
 
 
@@ -196,7 +197,7 @@ class Documents(ABC):
             raise RuntimeError(f"{self.location}: {action} outside locked() (a bug in agentmem)")
 
 
-class _ThreadOwner:
+class ThreadOwner:
     """The thread that holds a store's lock: re-entrant for it, exclusive for the others."""
 
     def __init__(self) -> None:
@@ -238,7 +239,7 @@ class MemoryDocuments(Documents):
         self._docs: dict[str, tuple[bytes, float]] = {}
         self.aside: dict[str, bytes] = {}
         self._clock = clock
-        self._owner = _ThreadOwner()
+        self._owner = ThreadOwner()
 
     def read(self, key: str) -> bytes | None:
         found = self._docs.get(key)
@@ -342,7 +343,7 @@ class FileDocuments(Documents):
         self._entry = entry
         self._report_unsafe = report_unsafe
         self.lock = StoreLock(lock_path, what=lock_what, timeout=timeout, root=root)
-        self._owner = _ThreadOwner()
+        self._owner = ThreadOwner()
         remove_stale_temps(directory, root=root)
 
     def file_path(self, key: str) -> Path:
