@@ -103,7 +103,6 @@ from agentmem.topics import TopicStore
 __all__ = ["Memory", "Session", "Usage"]
 
 
-
 class Memory:
     """One project's memory: its sessions, long-term memory and notes.
 
@@ -145,8 +144,8 @@ class Memory:
             ``"embedded"``/``"sqlite"`` (the files under ``root``), or a
             ``"postgresql://user@host:port/db"`` DSN (needs the ``postgres``
             extra). Sessions, the recall index, snapshots and the trim
-            checkpoint stay under ``root`` on every backend for now. Ignored
-            when ``incognito``.
+            checkpoint stay under ``root`` on every backend for now. Checked,
+            then unused, when ``incognito``.
 
     Attributes:
         ltm: :class:`~agentmem.ltm.LongTermMemory` in ``<root>/ltm.json``.
@@ -222,6 +221,7 @@ class Memory:
         self.reporter = reporter
         self._context = context_settings(context)
         self._backend: Backend | None = None
+        chosen = open_backend(self.root, backend)  # ConfigurationError before any write
         if incognito:
             self.sessions = SessionStore(None, durability=durability, reporter=reporter)
             self.ltm = LongTermMemory(None, scrubber=scrubber)
@@ -233,7 +233,6 @@ class Memory:
                 max_tokens_per_file=self.memory_update.max_tokens_per_file,
             )
         else:
-            chosen = open_backend(self.root, backend)  # ConfigurationError before any write
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

@@ -54,7 +54,9 @@ def _file_documents(root: Path, namespace: str) -> Documents:
 
 
 @pytest.fixture(params=["files", "memory", "postgresql"])
-def make_docs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], Documents]]:
+def make_docs(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[str], Documents]]:
     """A factory of Documents by namespace, on one backend (the same storage per call)."""
     if request.param == "files":
         yield lambda namespace: _file_documents(tmp_path / "root", namespace)
