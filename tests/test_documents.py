@@ -214,9 +214,11 @@ def test_postgres_lock_times_out_as_store_locked(pg_dsn: str) -> None:
     waiter = PgDocumentStore(pg_uri(pg_dsn), lock_timeout=0.2)
     try:
         with holder.documents("ltm").locked():
-            with pytest.raises(StoreLockedError, match="locked by another process"):
-                with waiter.documents("ltm").locked():
-                    pass
+            with (
+                pytest.raises(StoreLockedError, match="locked by another process"),
+                waiter.documents("ltm").locked(),
+            ):
+                pass
             with waiter.documents("notes").locked():  # another namespace: its own lock
                 pass
     finally:
