@@ -15,39 +15,51 @@ of the stored and the new confidence), and merges the example paths. The id
 is derived from the kind and the normalised text, so two processes adding
 the same fact at once make the same id.
 
-**Many writers, nothing lost.** Every change is lock -> re-read -> apply
--> atomic replace: :func:`~agentmem._storage.locks.held_lock` on ``locks/ltm.json.lock``
-under the root, the file re-read under it, the change applied to what is
-on disk (not to a stale copy), and the result written with
-:func:`~agentmem._storage.files.atomic_write_text`. Reads re-read the file
-and parse it again when its bytes changed.
+**Where it lives.** The bytes of the one document ``ltm`` go through a
+:class:`~agentmem._storage.documents.Documents` (the store never touches a
+file or a connection itself): ``LongTermMemory(path)`` is the file
+``ltm.json`` (:func:`~agentmem._storage.backend.ltm_files`),
+``LongTermMemory(None)`` (incognito) keeps it in this object only, and
+``LongTermMemory(documents)`` takes any implementation, such as a row in
+PostgreSQL (:mod:`agentmem._storage.pg_documents`, what
+``Memory(backend="postgresql://...")`` passes).
 
-**Persistence rules** (DESIGN section 8): the file carries
+**Many writers, nothing lost.** Every change is lock -> re-read -> apply
+-> atomic write: :meth:`Documents.locked` (for the file, a ``filelock`` on
+``locks/ltm.json.lock`` under the root; in PostgreSQL, a transaction holding
+an advisory lock), the document re-read under it, the change applied to
+what is stored (not to a stale copy), and the result written atomically
+(for the file :func:`~agentmem._storage.files.atomic_write_bytes`; in
+PostgreSQL committed with the transaction). Reads re-read the document and
+parse it again when its bytes changed.
+
+**Persistence rules** (DESIGN section 8): the document carries
 ``{"format": "agentmem.ltm", "version": 1}``; an older CLIO-style file
 (``{"patterns": {...}, "metadata": {...}}``) is read and converted on the
-next write; a file that cannot be parsed is moved aside
-(:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
-and listed in :attr:`LongTermMemory.moved_aside`; single entries that cannot
-be read are kept verbatim under ``"unreadable"`` and written back unchanged.
-A file from a newer agentmem raises :class:`~agentmem.errors.FormatVersionError`
-and is never written; a file whose version is malformed (missing, ``0``,
-negative, ``"1"``, ``1.0``, ``true``) is unreadable: moved aside and reported
-like any other. Temp files a killed writer left beside ``ltm.json`` are
-removed on open (:func:`~agentmem._storage.files.remove_stale_temps`).
+next write; a document that cannot be parsed is set aside
+(:meth:`Documents.set_aside`: the file renamed ``ltm.json.corrupt-<ts>``, a
+PostgreSQL body moved to ``agentmem_set_aside``), logged on
+``agentmem.storage`` and listed in :attr:`LongTermMemory.moved_aside`;
+single entries that cannot be read are kept verbatim under ``"unreadable"``
+and written back unchanged. A document from a newer agentmem raises
+:class:`~agentmem.errors.FormatVersionError` and is never written; a
+document whose version is malformed (missing, ``0``, negative, ``"1"``,
+``1.0``, ``true``) is unreadable: set aside and reported like any other.
+Temp files a killed writer left beside ``ltm.json`` are removed on open
+(:func:`~agentmem._storage.files.remove_stale_temps`).
 
 **A failed write changes nothing.** A change is applied to a copy of the
-decoded file; the copy replaces the in-memory state only after the atomic
-replace succeeded, so an error (a full disk, a symlink refused) leaves
-memory equal to the file. Lone surrogates in texts are replaced with
-U+FFFD (:func:`agentmem._json.sanitize_text`, the rule messages follow), so
-any string can be stored. Nothing is read or written through a symlink under
+decoded document; the copy replaces the in-memory state only after the
+write succeeded (and, in PostgreSQL, committed), so an error (a full disk,
+a symlink refused, a lost connection) leaves memory equal to what is
+stored. Lone surrogates in texts are replaced with U+FFFD
+(:func:`agentmem._json.sanitize_text`, the rule messages follow), so any
+string can be stored. Nothing is read or written through a symlink under
 the root (:func:`~agentmem._storage.files.check_inside`).
 
 **In the system prompt** a session puts :meth:`LongTermMemory.prompt_block`:
 the entries most worth knowing, under a token cap (the one renderer and
 budget rule of :mod:`agentmem._prompt_budget`).
-
-With ``path=None`` (incognito) everything lives in memory only.
 """
 
 from __future__ import annotations
@@ -348,11 +360,12 @@ def _prompt_line(entry: LTMEntry) -> str:
 
 
 class LongTermMemory:
-    """Project knowledge in ``ltm.json``, safe for many concurrent writers.
+    """Project knowledge in ``ltm.json`` (or any Documents), safe for many concurrent writers.
 
     Args:
-        path: The ``ltm.json`` file, or ``None`` to keep everything in memory
-            (incognito).
+        path: The ``ltm.json`` file, ``None`` to keep everything in memory
+            (incognito), or a :class:`~agentmem._storage.documents.Documents`
+            holding the document ``ltm`` (then ``lock_path`` and ``root`` are unused).
         lock_path: The lock file (default ``<path's dir>/locks/ltm.json.lock``).
         root: The memory root nothing is written outside of, through no symlink
             (default: ``path``'s directory).
@@ -364,7 +377,9 @@ class LongTermMemory:
         ConfigurationError: ``path`` or ``root`` is not a usable path.
 
     Attributes:
-        moved_aside: Files that could not be parsed and were moved aside.
+        path: The ``ltm.json`` file, or ``None`` when not stored in a file.
+        moved_aside: Where unreadable documents were set aside: a path for a
+            file (``ltm.json.corrupt-<ts>``), a description otherwise.
         problems: Human-readable reports of what could not be read.
     """
 

@@ -1,11 +1,14 @@
-"""KeyValueStore: the agent's notes, one file per key in ``memory/<key>.json``.
+"""KeyValueStore: the agent's notes, one document per key (``memory/<key>.json``).
 
-A note is a key and a text. Each note is its own file,
+A note is a key and a text. Each note is its own document,
 ``{"format": "agentmem.note", "version": 1, "key", "content", "created_at",
-"updated_at"}``, written with
-:func:`~agentmem._storage.files.atomic_write_text`, so a crash leaves the
-old note or the new one, and two writers of different keys never touch the
-same file (two writers of one key: the last one wins, whole).
+"updated_at"}``, kept through a :class:`~agentmem._storage.documents.Documents`:
+``KeyValueStore(directory)`` is one file per key in ``directory``
+(:func:`~agentmem._storage.backend.note_files`, written atomically, so a crash
+leaves the old note or the new one), ``KeyValueStore(None)`` (incognito) keeps
+them in this object, and ``KeyValueStore(documents)`` any implementation, such
+as rows in PostgreSQL. Writers of different keys never lose each other's
+notes; two writers of one key: the last one wins, whole.
 
 **Keys cannot escape.** A key names a file, so :func:`check_key` refuses,
 with :class:`~agentmem.errors.UnsafePathError`: path separators (``/``,
@@ -21,12 +24,15 @@ symlinked ``memory/``, ``locks/`` or note file raises
 read or written.
 
 ``memory/session_progress.md``, the checkpoint a session writes before each
-trim, reads as the note ``session_progress`` (read-only).
+trim, reads as the note ``session_progress`` (read-only); it stays a local
+file on every backend (``progress=`` names its directory).
 
-Writes and deletes hold ``<root>/locks/notes.lock``; a note file that
-cannot be parsed is moved aside only under that lock, after checking it
-still holds the bytes that failed (a writer may have just replaced it). It
-is moved aside (:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
+Writes and deletes hold the store's lock (``<root>/locks/notes.lock``; in
+PostgreSQL an advisory lock in the write's transaction); a note that cannot
+be parsed is set aside only under that lock, after checking it still holds
+the bytes that failed (a writer may have just replaced it). It is set aside
+(:meth:`~agentmem._storage.documents.Documents.set_aside`: the file renamed
+``<key>.json.corrupt-<ts>``), logged on ``agentmem.storage``
 and listed in :attr:`KeyValueStore.moved_aside`; ``retrieve`` of it raises
 :class:`~agentmem.errors.CorruptStoreError`. A malformed ``version``
 (missing, ``0``, negative, a string, a float, a bool) makes a note
@@ -44,8 +50,6 @@ reports the other entries the same way. Lone surrogates in a note's content
 are replaced with U+FFFD (:func:`agentmem._json.sanitize_text`). Temp files a
 killed writer left in ``memory/`` are removed on open
 (:func:`~agentmem._storage.files.remove_stale_temps`).
-
-With ``directory=None`` (incognito) notes live in memory only.
 """
 
 from __future__ import annotations
@@ -111,17 +115,23 @@ class KeyValueStore:
     """Notes: store / retrieve / search / list / delete, one atomic file per key.
 
     Args:
-        directory: The notes directory (``<root>/memory``), or ``None`` to
-            keep notes in memory only (incognito).
+        directory: The notes directory (``<root>/memory``), ``None`` to keep
+            notes in memory only (incognito), or a
+            :class:`~agentmem._storage.documents.Documents` holding them.
         scrubber: Applied to the content before it is stored (secret
             scrubbing); ``None`` stores content as given.
         root: The directory nothing may leave (default: ``directory``'s parent).
+        progress: The directory of the trim checkpoint ``session_progress.md``
+            when ``directory`` is a Documents (default: none); with a directory
+            it is that directory.
 
     Raises:
         ConfigurationError: ``directory`` or ``root`` is not a usable path.
 
     Attributes:
-        moved_aside: Note files that could not be parsed and were moved aside.
+        directory: The notes directory, or ``None`` when notes are not files.
+        moved_aside: Where unreadable notes were set aside: a path for a file
+            (``<key>.json.corrupt-<ts>``), a description otherwise.
         problems: One line per note file left out of a listing or a search
             (each reported once, oldest first).
     """

@@ -19,11 +19,18 @@ Guarantees:
   file (:func:`~agentmem._storage.files.check_inside`): a symlinked
   ``memories/``, ``locks/`` or topic file raises ``UnsafePathError`` on a
   read or write (a listing skips and reports a symlinked topic file).
-* **Whole-file, atomic writes.** :meth:`TopicStore.write` replaces the file
-  with :func:`~agentmem._storage.files.atomic_write_text` (same-directory
-  temp file, fsync, ``os.replace``) while holding ``<root>/locks/memories.lock``,
-  a cross-process lock. Writers of different topics never lose each other's
-  files; writers of one topic: the last one wins, whole, never a mix.
+* **Whole-document, atomic writes.** Topics are kept through a
+  :class:`~agentmem._storage.documents.Documents`: ``TopicStore(directory)``
+  is one file per topic (:func:`~agentmem._storage.backend.topic_files`),
+  ``TopicStore(None)`` keeps them in this object (incognito, nothing
+  written), ``TopicStore(documents)`` any implementation, such as rows in
+  PostgreSQL. :meth:`TopicStore.write` replaces the document atomically
+  (for a file :func:`~agentmem._storage.files.atomic_write_bytes`:
+  same-directory temp file, fsync, ``os.replace``) while holding the
+  store's cross-process lock (``<root>/locks/memories.lock``; in PostgreSQL
+  an advisory lock in the write's transaction). Writers of different topics
+  never lose each other's files; writers of one topic: the last one wins,
+  whole, never a mix.
 * **Secrets are scrubbed** with the Memory's scrubber before anything is
   written (or kept in memory). Lone surrogates are replaced with U+FFFD
   (:func:`agentmem._json.sanitize_text`), so any string can be written.
@@ -49,9 +56,6 @@ Guarantees:
 A session puts :meth:`TopicStore.prompt_block` in its system prompt: whole
 topics, newest first, under a token cap (the one renderer and budget rule of
 :mod:`agentmem._prompt_budget`).
-
-With ``directory=None`` (an incognito Memory) topics live in this object
-only and nothing is written.
 """
 
 from __future__ import annotations
@@ -170,8 +174,9 @@ class TopicStore:
     """Topic files: list / read / write, one atomic markdown file per topic.
 
     Args:
-        directory: The topics directory (``<root>/memories``), or ``None`` to
-            keep topics in memory only (incognito).
+        directory: The topics directory (``<root>/memories``), ``None`` to
+            keep topics in memory only (incognito), or a
+            :class:`~agentmem._storage.documents.Documents` holding them.
         scrubber: Applied to content before it is stored; ``None`` stores it as given.
         token_counter: Counts tokens for the per-file limit (a heuristic
             counter when omitted).
