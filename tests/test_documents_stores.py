@@ -230,3 +230,46 @@ def test_notes_and_topics_survive_a_restart_between_calls(pg_cluster: Any, tmp_p
         mem.topics.write("deploy", "v2")
         assert mem.topics.read("deploy") == "v2"
         assert mem.notes.retrieve("plan") == "before the restart"
+
+
+_KILL_CHILD = """
+import sys
+import agentmem
+mem = agentmem.Memory(root=sys.argv[1], backend=sys.argv[2])
+i = 0
+while True:
+    mem.ltm.add_discovery(f"fact k{i} recorded")
+    mem.notes.store(f"k{i}", f"note {i}")
+    print(i, flush=True)
+    i += 1
+"""
+
+
+def test_kill_9_of_a_writer_loses_nothing_returned_and_frees_the_lock(
+    tmp_path: Path, backend: str
+) -> None:
+    root = tmp_path / "root"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILL_CHILD, str(root), backend],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert child.stdout is not None
+    with child.stdout:
+        returned = [int(child.stdout.readline()) for _ in range(12)]
+        child.kill()
+        child.wait(timeout=30)
+        returned += [int(line) for line in child.stdout.read().split()]
+    with _reopen(tmp_path, backend) as mem:
+        # The lock died with the writer (its file lock, or its connection's transaction):
+        # a change goes through at once, well within the lock's timeout.
+        mem.ltm.add_discovery("after the kill")
+        mem.notes.store("after", "the kill")
+        texts = {e.text for e in mem.ltm.discoveries()}
+        assert {f"fact k{i} recorded" for i in returned} | {"after the kill"} <= texts
+        assert len(texts) - 1 in (len(returned), len(returned) + 1)  # the one in flight
+        assert {f"k{i}" for i in returned} <= set(mem.notes.list())
+        assert all(mem.notes.retrieve(f"k{i}") == f"note {i}" for i in returned)
+        assert mem.ltm.problems == [] and mem.ltm.moved_aside == []

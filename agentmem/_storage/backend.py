@@ -50,6 +50,7 @@ from agentmem.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from agentmem._storage.pg_documents import PgDocumentStore
+    from agentmem._storage.postgres import PgDatabase
 
 __all__ = [
     "BACKEND_ENV",
@@ -222,13 +223,22 @@ class PostgresBackend(Backend):
         self.name = mask_dsn(dsn)
         self._store: PgDocumentStore | None = None
 
-    def documents(self, namespace: str) -> Documents:
-        self._check(namespace)
+    def _opened(self) -> PgDocumentStore:
         if self._store is None:
             from agentmem._storage.pg_documents import PgDocumentStore
 
             self._store = PgDocumentStore(self.dsn)
-        return self._store.documents(namespace)
+        return self._store
+
+    @property
+    def database(self) -> PgDatabase:
+        """The connection pool the documents use (opened now if needed), for the other
+        PostgreSQL stores of this memory to share (the sessions store, when it lands)."""
+        return self._opened().db
+
+    def documents(self, namespace: str) -> Documents:
+        self._check(namespace)
+        return self._opened().documents(namespace)
 
     def close(self) -> None:
         if self._store is not None:
