@@ -195,13 +195,18 @@ class ConstraintViolation(StorageError):
 class PgCursor:
     """A psycopg cursor with the calls agentmem's SQLite code uses: ``execute`` (``?``
     placeholders, returns the cursor), ``executemany``, ``fetchone``, ``fetchall``,
-    ``rowcount`` and iteration. Obtained from :meth:`PgDatabase.transaction`."""
+    ``rowcount`` and iteration. Obtained from :meth:`PgDatabase.transaction`.
 
-    __slots__ = ("_cursor", "_integrity")
+    A broken constraint raises :class:`ConstraintViolation`; a value PostgreSQL cannot
+    store (text holding a NUL character, a number out of range) raises
+    :class:`~agentmem.errors.InvalidArgumentError`. Either way the transaction is lost.
+    """
 
-    def __init__(self, cursor: psycopg.Cursor[Any], integrity: type[Exception]) -> None:
+    __slots__ = ("_cursor", "_psycopg")
+
+    def __init__(self, cursor: psycopg.Cursor[Any], psycopg_module: ModuleType) -> None:
         self._cursor = cursor
-        self._integrity = integrity
+        self._psycopg = psycopg_module
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         try:
@@ -209,16 +214,16 @@ class PgCursor:
                 self._cursor.execute(translate_placeholders(sql), params)
             else:
                 self._cursor.execute(sql)
-        except self._integrity as exc:
-            raise _violation(exc) from exc
+        except (self._psycopg.IntegrityError, self._psycopg.DataError) as exc:
+            raise _refused(exc, self._psycopg) from exc
         return self
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> PgCursor:
         if rows:
             try:
                 self._cursor.executemany(translate_placeholders(sql), rows)
-            except self._integrity as exc:
-                raise _violation(exc) from exc
+            except (self._psycopg.IntegrityError, self._psycopg.DataError) as exc:
+                raise _refused(exc, self._psycopg) from exc
         return self
 
     def fetchone(self) -> tuple[Any, ...] | None:
@@ -235,7 +240,9 @@ class PgCursor:
         return self._cursor.rowcount
 
 
-def _violation(exc: Exception) -> ConstraintViolation:
+def _refused(exc: Exception, psycopg: ModuleType) -> AgentMemError:
+    if isinstance(exc, psycopg.DataError):
+        return InvalidArgumentError(f"PostgreSQL cannot store a value given: {exc}")
     diag = getattr(exc, "diag", None)
     return ConstraintViolation(
         f"constraint violated: {exc}",
@@ -461,7 +468,7 @@ def _in_transaction(conn: Any, psycopg: ModuleType) -> Iterator[PgCursor]:
     the failure was swallowed) raises instead of passing for a commit."""
     try:
         with conn.cursor() as raw:
-            yield PgCursor(raw, psycopg.IntegrityError)
+            yield PgCursor(raw, psycopg)
         done = conn.execute("COMMIT")
         if done.statusmessage != "COMMIT":
             raise StorageError(
