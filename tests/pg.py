@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,10 +35,14 @@ SKIP_LINE = (
 
 
 def _cluster_script() -> ModuleType:
+    loaded = sys.modules.get("pg_test_cluster")
+    if loaded is not None:
+        return loaded
     path = WORKTREE / "scripts" / "pg_test_cluster.py"
     spec = importlib.util.spec_from_file_location("pg_test_cluster", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["pg_test_cluster"] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

@@ -171,25 +171,6 @@ def test_six_processes_writing_at_once_lose_nothing(tmp_path: Path, backend: str
         assert mem.ltm.problems == [] and mem.notes.problems == [] and mem.topics.problems == []
 
 
-def _restart(cluster: Any) -> None:
-    """``pg_ctl restart -m immediate`` of the test cluster (scripts/pg_test_cluster.py).
-
-    The script is loaded here, registered in ``sys.modules`` first (its dataclasses need
-    it): ``tests/pg.py``'s ``restart_immediate`` loads it without that and fails.
-    """
-    import importlib.util
-
-    path = Path(__file__).resolve().parent.parent / "scripts" / "pg_test_cluster.py"
-    module = sys.modules.get("pg_test_cluster")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("pg_test_cluster", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["pg_test_cluster"] = module
-        spec.loader.exec_module(module)
-    module.restart_immediate(cluster.data)
-
-
 def test_a_server_restart_mid_cycle_raises_and_keeps_the_previous_body(pg_cluster: Any) -> None:
     from agentmem._storage.pg_documents import PgDocumentStore
 
@@ -201,7 +182,7 @@ def test_a_server_restart_mid_cycle_raises_and_keeps_the_previous_body(pg_cluste
         # the restart cuts the connection between the read and the write.
         if armed:
             armed.clear()
-            _restart(pg_cluster)
+            pg_cluster.restart_immediate()
         return time.time()
 
     try:
@@ -225,7 +206,7 @@ def test_notes_and_topics_survive_a_restart_between_calls(pg_cluster: Any, tmp_p
     with agentmem.Memory(root=tmp_path / "r", backend=pg_uri(pg_cluster.dsn)) as mem:
         mem.notes.store("plan", "before the restart")
         mem.topics.write("deploy", "v1")
-        _restart(pg_cluster)
+        pg_cluster.restart_immediate()
         assert mem.notes.retrieve("plan") == "before the restart"  # reconnects
         mem.topics.write("deploy", "v2")
         assert mem.topics.read("deploy") == "v2"
