@@ -318,3 +318,26 @@ def test_postgres_documents_behave_like_a_dict(pg_dsn: str) -> None:
         )
     finally:
         store.close()
+
+
+def test_a_documents_database_from_a_newer_agentmem_is_refused(pg_dsn: str) -> None:
+    import psycopg
+
+    from agentmem._storage.pg_documents import DOCUMENTS_FORMAT, PgDocumentStore
+    from agentmem.errors import FormatVersionError
+
+    store = PgDocumentStore(pg_uri(pg_dsn))
+    notes = store.documents("notes")
+    with notes.locked():
+        notes.write("k", b"kept")
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE agentmem.agentmem_meta SET value = '2' WHERE format = %s AND key = 'version'",
+            (DOCUMENTS_FORMAT,),
+        )
+    with pytest.raises(FormatVersionError, match="newer agentmem"):
+        PgDocumentStore(pg_uri(pg_dsn))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT body FROM agentmem.agentmem_documents").fetchone()
+    assert row is not None and bytes(row[0]) == b"kept"
