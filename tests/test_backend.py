@@ -142,3 +142,16 @@ def test_the_trim_checkpoint_stays_a_local_file_on_postgres(tmp_path: Path, pg_d
         mem.notes.store("k", "v")
         assert mem.notes.list() == ["k", "session_progress"]
         assert mem.notes.retrieve("session_progress") == "# Session progress\nstep 3"
+
+
+def test_incognito_checks_the_backend_but_never_connects(tmp_path: Path) -> None:
+    unreachable = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"
+    with agentmem.Memory(
+        root=tmp_path / "r", working_dir=tmp_path, incognito=True, backend=unreachable
+    ) as mem:
+        mem.ltm.add_discovery("only in memory")
+        mem.notes.store("k", "v")
+        assert mem.notes.retrieve("k") == "v"
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(ConfigurationError):
+        agentmem.Memory(root=tmp_path / "r", working_dir=tmp_path, incognito=True, backend="x")
