@@ -18,7 +18,7 @@ import pytest
 from _pg_child import RACE_FORMAT, RACE_MIGRATIONS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg import child_env
+from pg import PgCluster, child_env
 
 from agentmem.errors import ConfigurationError, FormatVersionError, StorageError
 
@@ -171,6 +171,22 @@ def test_durability_full_overrides_a_server_that_does_not_sync(pg_dsn: str) -> N
             assert row == (expected,)
         finally:
             database.close()
+
+
+def test_tcp_connections_keep_alive_on_the_server_side_too(pg_cluster: PgCluster) -> None:
+    """The server drops a vanished client's session locks once its keepalives give up;
+    without setting them, the system's default waits two hours."""
+    tcp = psycopg.conninfo.make_conninfo(pg_cluster.dsn, host="127.0.0.1")
+    database = PgDatabase(tcp)
+    try:
+        with database.transaction("show") as cur:
+            shown = [
+                cur.execute(f"SHOW tcp_keepalives_{name}").fetchone()
+                for name in ("idle", "interval", "count")
+            ]
+        assert shown == [("10",), ("5",), ("3",)]
+    finally:
+        database.close()
 
 
 def test_an_unreachable_server_is_a_storage_error(tmp_path: Path) -> None:
