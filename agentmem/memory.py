@@ -55,6 +55,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, get_args
 
+from agentmem._storage.backend import NOTES_DIR, Backend, open_backend
 from agentmem._storage.gc import gc_paused
 from agentmem._validate import (
     check_component,
@@ -97,12 +98,9 @@ from agentmem.session_store import (
 )
 from agentmem.time_machine import delete_stored_session
 from agentmem.tools import MemoryTools
-from agentmem.topics import TOPICS_DIR, TopicStore
+from agentmem.topics import TopicStore
 
 __all__ = ["Memory", "Session", "Usage"]
-
-LTM_FILE = "ltm.json"
-NOTES_DIR = "memory"
 
 
 class Memory:
@@ -141,6 +139,13 @@ class Memory:
             (or a mapping of its fields: ``enabled``, ``min_iterations``,
             ``max_iterations``, ``max_tokens_per_file``, ``inject_topics``,
             ``prompt_tokens``).
+        backend: Where long-term memory, notes and topics live: ``None`` (the
+            ``AGENTMEM_BACKEND`` environment variable, else embedded),
+            ``"embedded"``/``"sqlite"`` (the files under ``root``), or a
+            ``"postgresql://user@host:port/db"`` DSN (needs the ``postgres``
+            extra). Sessions, the recall index, snapshots and the trim
+            checkpoint stay under ``root`` on every backend for now. Checked,
+            then unused, when ``incognito``.
 
     Attributes:
         ltm: :class:`~agentmem.ltm.LongTermMemory` in ``<root>/ltm.json``.
@@ -170,6 +175,7 @@ class Memory:
         reporter: ProgressReporter | None = None,
         scrub_secrets: bool | Scrubber = True,
         memory_update: bool | MemoryUpdateSettings | Mapping[str, Any] = True,
+        backend: str | None = None,
     ) -> None:
         self.working_dir = config_path("working_dir", working_dir).resolve()
         if not self.working_dir.is_dir():
@@ -214,11 +220,18 @@ class Memory:
         self.summarizer = summarizer
         self.reporter = reporter
         self._context = context_settings(context)
+        self._backend: Backend | None = None
+        chosen = open_backend(self.root, backend)  # ConfigurationError before any write
         if incognito:
             self.sessions = SessionStore(None, durability=durability, reporter=reporter)
             self.ltm = LongTermMemory(None, scrubber=scrubber)
             self.notes = KeyValueStore(None, scrubber=scrubber)
-            topics_dir = None
+            self.topics = TopicStore(
+                None,
+                scrubber=scrubber,
+                token_counter=token_counter,
+                max_tokens_per_file=self.memory_update.max_tokens_per_file,
+            )
         else:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -228,22 +241,30 @@ class Memory:
                     f"{exc.strerror or exc}",
                     path=self.root,
                 ) from exc
+            # Sessions (and with them recall) stay in SQLite under the root on every
+            # backend until the PostgreSQL sessions store is wired here.
             self.sessions = SessionStore(
                 self.root / SESSIONS_FILE,
                 durability=durability,
                 reporter=reporter,
                 purge=functools.partial(delete_stored_session, self.root / SNAPSHOTS_DIR),
             )
-            self.ltm = LongTermMemory(self.root / LTM_FILE, scrubber=scrubber)
-            self.notes = KeyValueStore(self.root / NOTES_DIR, scrubber=scrubber, root=self.root)
-            topics_dir = self.root / TOPICS_DIR
-        self.topics = TopicStore(
-            topics_dir,
-            scrubber=scrubber,
-            token_counter=token_counter,
-            max_tokens_per_file=self.memory_update.max_tokens_per_file,
-            root=None if incognito else self.root,
-        )
+            try:
+                self.ltm = LongTermMemory(chosen.documents("ltm"), scrubber=scrubber)
+                self.notes = KeyValueStore(
+                    chosen.documents("notes"), scrubber=scrubber, progress=self.root / NOTES_DIR
+                )
+                self.topics = TopicStore(
+                    chosen.documents("topics"),
+                    scrubber=scrubber,
+                    token_counter=token_counter,
+                    max_tokens_per_file=self.memory_update.max_tokens_per_file,
+                )
+            except BaseException:
+                chosen.close()
+                self.sessions.close()
+                raise
+            self._backend = chosen
         self.tools = MemoryTools(self)
         self._open: dict[str, Session] = {}
         self._closed = False
@@ -442,6 +463,8 @@ class Memory:
         for session in list(self._open.values()):
             session.close()
         self.sessions.close()
+        if self._backend is not None:
+            self._backend.close()
         self._closed = True
 
     def __enter__(self) -> Memory:
