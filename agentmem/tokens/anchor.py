@@ -33,6 +33,7 @@ __all__ = [
     "ANCHOR_MIN_RESIDUALS",
     "PrefixAnchor",
     "message_key",
+    "prediction_bound",
     "tools_key",
 ]
 
@@ -40,7 +41,6 @@ ANCHOR_MIN_RESIDUALS = 3
 """Residuals needed before the anchored margin is learned from them."""
 ANCHOR_MIN_NEW_TOKENS = 50
 """New parts estimated below this many tokens are too small to learn a residual from."""
-"""Residuals needed before the anchored margin is learned from them."""
 ANCHOR_MARGIN_QUANTILE = 0.95
 """Quantile of the residuals the learned anchored margin covers."""
 ANCHOR_BOUND_SIGMAS = 2.5
@@ -67,6 +67,17 @@ def tools_key(tools: Sequence[Mapping[str, Any]] | None) -> str:
         return ""
     spec = json.dumps(list(tools), ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.blake2b(spec.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def prediction_bound(values: Sequence[float]) -> float:
+    """The upper prediction bound of the next of ``values`` (at least two values).
+
+    ``mean + ANCHOR_BOUND_SIGMAS * stdev * sqrt(1 + 1/n)``: wide while few
+    values were seen, about 2.5 standard deviations above the mean later.
+    """
+    n = len(values)
+    spread = statistics.stdev(values) * math.sqrt(1.0 + 1.0 / n)
+    return statistics.fmean(values) + ANCHOR_BOUND_SIGMAS * spread
 
 
 def _chain(previous: str, key: str) -> str:
@@ -130,9 +141,7 @@ class PrefixAnchor:
         ordered = sorted(self.residuals)
         index = min(n - 1, math.ceil(ANCHOR_MARGIN_QUANTILE * n) - 1)
         # The upper prediction bound of the next residual: wide while few were seen.
-        bound = statistics.fmean(ordered) + ANCHOR_BOUND_SIGMAS * statistics.stdev(
-            ordered
-        ) * math.sqrt(1.0 + 1.0 / n)
+        bound = prediction_bound(ordered)
         return min(1.0, max(ANCHOR_MARGIN_FLOOR, ordered[index], bound))
 
     def state(self) -> dict[str, Any]:
