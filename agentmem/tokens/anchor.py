@@ -28,7 +28,6 @@ from agentmem.tokens.messages import message_overhead, message_text_pieces
 
 __all__ = [
     "ANCHOR_BOUND_SIGMAS",
-    "ANCHOR_MARGIN_QUANTILE",
     "ANCHOR_MIN_NEW_TOKENS",
     "ANCHOR_MIN_RESIDUALS",
     "PrefixAnchor",
@@ -41,8 +40,6 @@ ANCHOR_MIN_RESIDUALS = 3
 """Residuals needed before the anchored margin is learned from them."""
 ANCHOR_MIN_NEW_TOKENS = 50
 """New parts estimated below this many tokens are too small to learn a residual from."""
-ANCHOR_MARGIN_QUANTILE = 0.95
-"""Quantile of the residuals the learned anchored margin covers."""
 ANCHOR_BOUND_SIGMAS = 2.5
 """Standard deviations above the mean residual the learned margin covers at least."""
 ANCHOR_MARGIN_FLOOR = 0.0
@@ -130,19 +127,20 @@ class PrefixAnchor:
     def margin(self, initial: float) -> float:
         """The anchored estimate's margin, learned from the residuals (see the module docstring).
 
-        The :data:`ANCHOR_MARGIN_QUANTILE` quantile of the residuals (how much
-        an anchored prediction under-counted), never below
-        :data:`ANCHOR_MARGIN_FLOOR`; ``initial`` (the estimator passes its
-        ratio's margin) until :data:`ANCHOR_MIN_RESIDUALS` residuals were seen.
+        The largest of the residuals kept (how much an anchored prediction
+        under-counted its new part, the last 256) and their
+        :func:`prediction_bound` (wide while few were seen), never below
+        :data:`ANCHOR_MARGIN_FLOOR` nor above 1.0; ``initial`` (the estimator
+        passes its ratio's margin) until :data:`ANCHOR_MIN_RESIDUALS`
+        residuals were seen. The largest residual rather than a quantile:
+        the anchored estimate is the budget's cap, and a window property
+        test with a simulated provider overflowed with the 95th percentile.
         """
         n = len(self.residuals)
         if n < ANCHOR_MIN_RESIDUALS:
             return initial
-        ordered = sorted(self.residuals)
-        index = min(n - 1, math.ceil(ANCHOR_MARGIN_QUANTILE * n) - 1)
-        # The upper prediction bound of the next residual: wide while few were seen.
-        bound = prediction_bound(ordered)
-        return min(1.0, max(ANCHOR_MARGIN_FLOOR, ordered[index], bound))
+        values = list(self.residuals)
+        return min(1.0, max(ANCHOR_MARGIN_FLOOR, max(values), prediction_bound(values)))
 
     def state(self) -> dict[str, Any]:
         """JSON-safe state (part of the estimator's state)."""
