@@ -29,7 +29,10 @@ from agentmem import Memory
 from agentmem.tokens import LearningEstimator
 from agentmem.tokens.messages import message_text_pieces
 
-PROSE = "the a of to and is in that it for on with as was this be are by".split()
+PROSE = [
+    *("the", "a", "of", "to", "and", "is", "in", "that", "it", "for", "on", "with", "as"),
+    *("was", "this", "be", "are", "by"),
+]
 CODE = [
     *("def", "self.value", "return", "x_1", "path/to/mod.py", "==", "0x3f", "import"),
     *("os.path.join(a,", "b)", '{"k":', "1}", "__init__", "-rw-r--r--", "2024-05-01"),
@@ -142,7 +145,7 @@ def drive(
     return sent
 
 
-@settings(max_examples=scaled(20))
+@settings(max_examples=scaled(40))
 @given(
     seed=st.integers(0, 2**32 - 1),
     threshold=st.sampled_from([0.75, 0.9, 0.97, 1.0]),
@@ -159,33 +162,39 @@ def test_no_request_passes_the_window_by_the_providers_count(
     anchored margin keeps the true count within it, and after a trim, a
     changed system prompt or tool set only the ratio's bound margin does.
     """
-    sent = drive(seed, threshold=threshold, provider=provider, steps=90, churn=churn)
+    sent = drive(seed, threshold=threshold, provider=provider, steps=150, churn=churn)
     assert any(source == "anchored" for _, _, source, _ in sent) or threshold == 0.75
 
 
-def _weak_margin(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The anchored estimate without its learned margin: bill + the new part at the ratio."""
-    monkeypatch.setattr(LearningEstimator, "_anchor_margin", lambda self: 0.0)
+SEEDS = range(6)
 
 
-def test_the_check_fails_with_a_weakened_anchored_margin(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The property's check is not vacuous: with the anchored margin at 0, requests overflow.
+@pytest.mark.parametrize("weakened", ["zero", "ratio margin"])
+def test_the_check_fails_with_a_weakened_anchored_margin(
+    monkeypatch: pytest.MonkeyPatch, weakened: str
+) -> None:
+    """The property's check is not vacuous: with a weaker anchored margin, requests overflow.
 
-    (Seeds fixed; the same seeds pass with the learned margin, see the next test.)
+    ``zero``: bill + the new part at the fitted ratio, no margin. ``ratio
+    margin``: the residuals dropped, the ratio's own margin instead. Seeds
+    fixed; the same seeds pass with the learned margin (the next test).
     """
-    _weak_margin(monkeypatch)
+    if weakened == "zero":
+        monkeypatch.setattr(LearningEstimator, "_anchor_margin", lambda self: 0.0)
+    else:
+        monkeypatch.setattr(LearningEstimator, "_anchor_margin", lambda self: self._margin)
     overflows = 0
-    for seed in range(6):
+    for seed in SEEDS:
         try:
-            drive(seed, threshold=1.0, provider="openai", steps=90, churn=0.0)
+            drive(seed, threshold=1.0, provider="openai", steps=200, churn=0.0)
         except AssertionError:
             overflows += 1
-    assert overflows >= 3
+    assert overflows >= 1
 
 
 def test_the_same_seeds_pass_with_the_learned_margin() -> None:
-    for seed in range(6):
-        drive(seed, threshold=1.0, provider="openai", steps=90, churn=0.0)
+    for seed in SEEDS:
+        drive(seed, threshold=1.0, provider="openai", steps=200, churn=0.0)
 
 
 def test_the_anchored_estimate_gives_the_room_back() -> None:
