@@ -33,7 +33,11 @@ DEEPSEEK = {
     "prompt_cache_hit_tokens": 1_200,
     "prompt_cache_miss_tokens": 300,
 }
-OPENAI = {"prompt_tokens": 900, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 512}}
+OPENAI = {
+    "prompt_tokens": 900,
+    "completion_tokens": 5,
+    "prompt_tokens_details": {"cached_tokens": 512},
+}
 
 
 def work(s: Session, iterations: int) -> int:
