@@ -105,7 +105,8 @@ def replay_session(path: Path, warmup: int, root: Path) -> dict[str, list[float]
     messages), estimated by ``s.prompt_estimate()`` (anchored) and by the
     build's ``stats.tokens`` (the ratio count the window is budgeted with).
     ``decides`` is ``min(ratio, anchor)``: what the context pipeline's stage-1
-    and stage-2 trim decisions use since issue 18 (the ratio alone after a trim).
+    and stage-2 trim decisions and its budget cap use since issue 18 when the
+    ratio count passes a threshold (the ratio alone after a trim).
     """
     from agentmem import Memory
 
