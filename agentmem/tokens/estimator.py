@@ -216,8 +216,8 @@ class LearningEstimator:
         """The margin of an anchored :meth:`estimate_payload`, learned from its residuals.
 
         Until 3 anchored residuals were seen it is the ratio's :attr:`margin`;
-        then the largest of their 95th percentile and their upper prediction
-        bound (see :mod:`agentmem.tokens.anchor`), between 0 and 1.0. It is
+        then the larger of the largest residual kept and their upper
+        prediction bound (see :mod:`agentmem.tokens.anchor`), between 0 and 1.0. It is
         reported in :attr:`ContextStats.anchor_margin
         <agentmem.context.ContextStats.anchor_margin>` and in ``repr``.
         """
