@@ -212,6 +212,20 @@ def test_a_residual_beyond_the_95th_percentile_does_not_overflow() -> None:
     drive(8, threshold=1.0, provider="openai", steps=200, churn=0.2)
 
 
+def test_the_ratio_decides_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the ratio count decides near the budget, its cap leaves room for its under-count.
+
+    Found by the property test with 40 examples: on this run, with the ratio
+    count capped at the whole budget (``bound_margin`` = ``margin``), request
+    119 was under-counted past the window. It passes with the bound, and fails
+    without it.
+    """
+    drive(1_000_000, threshold=1.0, provider="openai", steps=130, churn=0.0)
+    monkeypatch.setattr(LearningEstimator, "bound_margin", property(lambda self: self.margin))
+    with pytest.raises(AssertionError, match=r"^\(119, "):
+        drive(1_000_000, threshold=1.0, provider="openai", steps=130, churn=0.0)
+
+
 def test_the_anchored_estimate_gives_the_room_back() -> None:
     """The anchored payloads keep more messages than the ratio-only cap on the same sequence.
 
