@@ -109,6 +109,15 @@ CANDIDATES_PER_FACT: Final = 5
 """How many similar memories each new fact brings to the reconciliation."""
 
 _MISSING: Final = object()
+_PG_SCHEMES: Final = ("postgresql://", "postgres://")
+
+
+def _backend_dsn(mem: object) -> str | None:
+    """The PostgreSQL DSN a memory's stores run on (``mem.backend``: a DSN, or a backend
+    object with a ``dsn``), else ``None`` (the embedded files)."""
+    backend = getattr(mem, "backend", None)
+    dsn = backend if isinstance(backend, str) else getattr(backend, "dsn", None)
+    return dsn if isinstance(dsn, str) and dsn.lower().startswith(_PG_SCHEMES) else None
 
 
 def _source(
@@ -160,6 +169,10 @@ class LocalMemoryClient:
         durability: ``"full"`` (fsync every commit, the default) or ``"normal"``.
         vector_weight: The cosine's share of a score when an embedder is given (0..1).
         clock: Returns the time in epoch seconds (tests pass a fixed one).
+        backend: A ``postgresql://`` DSN: the memories live in that database
+            (docs/semantic.md, "PostgreSQL") instead of ``semantic.sqlite``. ``None``:
+            the memory's backend when ``mem_or_root`` is a :class:`~agentmem.Memory`
+            on PostgreSQL (not when incognito), else ``semantic.sqlite``.
 
     Attributes:
         embedder: The embedder in use (``None``: lexical search, or MiniLM not
@@ -186,8 +199,14 @@ class LocalMemoryClient:
         durability: Durability = "full",
         vector_weight: float = 0.5,
         clock: Callable[[], float] | None = None,
+        backend: str | None = None,
     ) -> None:
         path, mem_llm, mem_scrubber = _source(mem_or_root)
+        if backend is not None and not (
+            isinstance(backend, str) and backend.lower().startswith(_PG_SCHEMES)
+        ):
+            raise ConfigurationError("backend must be None or a postgresql:// DSN")
+        dsn = backend if backend is not None else path and _backend_dsn(mem_or_root)
         check_component("llm", llm, LLM, "a callable llm(messages, tools=None) -> dict")
         if durability not in DURABILITIES:
             raise ConfigurationError(
@@ -206,6 +225,11 @@ class LocalMemoryClient:
         self.vector_weight = float(vector_weight)
         self._scrub = self._scrubber(scrubber, mem_scrubber)
         self._clock = clock
+        if dsn:
+            from agentmem.semantic._pg import PgSemanticDB
+
+            self._db: db.SemanticEngine = PgSemanticDB(dsn, durability=durability)
+            return
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,7 +284,7 @@ class LocalMemoryClient:
 
     @property
     def path(self) -> Path | None:
-        """The database file, or ``None`` when in memory."""
+        """The database file, or ``None`` when in memory or on PostgreSQL."""
         return self._db.path
 
     @property
@@ -369,17 +393,7 @@ class LocalMemoryClient:
         weight = self.vector_weight if qvec else 0.0
         with self._db.read("search semantic memory") as conn:
             matches = db.keyword_matches(conn, scope, words, exact=exact)
-            similarity: dict[int, float] = {}
-            if qvec:
-                for docid, blob in db.scope_vectors(conn, scope, exact=exact):
-                    vector = db.decode_vector(blob)
-                    value = db.cosine(qvec, vector)
-                    if value is not None:
-                        similarity[docid] = max(0.0, value)
-                    elif len(vector) == len(qvec):
-                        # A zero vector's cosine is 0 (the Embedder contract): blended like
-                        # any other, not scored as if it had no vector.
-                        similarity[docid] = 0.0
+            similarity = db.similarities(conn, scope, qvec, exact=exact) if qvec else {}
             ranked: list[tuple[float, float, int]] = []
             for docid in matches.keys() | similarity.keys():
                 bm25, hits = matches.get(docid, (0.0, 0))
@@ -688,7 +702,7 @@ class LocalMemoryClient:
         self.close()
 
     def __repr__(self) -> str:
-        where = "in memory" if self._db.path is None else str(self._db.path)
+        where = "in memory" if self._db.where == ":memory:" else self._db.where
         return f"LocalMemoryClient({where}, llm={'yes' if self.llm is not None else 'no'})"
 
 

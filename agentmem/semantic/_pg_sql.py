@@ -1,0 +1,188 @@
+"""The statements of semantic memory that PostgreSQL says differently from SQLite.
+
+The SQL functions of :mod:`agentmem.semantic._store` are written once, with ``?``
+placeholders, for both engines; inside a PostgreSQL transaction they are given a
+:class:`PgConn` (inside a SQLite one, the :class:`sqlite3.Connection`) and take
+from here what SQLite does with features PostgreSQL does not have:
+
+* **Keyword matching.** SQLite's store matches through an FTS5 index (porter
+  stemming over unicode61, diacritics folded) and ranks with FTS5's ``bm25()``.
+  Here the same terms are kept in a plain table, ``semantic_terms (term, docid,
+  tf)``, written by :func:`index_terms` in the transaction that writes the memory:
+  the terms are made in Python by :func:`agentmem.recall._porter.terms`, which is
+  checked against FTS5's own vocabulary, so a word matches the same memories on
+  both engines (stems, case, accents). :func:`keyword_matches` computes the same
+  numbers as the SQLite one: how many of the query's words a memory holds, and
+  FTS5's BM25 formula (k1 = 1.2, b = 0.75, FTS5's idf floor) over the whole table.
+  One difference: a query word that is several index terms (``foo_bar``) matches
+  a memory holding all of them, where FTS5 wants them adjacent.
+  A plain table rather than a ``tsvector``: PostgreSQL's text-search parsers and
+  its ``english`` stemmer (Porter 2) split and stem differently from FTS5, so the
+  two engines would not find the same memories for the same words.
+* **Vectors** are the same float32 ``BYTEA`` blobs, scored in the client; with the
+  pgvector extension (:attr:`PgConn.pgvector`) the server computes the cosines
+  (:func:`server_similarities`) from a ``vector`` column kept beside the blob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Final
+
+from agentmem._storage.postgres import PgCursor
+from agentmem.recall._porter import terms
+
+__all__ = [
+    "PgConn",
+    "index_terms",
+    "keyword_matches",
+    "server_similarities",
+    "set_embedding",
+    "vector_literal",
+]
+
+MEMORIES: Final = "semantic_memories"
+HISTORY: Final = "semantic_history"
+TERMS: Final = "semantic_terms"
+
+_K1: Final = 1.2
+_B: Final = 0.75
+_LONG_TERM: Final = 200  # characters; longer terms are stored as digests (B-tree rows are bounded)
+
+
+class PgConn:
+    """What the SQL functions get inside a PostgreSQL transaction: ``execute`` (``?``
+    placeholders, returns the cursor) and whether the server ranks vectors."""
+
+    __slots__ = ("cursor", "pgvector")
+
+    def __init__(self, cursor: PgCursor, *, pgvector: bool) -> None:
+        self.cursor = cursor
+        self.pgvector = pgvector
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
+        return self.cursor.execute(sql, params)
+
+
+def _key(term: str) -> str:
+    """A term as stored: itself, or ``#`` and its digest when very long (``#`` is never
+    part of a term, so a digest never equals a term)."""
+    if len(term) <= _LONG_TERM:
+        return term
+    return "#" + hashlib.sha256(term.encode("utf-8")).hexdigest()
+
+
+def index_terms(conn: PgConn, docid: int, text: str) -> None:
+    """Make ``semantic_terms`` and the length of memory ``docid`` those of ``text``."""
+    counts = Counter(_key(term) for term in terms(text))
+    conn.execute(f"DELETE FROM {TERMS} WHERE docid = ?", (docid,))
+    conn.cursor.executemany(
+        f"INSERT INTO {TERMS} (term, docid, tf) VALUES (?, ?, ?)",
+        [(term, docid, count) for term, count in counts.items()],
+    )
+    conn.execute(f"UPDATE {MEMORIES} SET terms = ? WHERE docid = ?", (sum(counts.values()), docid))
+
+
+def set_embedding(conn: PgConn, docid: int, blob: bytes | None) -> None:
+    """Keep pgvector's ``embedding`` column equal to the blob (when the server has it)."""
+    if conn.pgvector:
+        literal = None if blob is None else vector_literal(blob)
+        conn.execute(
+            f"UPDATE {MEMORIES} SET embedding = CAST(? AS vector) WHERE docid = ?",
+            (literal, docid),
+        )
+
+
+def keyword_matches(
+    conn: PgConn, where: str, params: Sequence[str], words: Sequence[str]
+) -> dict[int, tuple[float, int]]:
+    """``docid -> (BM25, how many of words it holds)`` for the memories matching
+    ``where`` (over alias ``m``) that hold any of ``words`` (see the module docstring)."""
+    wanted = [keys for keys in ([_key(t) for t in terms(word)] for word in words) if keys]
+    every = sorted({key for keys in wanted for key in keys})
+    if not every:
+        return {}
+    held: dict[int, dict[str, int]] = {}
+    lengths: dict[int, int] = {}
+    for docid, term, tf, length in conn.execute(
+        f"SELECT t.docid, t.term, t.tf, m.terms FROM {TERMS} AS t "
+        f"JOIN {MEMORIES} AS m ON m.docid = t.docid WHERE t.term = ANY(?) AND {where}",
+        [every, *params],
+    ):
+        held.setdefault(int(docid), {})[str(term)] = int(tf)
+        lengths[int(docid)] = int(length)
+    if not held:
+        return {}
+    frequency = {
+        str(term): int(count)
+        for term, count in conn.execute(
+            f"SELECT term, count(*) FROM {TERMS} WHERE term = ANY(?) GROUP BY term", [every]
+        )
+    }
+    row = conn.execute(f"SELECT count(*), COALESCE(sum(terms), 0) FROM {MEMORIES}").fetchone()
+    total, tokens = (int(row[0]), int(row[1])) if row is not None else (0, 0)
+    average = tokens / total if total else 1.0
+    idf: list[float] = []
+    for keys in wanted:
+        hits = min(frequency.get(key, 0) for key in keys)
+        value = math.log((total - hits + 0.5) / (hits + 0.5))
+        idf.append(value if value > 0.0 else 1e-6)  # FTS5's floor
+    out: dict[int, tuple[float, int]] = {}
+    for docid, counts in held.items():
+        score = 0.0
+        found = 0
+        size = lengths[docid]
+        for keys, weight in zip(wanted, idf, strict=True):
+            if all(key in counts for key in keys):
+                found += 1
+                tf = min(counts[key] for key in keys)
+                score += weight * (tf * (_K1 + 1.0)) / (tf + _K1 * (1 - _B + _B * size / average))
+        if found:
+            out[docid] = (-1.0 * score, found)
+    return out
+
+
+def vector_literal(blob: bytes) -> str | None:
+    """A float32 blob as pgvector's text input (``[1,2.5,...]``), or ``None`` when it
+    has no dimension or a value pgvector refuses (NaN, infinity)."""
+    if not blob or len(blob) % 4:
+        return None
+    values = struct.unpack(f"<{len(blob) // 4}f", blob)
+    if not all(math.isfinite(v) for v in values):
+        return None
+    return "[" + ",".join(repr(v) for v in values) + "]"
+
+
+def server_similarities(
+    conn: PgConn, where: str, params: Sequence[str], query: bytes
+) -> tuple[dict[int, float], list[tuple[int, bytes]]]:
+    """Cosine similarities computed by pgvector for the memories matching ``where``
+    whose vector has the query's length, and the ``(docid, blob)`` of those that have
+    a blob but no ``embedding`` (a value pgvector refuses): the client scores those.
+
+    A zero vector's cosine is 0 (pgvector gives NaN).
+    """
+    literal = vector_literal(query)
+    dims = len(query) // 4
+    similar: dict[int, float] = {}
+    if literal is not None:
+        for docid, value in conn.execute(
+            f"SELECT m.docid, 1 - (m.embedding <=> ?::vector) FROM {MEMORIES} AS m "
+            f"WHERE {where} AND m.embedding IS NOT NULL AND vector_dims(m.embedding) = ?",
+            [literal, *params, dims],
+        ):
+            number = float(value) if value is not None else math.nan
+            similar[int(docid)] = number if math.isfinite(number) else 0.0
+    left = [
+        (int(docid), bytes(blob))
+        for docid, blob in conn.execute(
+            f"SELECT m.docid, m.vector FROM {MEMORIES} AS m "
+            f"WHERE {where} AND m.vector IS NOT NULL AND m.embedding IS NULL",
+            list(params),
+        )
+    ]
+    return similar, left
