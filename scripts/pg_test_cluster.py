@@ -225,15 +225,21 @@ def restart_immediate(data: str | Path, bin_dir: Path | None = None) -> None:
 
 
 def stop(directory: str | Path) -> None:
-    """Stop the cluster in ``directory`` (fast shutdown) and remove the directory."""
+    """Stop the cluster in ``directory`` and remove the directory.
+
+    A fast shutdown, else an immediate one; when both fail the directory is kept (a
+    server still running in it must not lose its files) and the error raised.
+    """
     directory = Path(directory)
     data = directory / "data"
     bin_dir = find_bin()
-    try:
-        if bin_dir is not None and (data / "postmaster.pid").exists():
-            _run([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"])
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    if bin_dir is not None and (data / "postmaster.pid").exists():
+        pg_ctl = [str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-t", "30"]
+        try:
+            _run([*pg_ctl, "-m", "fast", "stop"])
+        except RuntimeError:
+            _run([*pg_ctl, "-m", "immediate", "stop"])
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

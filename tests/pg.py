@@ -9,12 +9,15 @@
   tests are isolated from each other.
 * ``pg_cluster`` (function): ``pg_dsn`` plus :meth:`PgCluster.restart_immediate`
   (``pg_ctl restart -m immediate``); skips unless we own the server's data directory.
+
+Without a server, the summary folds every skip into one line (``pytest_runtest_makereport``).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,10 +37,15 @@ SKIP_LINE = (
 
 
 def _cluster_script() -> ModuleType:
+    """scripts/pg_test_cluster.py, imported once."""
+    name = "pg_test_cluster"
+    if name in sys.modules:
+        return sys.modules[name]
     path = WORKTREE / "scripts" / "pg_test_cluster.py"
-    spec = importlib.util.spec_from_file_location("pg_test_cluster", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up while being made
     spec.loader.exec_module(module)
     return module
 
@@ -116,6 +124,17 @@ def pg_cluster(pg_server: PgServer, pg_dsn: str) -> PgCluster:
     if pg_server.data is None:
         pytest.skip("the PostgreSQL server is not ours to restart (AGENTMEM_TEST_PG_DATA unset)")
     return PgCluster(dsn=pg_dsn, data=pg_server.data)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Report every "no PostgreSQL server" skip at this file, so ``-ra`` folds them into
+    one line instead of one per test."""
+    report = yield
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and SKIP_LINE in str(longrepr[2]):
+        report.longrepr = (__file__, None, longrepr[2])
+    return report
 
 
 def child_env() -> dict[str, str]:

@@ -41,7 +41,8 @@ is made, never by ``import agentmem``; without them that raises a
 * **Exclusive locks.** :class:`AdvisoryLock` is a session-level
   ``pg_try_advisory_lock`` held on a dedicated connection (not a pooled one): it never
   waits, and the server drops it the moment that connection ends, so a killed holder
-  never leaves it behind (a dead host: once TCP keepalives give up on it, about 25 s).
+  never leaves it behind (a dead host: once TCP keepalives give up on it, about 25 s:
+  they are set on both sides of every connection).
 """
 
 from __future__ import annotations
@@ -195,13 +196,18 @@ class ConstraintViolation(StorageError):
 class PgCursor:
     """A psycopg cursor with the calls agentmem's SQLite code uses: ``execute`` (``?``
     placeholders, returns the cursor), ``executemany``, ``fetchone``, ``fetchall``,
-    ``rowcount`` and iteration. Obtained from :meth:`PgDatabase.transaction`."""
+    ``rowcount`` and iteration. Obtained from :meth:`PgDatabase.transaction`.
 
-    __slots__ = ("_cursor", "_integrity")
+    A broken constraint raises :class:`ConstraintViolation`; a value PostgreSQL cannot
+    store (text holding a NUL character, a number out of range) raises
+    :class:`~agentmem.errors.InvalidArgumentError`. Either way the transaction is lost.
+    """
 
-    def __init__(self, cursor: psycopg.Cursor[Any], integrity: type[Exception]) -> None:
+    __slots__ = ("_cursor", "_psycopg")
+
+    def __init__(self, cursor: psycopg.Cursor[Any], psycopg_module: ModuleType) -> None:
         self._cursor = cursor
-        self._integrity = integrity
+        self._psycopg = psycopg_module
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         try:
@@ -209,16 +215,16 @@ class PgCursor:
                 self._cursor.execute(translate_placeholders(sql), params)
             else:
                 self._cursor.execute(sql)
-        except self._integrity as exc:
-            raise _violation(exc) from exc
+        except (self._psycopg.IntegrityError, self._psycopg.DataError) as exc:
+            raise _refused(exc, self._psycopg) from exc
         return self
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> PgCursor:
         if rows:
             try:
                 self._cursor.executemany(translate_placeholders(sql), rows)
-            except self._integrity as exc:
-                raise _violation(exc) from exc
+            except (self._psycopg.IntegrityError, self._psycopg.DataError) as exc:
+                raise _refused(exc, self._psycopg) from exc
         return self
 
     def fetchone(self) -> tuple[Any, ...] | None:
@@ -235,7 +241,9 @@ class PgCursor:
         return self._cursor.rowcount
 
 
-def _violation(exc: Exception) -> ConstraintViolation:
+def _refused(exc: Exception, psycopg: ModuleType) -> AgentMemError:
+    if isinstance(exc, psycopg.DataError):
+        return InvalidArgumentError(f"PostgreSQL cannot store a value given: {exc}")
     diag = getattr(exc, "diag", None)
     return ConstraintViolation(
         f"constraint violated: {exc}",
@@ -334,11 +342,21 @@ class PgDatabase:
     # ------------------------------------------------------------------ connections
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Set up a new connection: the schema, and commits as durable as asked."""
+        """Set up a new connection: the schema, commits as durable as asked, and the
+        server's own keepalives (so the server, too, notices a client host that vanished,
+        and drops its locks, in about 25 s rather than the system's default two hours)."""
         row = conn.execute(
             "SELECT current_setting('synchronous_commit'), "
-            "set_config('search_path', COALESCE(%s, current_setting('search_path')), false)",
-            (None if self.schema is None else f'"{self.schema}"',),
+            "set_config('search_path', COALESCE(%s, current_setting('search_path')), false), "
+            "set_config('tcp_keepalives_idle', %s, false), "
+            "set_config('tcp_keepalives_interval', %s, false), "
+            "set_config('tcp_keepalives_count', %s, false)",
+            (
+                None if self.schema is None else f'"{self.schema}"',
+                str(_KEEPALIVES["keepalives_idle"]),
+                str(_KEEPALIVES["keepalives_interval"]),
+                str(_KEEPALIVES["keepalives_count"]),
+            ),
         ).fetchone()
         current = str(row[0]) if row else ""
         if self.durability == "normal":
@@ -461,7 +479,7 @@ def _in_transaction(conn: Any, psycopg: ModuleType) -> Iterator[PgCursor]:
     the failure was swallowed) raises instead of passing for a commit."""
     try:
         with conn.cursor() as raw:
-            yield PgCursor(raw, psycopg.IntegrityError)
+            yield PgCursor(raw, psycopg)
         done = conn.execute("COMMIT")
         if done.statusmessage != "COMMIT":
             raise StorageError(
