@@ -109,15 +109,21 @@ CANDIDATES_PER_FACT: Final = 5
 """How many similar memories each new fact brings to the reconciliation."""
 
 _MISSING: Final = object()
-_PG_SCHEMES: Final = ("postgresql://", "postgres://")
 
 
 def _backend_dsn(mem: object) -> str | None:
     """The PostgreSQL DSN a memory's stores run on (``mem.backend``: a DSN, or a backend
     object with a ``dsn``), else ``None`` (the embedded files)."""
     backend = getattr(mem, "backend", None)
-    dsn = backend if isinstance(backend, str) else getattr(backend, "dsn", None)
-    return dsn if isinstance(dsn, str) and dsn.lower().startswith(_PG_SCHEMES) else None
+    return _dsn(backend if isinstance(backend, str) else getattr(backend, "dsn", None))
+
+
+def _dsn(backend: object) -> str | None:
+    """``backend`` when it names a PostgreSQL database (a ``postgresql://`` URI or a libpq
+    ``key=value`` string), ``None`` for the embedded ``semantic.sqlite``."""
+    if not isinstance(backend, str) or backend.strip().lower() in ("", "embedded", "sqlite"):
+        return None
+    return backend.strip()
 
 
 def _source(
@@ -169,8 +175,9 @@ class LocalMemoryClient:
         durability: ``"full"`` (fsync every commit, the default) or ``"normal"``.
         vector_weight: The cosine's share of a score when an embedder is given (0..1).
         clock: Returns the time in epoch seconds (tests pass a fixed one).
-        backend: A ``postgresql://`` DSN: the memories live in that database
-            (docs/semantic.md, "PostgreSQL") instead of ``semantic.sqlite``. ``None``:
+        backend: A PostgreSQL DSN (``postgresql://user@host:5432/db``): the memories
+            live in that database (docs/semantic.md, "PostgreSQL") instead of
+            ``semantic.sqlite``; ``"embedded"`` is ``semantic.sqlite``. ``None``:
             the memory's backend when ``mem_or_root`` is a :class:`~agentmem.Memory`
             on PostgreSQL (not when incognito), else ``semantic.sqlite``.
 
@@ -202,11 +209,9 @@ class LocalMemoryClient:
         backend: str | None = None,
     ) -> None:
         path, mem_llm, mem_scrubber = _source(mem_or_root)
-        if backend is not None and not (
-            isinstance(backend, str) and backend.lower().startswith(_PG_SCHEMES)
-        ):
-            raise ConfigurationError("backend must be None or a postgresql:// DSN")
-        dsn = backend if backend is not None else path and _backend_dsn(mem_or_root)
+        if backend is not None and (not isinstance(backend, str) or not backend.strip()):
+            raise ConfigurationError("backend must be None, 'embedded' or a PostgreSQL DSN")
+        dsn = _dsn(backend) if backend is not None else path and _backend_dsn(mem_or_root)
         check_component("llm", llm, LLM, "a callable llm(messages, tools=None) -> dict")
         if durability not in DURABILITIES:
             raise ConfigurationError(
