@@ -407,7 +407,7 @@ def test_a_newer_schema_is_refused(pg_dsn: str) -> None:
         LocalMemoryClient(None, backend=pg_dsn, embedder=None)
 
 
-def test_the_term_index_follows_every_change(pg_dsn: str) -> None:
+def test_the_term_index_and_its_counts_follow_every_change(pg_dsn: str) -> None:
     client = LocalMemoryClient(None, backend=pg_dsn, embedder=None, clock=Clock())
     ids = [client.add(f"Running fact {i} with café", user_id="u")[0]["id"] for i in range(4)]
     client.llm = ScriptedLLM(
@@ -423,6 +423,7 @@ def test_the_term_index_follows_every_change(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("SET search_path TO agentmem")
         rows = conn.execute("SELECT docid, text, terms FROM semantic_memories").fetchall()
+        stats = conn.execute("SELECT memories, terms FROM semantic_stats").fetchall()
         indexed = Counter(
             (int(d), str(t), int(n))
             for d, t, n in conn.execute("SELECT docid, term, tf FROM semantic_terms").fetchall()
@@ -435,6 +436,7 @@ def test_the_term_index_follows_every_change(pg_dsn: str) -> None:
     assert indexed == want
     assert all(length == len(terms(text)) for _, text, length in rows)
     assert len(rows) == 3
+    assert stats == [(3, sum(len(terms(text)) for _, text, _ in rows))]  # BM25's N and length
 
 
 def test_a_memory_on_postgresql_gives_the_client_its_database(pg_dsn: str, tmp_path: Path) -> None:

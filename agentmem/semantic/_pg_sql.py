@@ -38,6 +38,7 @@ from agentmem.recall._porter import terms
 
 __all__ = [
     "PgConn",
+    "forget",
     "index_terms",
     "keyword_matches",
     "server_similarities",
@@ -48,6 +49,7 @@ __all__ = [
 MEMORIES: Final = "semantic_memories"
 HISTORY: Final = "semantic_history"
 TERMS: Final = "semantic_terms"
+STATS: Final = "semantic_stats"
 
 _K1: Final = 1.2
 _B: Final = 0.75
@@ -76,15 +78,32 @@ def _key(term: str) -> str:
     return "#" + hashlib.sha256(term.encode("utf-8")).hexdigest()
 
 
-def index_terms(conn: PgConn, docid: int, text: str) -> None:
-    """Make ``semantic_terms`` and the length of memory ``docid`` those of ``text``."""
+def index_terms(conn: PgConn, docid: int, text: str, *, old: int | None) -> None:
+    """Make ``semantic_terms`` and the length of memory ``docid`` those of ``text``, and
+    count them in ``semantic_stats``; ``old``: its length before (``None``: a new memory)."""
     counts = Counter(_key(term) for term in terms(text))
-    conn.execute(f"DELETE FROM {TERMS} WHERE docid = ?", (docid,))
+    length = sum(counts.values())
+    if old is not None:
+        conn.execute(f"DELETE FROM {TERMS} WHERE docid = ?", (docid,))
     conn.cursor.executemany(
         f"INSERT INTO {TERMS} (term, docid, tf) VALUES (?, ?, ?)",
         [(term, docid, count) for term, count in counts.items()],
     )
-    conn.execute(f"UPDATE {MEMORIES} SET terms = ? WHERE docid = ?", (sum(counts.values()), docid))
+    conn.execute(f"UPDATE {MEMORIES} SET terms = ? WHERE docid = ?", (length, docid))
+    conn.execute(
+        f"UPDATE {STATS} SET memories = memories + ?, terms = terms + ?",
+        (1 if old is None else 0, length - (old or 0)),
+    )
+
+
+def forget(conn: PgConn, returned: Sequence[Sequence[Any]]) -> None:
+    """Take deleted memories (the ``terms`` their ``DELETE ... RETURNING`` gave) out of
+    ``semantic_stats`` (their terms went by cascade)."""
+    if returned:
+        conn.execute(
+            f"UPDATE {STATS} SET memories = memories - ?, terms = terms - ?",
+            (len(returned), sum(int(row[0]) for row in returned)),
+        )
 
 
 def set_embedding(conn: PgConn, docid: int, blob: bytes | None) -> None:
@@ -123,7 +142,7 @@ def keyword_matches(
             f"SELECT term, count(*) FROM {TERMS} WHERE term = ANY(?) GROUP BY term", [every]
         )
     }
-    row = conn.execute(f"SELECT count(*), COALESCE(sum(terms), 0) FROM {MEMORIES}").fetchone()
+    row = conn.execute(f"SELECT memories, terms FROM {STATS}").fetchone()
     total, tokens = (int(row[0]), int(row[1])) if row is not None else (0, 0)
     average = tokens / total if total else 1.0
     idf: list[float] = []

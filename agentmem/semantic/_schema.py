@@ -31,7 +31,9 @@ identities, ``BYTEA`` vectors), with the same unique index on the fact. FTS5 has
 no counterpart there: ``semantic_terms`` holds each memory's index terms (the very
 terms FTS5's tokenizer makes, :func:`agentmem.recall._porter.terms`) with their
 counts, and ``semantic_memories.terms`` its length, written by the client in the
-transaction that writes the memory, deleted with it by ``ON DELETE CASCADE``.
+transaction that writes the memory, deleted with it by ``ON DELETE CASCADE``;
+``semantic_stats`` (one row) counts the memories and their terms, for BM25 (kept in
+the same transactions; writers hold the store's lock, so the row is no contention).
 """
 
 from __future__ import annotations
@@ -127,6 +129,14 @@ _PG_INITIAL: Final = (
     )
     """,
     "CREATE INDEX semantic_history_by_memory ON semantic_history (memory_id, seq)",
+    """
+    CREATE TABLE semantic_stats (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        memories BIGINT NOT NULL,
+        terms BIGINT NOT NULL
+    )
+    """,
+    "INSERT INTO semantic_stats (one, memories, terms) VALUES (1, 0, 0)",
 )
 
 PG_MIGRATIONS: Final = (postgres.Migration("0001_initial", _PG_INITIAL),)

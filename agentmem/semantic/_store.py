@@ -598,16 +598,9 @@ def insert_row(
     if isinstance(conn, sqlite3.Connection):
         conn.execute(sql, params)
         return
-    _pg_index(conn, conn.execute(sql + " RETURNING docid", params).fetchone(), text, vector)
-
-
-def _pg_index(
-    conn: pg_sql.PgConn, returned: tuple[Any, ...] | None, text: str, vector: bytes | None
-) -> None:
-    """Index the row an insert or update returned the docid of (nothing: no row)."""
-    if returned is not None:
-        pg_sql.index_terms(conn, int(returned[0]), text)
-        pg_sql.set_embedding(conn, int(returned[0]), vector)
+    [docid] = conn.execute(sql + " RETURNING docid", params).fetchall()[0]
+    pg_sql.index_terms(conn, int(docid), text, old=None)
+    pg_sql.set_embedding(conn, int(docid), vector)
 
 
 def update_row(
@@ -628,12 +621,22 @@ def update_row(
     if isinstance(conn, sqlite3.Connection):
         conn.execute(sql, params)
         return
-    _pg_index(conn, conn.execute(sql + " RETURNING docid", params).fetchone(), text, vector)
+    before = conn.execute(
+        f"SELECT docid, terms FROM {pg_sql.MEMORIES} WHERE id = ?", (memory_id,)
+    ).fetchone()
+    conn.execute(sql, params)
+    if before is not None:
+        pg_sql.index_terms(conn, int(before[0]), text, old=int(before[1]))
+        pg_sql.set_embedding(conn, int(before[0]), vector)
 
 
 def delete_row(conn: Conn, memory_id: str) -> None:
     """Delete a memory (its history stays; on PostgreSQL its terms go by cascade)."""
-    conn.execute(f"DELETE FROM {_dialect(conn).memories} WHERE id = ?", (memory_id,))
+    sql = f"DELETE FROM {_dialect(conn).memories} WHERE id = ?"
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute(sql, (memory_id,))
+    else:
+        pg_sql.forget(conn, conn.execute(sql + " RETURNING terms", (memory_id,)).fetchall())
 
 
 def record(
