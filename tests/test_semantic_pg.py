@@ -504,11 +504,11 @@ def test_with_pgvector_the_server_scores_the_vectors(
     before = LocalMemoryClient(None, backend=pg_dsn, embedder=AxisEmbedder())
     before.add("alpha tea written before pgvector", user_id="u")  # backfilled on open
     plain.add("alpha tea written before pgvector", user_id="u")
-    before.close()
     monkeypatch.setattr(pg_engine, "pgvector_state", lambda database: "installed")
     served = LocalMemoryClient(None, backend=pg_dsn, embedder=AxisEmbedder())
     try:
         assert served._db.pgvector  # type: ignore[attr-defined]
+        assert not before._db.pgvector  # type: ignore[attr-defined]
         for text in ("alpha tea", "green tea", "I drive a car", "beta and alpha"):
             for client in (plain, served):
                 client.add(text, user_id="u")
@@ -517,10 +517,24 @@ def test_with_pgvector_the_server_scores_the_vectors(
                 "SELECT count(*) FROM agentmem.semantic_memories WHERE embedding IS NULL"
             ).fetchone()
         assert missing == (0,)
-        for query in ("beta tea", "automobile", "alpha", "tea"):
+        # A client opened before the column existed changes a memory's vector: the
+        # server must not go on scoring the old one.
+        changed = []
+        for client in (before, plain):
+            client.llm = ScriptedLLM(
+                [
+                    reply({"facts": ["beta tea now"]}),
+                    reply({"memory": [{"event": "UPDATE", "id": "0", "text": "beta tea now"}]}),
+                ]
+            )
+            changed.append(
+                [(e["event"], e["previous_memory"]) for e in client.add("x", user_id="u")]
+            )
+        assert changed[0] == changed[1] and changed[0][0][0] == "UPDATE"
+        for query in ("beta tea", "automobile", "alpha", "tea", "beta"):
             want = [(h.memory, h.score) for h in plain.search(query, user_id="u", limit=10)]
             got = [(h.memory, h.score) for h in served.search(query, user_id="u", limit=10)]
             assert got == want, query
     finally:
-        served.close()
-        plain.close()
+        for client in (served, before, plain):
+            client.close()

@@ -74,7 +74,6 @@ class PgSemanticDB:
             :class:`~agentmem._storage.postgres.PgDatabase` shared with other stores
             (not closed here; its ``durability`` applies).
         durability: For a DSN: ``"full"`` or ``"normal"``.
-        pgvector: ``"auto"`` (use it when the server has it), or ``False``.
 
     Raises:
         ConfigurationError: psycopg is missing (``pip install 'agentmem[postgres]'``).
@@ -90,7 +89,6 @@ class PgSemanticDB:
         database: str | PgDatabase,
         *,
         durability: Durability = "full",
-        pgvector: bool | str = "auto",
     ) -> None:
         self._owned = not isinstance(database, PgDatabase)
         opened = (
@@ -110,7 +108,7 @@ class PgSemanticDB:
                 format_version=PG_FORMAT_VERSION,
                 migrations=PG_MIGRATIONS,
             )
-            self.pgvector = pgvector is not False and self._setup_pgvector()
+            self.pgvector = self._setup_pgvector()
         except BaseException:
             self.close()
             raise
@@ -128,9 +126,23 @@ class PgSemanticDB:
             except StorageError as exc:
                 _log.info("semantic memory %s: pgvector not used (%s)", self.where, exc)
                 return False
+        with db.transaction("look for the pgvector column", snapshot=True) as cur:
+            row = cur.execute(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE "
+                "table_schema = current_schema() AND table_name = ? "
+                "AND column_name = 'embedding')",
+                (pg_sql.MEMORIES,),
+            ).fetchone()
+        if row is not None and row[0]:
+            return True
         with db.transaction("add the pgvector column") as cur:
             cur.execute("SELECT pg_advisory_xact_lock(?)", (self._key,))
             cur.execute(f"ALTER TABLE {pg_sql.MEMORIES} ADD COLUMN IF NOT EXISTS embedding vector")
+            # A client that opened before the column existed changes a vector without
+            # knowing of it: the trigger empties the stale embedding (the blob is then
+            # scored in the client) until a client that knows sets it again.
+            for statement in pg_sql.STALE_EMBEDDING:
+                cur.execute(statement)
             conn = pg_sql.PgConn(cur, pgvector=True)
             missing = cur.execute(
                 f"SELECT docid, vector FROM {pg_sql.MEMORIES} "

@@ -37,6 +37,7 @@ from agentmem._storage.postgres import PgCursor
 from agentmem.recall._porter import terms
 
 __all__ = [
+    "STALE_EMBEDDING",
     "PgConn",
     "forget",
     "index_terms",
@@ -50,6 +51,26 @@ MEMORIES: Final = "semantic_memories"
 HISTORY: Final = "semantic_history"
 TERMS: Final = "semantic_terms"
 STATS: Final = "semantic_stats"
+
+STALE_EMBEDDING: Final = (
+    """
+    CREATE OR REPLACE FUNCTION semantic_embedding_stale() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.vector IS DISTINCT FROM OLD.vector THEN
+            NEW.embedding := NULL;
+        END IF;
+        RETURN NEW;
+    END
+    $$
+    """,
+    f"DROP TRIGGER IF EXISTS semantic_embedding_stale ON {MEMORIES}",
+    f"""
+    CREATE TRIGGER semantic_embedding_stale BEFORE UPDATE OF vector ON {MEMORIES}
+    FOR EACH ROW EXECUTE FUNCTION semantic_embedding_stale()
+    """,
+)
+"""With pgvector: an update of a blob empties its ``embedding`` until it is set again."""
 
 _K1: Final = 1.2
 _B: Final = 0.75
