@@ -30,7 +30,13 @@ from pg import PgCluster, child_env
 from profiles import scaled
 
 from agentmem._storage.postgres import PgDatabase, advisory_key
-from agentmem.errors import FormatVersionError, MemoryNotFoundError, StorageError
+from agentmem.errors import (
+    ConfigurationError,
+    FormatVersionError,
+    InvalidArgumentError,
+    MemoryNotFoundError,
+    StorageError,
+)
 from agentmem.recall._porter import terms
 from agentmem.semantic import LocalMemoryClient
 from agentmem.semantic import _pg as pg_engine
@@ -454,6 +460,24 @@ def test_a_memory_on_postgresql_gives_the_client_its_database(pg_dsn: str, tmp_p
         hidden.add("never written", user_id="u")
     with LocalMemoryClient(None, backend=pg_dsn, embedder=None) as again:
         assert texts(again.get_all(user_id="u")) == {"stored on the server"}
+
+
+def test_a_nul_character_is_refused_by_name_and_nothing_is_stored(pg_dsn: str) -> None:
+    # PostgreSQL's text cannot hold U+0000 (SQLite's can): a clear error, nothing written.
+    with LocalMemoryClient(None, backend=pg_dsn, embedder=None) as client:
+        client.add("kept", user_id="u")
+        with pytest.raises(InvalidArgumentError, match="NUL"):
+            client.add(
+                [{"role": "user", "content": "first"}, {"role": "user", "content": "a\x00b"}],
+                user_id="u",
+            )
+        assert texts(client.get_all(user_id="u")) == {"kept"}
+
+
+@pytest.mark.parametrize("bad", [3, "", "   "])
+def test_a_bad_backend_is_named(bad: object, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="backend"):
+        LocalMemoryClient(tmp_path, backend=bad)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- pgvector
