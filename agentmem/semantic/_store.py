@@ -19,6 +19,13 @@ Every :mod:`sqlite3` error leaving this module is mapped to
 :class:`~agentmem.errors.StorageError` (:class:`~agentmem.errors.CorruptStoreError`
 for damage found after open). The functions below the class take the
 connection inside a transaction and never commit on their own.
+
+**Two engines.** The client holds a :class:`SemanticEngine`: :class:`SemanticDB`
+here, or :class:`~agentmem.semantic._pg.PgSemanticDB` on PostgreSQL. The SQL
+functions below are written once, with ``?`` placeholders, and run on either
+connection (:data:`Conn`); what PostgreSQL names or does differently (table names,
+text read as text, keyword matching without FTS5, server-side cosines with
+pgvector) comes from :mod:`agentmem.semantic._pg_sql`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ A :class:`~agentmem.protocols.MemoryClient` with no server: memories live
 in ``<root>/semantic.sqlite`` (see :mod:`agentmem.semantic._schema` for the
 format and :mod:`agentmem.semantic._store` for how it is opened), beside the
 sessions database, under the same rules (WAL, transactions, recovery on open,
-nothing written in incognito mode).
+nothing written in incognito mode); or, with ``backend=`` or a memory on PostgreSQL,
+in that database (:mod:`agentmem.semantic._pg`: the same calls, the same answers).
 
 **Capture** (:meth:`LocalMemoryClient.add`). Only the user's own words are
 used (:func:`~agentmem.semantic._common.user_texts`), and they are
