@@ -223,6 +223,25 @@ def test_vectors_blend_and_zero_vectors_score_zero(make: Make) -> None:
     assert sorted((h.memory, h.score) for h in plain) == [("alpha tea", 1.0), ("green tea", 1.0)]
 
 
+def test_threads_sharing_one_client_lose_nothing(make: Make) -> None:
+    client = make()
+
+    def add(worker: int) -> None:
+        for i in range(10):
+            client.add(f"thread{worker} fact{i}", user_id="u")
+            client.add(f"Shared fact {i}", user_id="u")
+
+    threads = [threading.Thread(target=add, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    stored = texts(client.get_all(user_id="u", limit=1000))
+    assert stored == {f"thread{w} fact{i}" for w in range(4) for i in range(10)} | {
+        f"Shared fact {i}" for i in range(10)
+    }
+
+
 def test_a_reopened_client_resumes_memories_and_history(make: Make) -> None:
     first = make(embedder=AxisEmbedder())
     [event] = first.add("alpha fact to keep", user_id="u", metadata={"source": "chat"})
@@ -430,23 +449,58 @@ def test_the_term_index_and_its_counts_follow_every_change(pg_dsn: str) -> None:
     client.delete(ids[1])
     client.delete_all(user_id="u", agent_id="nobody")
     client.close()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    assert _consistent(pg_dsn) == 3
+
+
+def _consistent(dsn: str) -> int:
+    """Check that every memory has its terms, its length, its ADD in the history, and
+    that BM25's counts are right; the number of memories."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET search_path TO agentmem")
-        rows = conn.execute("SELECT docid, text, terms FROM semantic_memories").fetchall()
+        rows = conn.execute("SELECT docid, id, text, terms FROM semantic_memories").fetchall()
         stats = conn.execute("SELECT memories, terms FROM semantic_stats").fetchall()
         indexed = Counter(
             (int(d), str(t), int(n))
             for d, t, n in conn.execute("SELECT docid, term, tf FROM semantic_terms").fetchall()
         )
+        added = {
+            str(memory_id)
+            for (memory_id,) in conn.execute(
+                "SELECT memory_id FROM semantic_history WHERE event = 'ADD'"
+            ).fetchall()
+        }
     want = Counter(
         (int(docid), term, count)
-        for docid, text, _ in rows
+        for docid, _, text, _ in rows
         for term, count in Counter(terms(text)).items()
     )
     assert indexed == want
-    assert all(length == len(terms(text)) for _, text, length in rows)
-    assert len(rows) == 3
-    assert stats == [(3, sum(len(terms(text)) for _, text, _ in rows))]  # BM25's N and length
+    assert all(length == len(terms(text)) for _, _, text, length in rows)
+    assert {str(memory_id) for _, memory_id, _, _ in rows} <= added
+    assert stats == [(len(rows), sum(len(terms(text)) for _, _, text, _ in rows))]
+    return len(rows)
+
+
+def test_kill9_of_a_writer_leaves_every_acknowledged_add_and_a_consistent_index(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), pg_dsn, "0", "1", "10000", str(tmp_path / "go")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
+    assert proc.stdout is not None
+    acknowledged = [json.loads(proc.stdout.readline()) for _ in range(40)]
+    proc.kill()  # SIGKILL, somewhere in an add
+    out, _ = proc.communicate(timeout=30)
+    acknowledged += [json.loads(line) for line in out.decode().splitlines()]
+    with LocalMemoryClient(None, backend=pg_dsn, embedder=None) as client:
+        stored = {r.id: r.memory for r in client.get_all(user_id="team", limit=100_000)}
+    for events in acknowledged:
+        for event in events:
+            assert stored[event["id"]] == event["memory"]
+    assert _consistent(pg_dsn) == len(stored) >= len({e["id"] for es in acknowledged for e in es})
 
 
 def test_a_memory_on_postgresql_gives_the_client_its_database(pg_dsn: str, tmp_path: Path) -> None:
