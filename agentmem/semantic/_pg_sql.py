@@ -8,9 +8,9 @@ from here what SQLite does with features PostgreSQL does not have:
 * **Keyword matching.** SQLite's store matches through an FTS5 index (porter
   stemming over unicode61, diacritics folded) and ranks with FTS5's ``bm25()``.
   Here the same terms are kept in a plain table, ``semantic_terms (term, docid,
-  tf)``, written by :func:`index_terms` in the transaction that writes the memory:
-  the terms are made in Python by :func:`agentmem.recall._porter.terms`, which is
-  checked against FTS5's own vocabulary, so a word matches the same memories on
+  tf)``, written by :func:`index_terms` in the transaction that writes the memory.
+  The terms are made by FTS5 itself (:func:`terms`: SQLite's tokenizer, run on a
+  private in-memory table of this process), so a word matches the same memories on
   both engines (stems, case, accents). :func:`keyword_matches` computes the same
   numbers as the SQLite one: how many of the query's words a memory holds, and
   FTS5's BM25 formula (k1 = 1.2, b = 0.75, FTS5's idf floor) over the whole table.
@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sqlite3
 import struct
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
+from agentmem._storage.fts import TOKENIZER
 from agentmem._storage.postgres import PgCursor
-from agentmem.recall._porter import terms
 
 __all__ = [
     "STALE_EMBEDDING",
@@ -44,6 +46,7 @@ __all__ = [
     "keyword_matches",
     "server_similarities",
     "set_embedding",
+    "terms",
     "vector_literal",
 ]
 
@@ -89,6 +92,28 @@ class PgConn:
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         return self.cursor.execute(sql, params)
+
+
+_TOKENIZERS = threading.local()
+
+
+def terms(text: str) -> list[str]:
+    """The index terms FTS5 makes of ``text`` (``porter unicode61 remove_diacritics 2``),
+    in order: read from an in-memory FTS5 table (one per thread), never written to disk."""
+    conn: sqlite3.Connection | None = getattr(_TOKENIZERS, "conn", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute(f"CREATE VIRTUAL TABLE tokens USING fts5 (text, tokenize = '{TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE token_list USING fts5vocab (tokens, 'instance')")
+        _TOKENIZERS.conn = conn
+    conn.execute("BEGIN")
+    try:
+        conn.execute("INSERT INTO tokens (rowid, text) VALUES (1, ?)", (text,))
+        return [
+            str(term) for (term,) in conn.execute("SELECT term FROM token_list ORDER BY offset")
+        ]
+    finally:
+        conn.execute("ROLLBACK")
 
 
 def _key(term: str) -> str:

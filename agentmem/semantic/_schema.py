@@ -29,7 +29,7 @@ the same tables are ``semantic_memories`` and ``semantic_history`` (prefixed: on
 database holds every agentmem store), typed the PostgreSQL way (``BIGINT``
 identities, ``BYTEA`` vectors), with the same unique index on the fact. FTS5 has
 no counterpart there: ``semantic_terms`` holds each memory's index terms (the very
-terms FTS5's tokenizer makes, :func:`agentmem.recall._porter.terms`) with their
+terms FTS5's tokenizer makes, :func:`agentmem.semantic._pg_sql.terms`) with their
 counts, and ``semantic_memories.terms`` its length, written by the client in the
 transaction that writes the memory, deleted with it by ``ON DELETE CASCADE``;
 ``semantic_stats`` (one row) counts the memories and their terms, for BM25 (kept in
