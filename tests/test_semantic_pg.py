@@ -258,7 +258,22 @@ def test_a_reopened_client_resumes_memories_and_history(make: Make) -> None:
 # --------------------------------------------------------------------------- both engines agree
 
 
-WORDS = ["run", "running", "runs", "café", "cafe", "test", "tests", "deploy", "alpha", "beta"]
+WORDS = [
+    "run",
+    "running",
+    "runs",
+    "café",
+    "cafe",
+    "test",
+    "tests",
+    "deploy",
+    "alpha",
+    "beta",
+    "foo",
+    "bar",
+    "foo_bar",
+    "bar_foo_run",
+]
 SCOPES = [("u1", None, None), ("u1", "a", None), ("u2", None, None)]
 
 
@@ -306,7 +321,16 @@ class SameAnswers(RuleBasedStateMachine):
 
     @invariant()
     def searches_agree(self) -> None:
-        for query in ("run tests", "café", "beta test", "alpha running deploy", "the"):
+        for query in (
+            "run tests",
+            "café",
+            "beta test",
+            "alpha running deploy",
+            "the",
+            "foo_bar",
+            "bar_foo tests",
+            "foo_run",
+        ):
             for scope in SCOPES:
                 answers = [
                     [

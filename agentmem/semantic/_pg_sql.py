@@ -12,10 +12,9 @@ from here what SQLite does with features PostgreSQL does not have:
   The terms are made by FTS5 itself (:func:`terms`: SQLite's tokenizer, run on a
   private in-memory table of this process), so a word matches the same memories on
   both engines (stems, case, accents). :func:`keyword_matches` computes the same
-  numbers as the SQLite one: how many of the query's words a memory holds, and
+  numbers as the SQLite one: how many of the query's words a memory holds (a word
+  that is several terms, ``foo_bar``, is a phrase: its terms consecutive), and
   FTS5's BM25 formula (k1 = 1.2, b = 0.75, FTS5's idf floor) over the whole table.
-  One difference: a query word that is several index terms (``foo_bar``) matches
-  a memory holding all of them, where FTS5 wants them adjacent.
   A plain table rather than a ``tsvector``: PostgreSQL's text-search parsers and
   its ``english`` stemmer (Porter 2) split and stem differently from FTS5, so the
   two engines would not find the same memories for the same words.
@@ -162,50 +161,81 @@ def set_embedding(conn: PgConn, docid: int, blob: bytes | None) -> None:
         )
 
 
+Phrase = tuple[str, ...]
+
+
+def _occurrences(phrase: Phrase, keys: Sequence[str]) -> int:
+    """How many times ``phrase`` occurs in ``keys`` as consecutive terms."""
+    n = len(phrase)
+    return sum(1 for i in range(len(keys) - n + 1) if tuple(keys[i : i + n]) == phrase)
+
+
 def keyword_matches(
     conn: PgConn, where: str, params: Sequence[str], words: Sequence[str]
 ) -> dict[int, tuple[float, int]]:
     """``docid -> (BM25, how many of words it holds)`` for the memories matching
-    ``where`` (over alias ``m``) that hold any of ``words`` (see the module docstring)."""
-    wanted = [keys for keys in ([_key(t) for t in terms(word)] for word in words) if keys]
-    every = sorted({key for keys in wanted for key in keys})
-    if not every:
+    ``where`` (over alias ``m``) that hold any of ``words`` (see the module docstring).
+
+    Each word is an FTS5 phrase: its terms, consecutive. A one-term phrase is read from
+    ``semantic_terms``; a longer one (``foo_bar``) from the texts of the memories that
+    hold all its terms, counted the way FTS5 counts phrase matches.
+    """
+    wanted: list[Phrase] = [
+        phrase for phrase in (tuple(_key(t) for t in terms(word)) for word in words) if phrase
+    ]
+    if not wanted:
         return {}
-    held: dict[int, dict[str, int]] = {}
+    tf: dict[int, dict[Phrase, int]] = {}  # docid -> phrase -> occurrences
     lengths: dict[int, int] = {}
-    for docid, term, tf, length in conn.execute(
-        f"SELECT t.docid, t.term, t.tf, m.terms FROM {TERMS} AS t "
-        f"JOIN {MEMORIES} AS m ON m.docid = t.docid WHERE t.term = ANY(?) AND {where}",
-        [every, *params],
-    ):
-        held.setdefault(int(docid), {})[str(term)] = int(tf)
-        lengths[int(docid)] = int(length)
-    if not held:
+    documents: dict[Phrase, int] = {}  # phrase -> memories holding it, over the whole table
+    singles = sorted({phrase[0] for phrase in wanted if len(phrase) == 1})
+    if singles:
+        for docid, term, count, length in conn.execute(
+            f"SELECT t.docid, t.term, t.tf, m.terms FROM {TERMS} AS t "
+            f"JOIN {MEMORIES} AS m ON m.docid = t.docid WHERE t.term = ANY(?) AND {where}",
+            [singles, *params],
+        ):
+            tf.setdefault(int(docid), {})[(str(term),)] = int(count)
+            lengths[int(docid)] = int(length)
+        if tf:
+            for term, count in conn.execute(
+                f"SELECT term, count(*) FROM {TERMS} WHERE term = ANY(?) GROUP BY term", [singles]
+            ):
+                documents[(str(term),)] = int(count)
+    for phrase in dict.fromkeys(p for p in wanted if len(p) > 1):
+        distinct = sorted(set(phrase))
+        documents[phrase] = 0
+        for docid, text, length, inside in conn.execute(
+            f"SELECT m.docid, m.text, m.terms, ({where}) FROM {MEMORIES} AS m WHERE m.docid IN "
+            f"(SELECT docid FROM {TERMS} WHERE term = ANY(?) GROUP BY docid HAVING count(*) = ?)",
+            [*params, distinct, len(distinct)],
+        ):
+            count = _occurrences(phrase, [_key(t) for t in terms(str(text))])
+            if count:
+                documents[phrase] += 1
+                if inside:
+                    tf.setdefault(int(docid), {})[phrase] = count
+                    lengths[int(docid)] = int(length)
+    if not tf:
         return {}
-    frequency = {
-        str(term): int(count)
-        for term, count in conn.execute(
-            f"SELECT term, count(*) FROM {TERMS} WHERE term = ANY(?) GROUP BY term", [every]
-        )
-    }
     row = conn.execute(f"SELECT memories, terms FROM {STATS}").fetchone()
     total, tokens = (int(row[0]), int(row[1])) if row is not None else (0, 0)
     average = tokens / total if total else 1.0
     idf: list[float] = []
-    for keys in wanted:
-        hits = min(frequency.get(key, 0) for key in keys)
+    for phrase in wanted:
+        hits = documents.get(phrase, 0)
         value = math.log((total - hits + 0.5) / (hits + 0.5))
         idf.append(value if value > 0.0 else 1e-6)  # FTS5's floor
     out: dict[int, tuple[float, int]] = {}
-    for docid, counts in held.items():
+    for docid, counts in tf.items():
         score = 0.0
         found = 0
         size = lengths[docid]
-        for keys, weight in zip(wanted, idf, strict=True):
-            if all(key in counts for key in keys):
+        for phrase, weight in zip(wanted, idf, strict=True):
+            n = counts.get(phrase, 0)
+            if n:
                 found += 1
-                tf = min(counts[key] for key in keys)
-                score += weight * (tf * (_K1 + 1.0)) / (tf + _K1 * (1 - _B + _B * size / average))
+                score += weight * (n * (_K1 + 1.0)) / (n + _K1 * (1 - _B + _B * size / average))
         if found:
             out[docid] = (-1.0 * score, found)
     return out
