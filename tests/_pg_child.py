@@ -63,22 +63,23 @@ def main(mode: str, dsn: str, *rest: str) -> None:
         return
     session_id = rest[0]
     store = SessionStore.postgres(dsn)
+    held = []  # the locks taken: a lock object that is collected is released
     if mode == "hold":
-        store.lock(session_id)
+        held.append(store.lock(session_id))
         print("held", flush=True)
         time.sleep(3600)
     elif mode == "race":
         print("ready", flush=True)
         sys.stdin.readline()
         try:
-            store.lock(session_id)
+            held.append(store.lock(session_id))
         except StoreLockedError:
             print("locked", flush=True)
         else:
             print("got", flush=True)
         sys.stdin.read()  # hold it (or not) until the parent is done
     elif mode == "append":
-        store.lock(session_id)
+        held.append(store.lock(session_id))
         writer = store.writer(session_id)
         seq = store.info(session_id).message_count
         print("ready", flush=True)

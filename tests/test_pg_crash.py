@@ -224,7 +224,7 @@ def test_a_rival_that_took_a_lost_lock_keeps_it(pg_cluster: PgCluster) -> None:
     rival = SessionStore.postgres(pg_cluster.dsn)
     try:
         sid = first.create().id
-        first.lock(sid)
+        lock = first.lock(sid)
         history = MessageHistory(observer=first.writer(sid))
         history.append(expected_message(0))
         pg_cluster.restart_immediate()  # every lock is gone with its connection
@@ -236,6 +236,7 @@ def test_a_rival_that_took_a_lost_lock_keeps_it(pg_cluster: PgCluster) -> None:
             history.append({"role": "user", "content": "from the old holder"})
         assert rival.load(sid).messages == [expected_message(0), expected_message(1)]
         rival_lock.release()
+        lock.release()
     finally:
         first.close()
         rival.close()

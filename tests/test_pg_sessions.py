@@ -10,7 +10,10 @@ crash-restart) are in tests/test_pg_crash.py.
 
 from __future__ import annotations
 
+import gc
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,7 @@ class Backend:
     name: str
     open: Callable[..., SessionStore]
     raw: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+    dsn: str = ""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -62,7 +66,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
                 cur = conn.execute(sql.replace("?", "%s"), params)
                 return cur.fetchall() if cur.description else []
 
-        yield Backend("postgresql", lambda **kw: remember(SessionStore.postgres(dsn, **kw)), raw)
+        yield Backend(
+            "postgresql", lambda **kw: remember(SessionStore.postgres(dsn, **kw)), raw, dsn
+        )
     for store in stores:
         store.close()
 
@@ -280,3 +286,92 @@ def test_text_postgresql_cannot_store_is_a_clear_error(backend: Backend) -> None
     with pytest.raises(InvalidArgumentError, match="NUL"):
         store.writer(sid).append_thread("t\x00", [{"role": "user", "content": "x"}])
     assert store.load(sid).threads == {}
+
+
+def test_two_hosts_creating_one_id_get_one_session_and_one_clear_error(
+    backend: Backend,
+) -> None:
+    """The other host's insert lands between this store's existence check and its own
+    insert: still "already exists" (InvalidArgumentError), never a raw constraint error."""
+    store = backend.open()
+    if backend.name == "sqlite":  # SQLite's write lock serialises the check and the insert
+        store.create(session_id="dup")
+        with pytest.raises(InvalidArgumentError, match="already exists"):
+            store.create(session_id="dup")
+        return
+    import psycopg
+
+    dsn = backend.dsn
+    other = psycopg.connect(dsn, options="-c search_path=agentmem")
+    other.execute(
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES ('dup', 1, 1)"
+    )  # not committed yet: this store's insert waits for it
+    errors: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            store.create(session_id="dup")
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=create)
+    worker.start()
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        for _ in range(500):
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            ).fetchone()
+            if row and row[0]:
+                break
+            time.sleep(0.01)
+    other.commit()
+    other.close()
+    worker.join(30)
+    assert len(errors) == 1
+    assert isinstance(errors[0], InvalidArgumentError), repr(errors[0])
+    assert "already exists" in str(errors[0])
+    assert [info.id for info in store.list()] == ["dup"]
+
+
+def test_threads_writing_their_own_sessions_through_one_store(backend: Backend) -> None:
+    store = backend.open()
+    sids = [store.create().id for _ in range(4)]
+    failures: list[BaseException] = []
+
+    def work(sid: str) -> None:
+        try:
+            with store.lock(sid):
+                history = MessageHistory(observer=store.writer(sid))
+                for i in range(25):
+                    history.append({"role": "user", "content": f"{sid} {i}"})
+                    store.list(limit=2)  # reads interleaved with the other threads' writes
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(sid,)) for sid in sids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failures == []
+    for sid in sids:
+        contents = [m["content"] for m in backend.open().load(sid).messages]
+        assert contents == [f"{sid} {i}" for i in range(25)]
+
+
+def test_a_lock_dropped_without_release_frees_the_session(backend: Backend) -> None:
+    """As a file lock does when its object is collected (a Session never closed)."""
+    store = backend.open()
+    sid = store.create().id
+    store.lock(sid)  # not kept
+    gc.collect()
+    other = backend.open()
+    # PostgreSQL releases it when the closed connection's backend exits, a moment later.
+    for _ in range(100):
+        try:
+            other.lock(sid).release()
+            return
+        except StoreLockedError:
+            time.sleep(0.05)
+    pytest.fail("the session stayed locked after its lock object was collected")

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _pg_child import RACE_FORMAT, RACE_MIGRATIONS
@@ -20,7 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pg import PgCluster, child_env
 
-from agentmem.errors import ConfigurationError, FormatVersionError, StorageError
+from agentmem.errors import (
+    ConfigurationError,
+    FormatVersionError,
+    StorageError,
+    StoreLockedError,
+)
 
 psycopg = pytest.importorskip("psycopg", reason="pip install 'agentmem[postgres]'")
 
@@ -350,8 +356,10 @@ def test_an_advisory_lock_is_exclusive_until_released(db: PgDatabase, pg_dsn: st
     try:
         first = db.advisory_lock("ns", "k")
         second = other.advisory_lock("ns", "k")
-        assert first.try_acquire()
+        assert first.acquire() is first
         assert not second.try_acquire()
+        with pytest.raises(StoreLockedError, match="ns k"):
+            second.acquire()
         unrelated = db.advisory_lock("ns", "other key")
         assert unrelated.try_acquire()
         unrelated.release()
@@ -368,8 +376,6 @@ def test_a_lock_lost_with_its_connection_is_taken_again_or_refused(
     """Writes through a lock run on the lock's connection. When the server drops that
     connection (and the lock with it), the next write takes the lock again first; if
     someone else took it meanwhile, it raises StoreLockedError and writes nothing."""
-    from agentmem.errors import StoreLockedError
-
     lock = db.advisory_lock("ns", "k")
     assert lock.try_acquire()
 
@@ -397,3 +403,56 @@ def test_a_lock_lost_with_its_connection_is_taken_again_or_refused(
         write()
     assert _rows(db) == ["retaken"]
     rival.release()
+
+
+def test_a_failure_at_begin_gives_the_connection_back(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever fails at BEGIN (here an interrupt), the pooled connection goes back: with a
+    pool of one, the next call still gets it instead of waiting out the timeout."""
+    database = PgDatabase(pg_dsn, min_size=1, max_size=1, timeout=2.0)
+    real_execute = psycopg.Connection.execute
+    interrupts = [KeyboardInterrupt()]
+
+    def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if query == "BEGIN" and interrupts:
+            raise interrupts.pop()
+        return real_execute(self, query, *args, **kwargs)
+
+    try:
+        monkeypatch.setattr(psycopg.Connection, "execute", execute)
+        with pytest.raises(KeyboardInterrupt), database.transaction("first"):
+            pass
+        monkeypatch.undo()
+        with database.transaction("second") as cur:
+            assert cur.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        database.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"durability": "sometimes"},
+        {"max_size": 0},
+        {"min_size": 3, "max_size": 2},
+        {"timeout": 0},
+        {"schema": "bad; DROP"},
+    ],
+)
+def test_unusable_settings_are_configuration_errors(pg_dsn: str, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        PgDatabase(pg_dsn, **kwargs)
+
+
+def test_a_sessions_store_written_by_a_newer_agentmem_is_refused(pg_dsn: str) -> None:
+    from agentmem.session_store import SessionStore
+
+    SessionStore.postgres(pg_dsn).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(
+            "INSERT INTO agentmem.agentmem_migrations (format, name) "
+            "VALUES ('agentmem.sessions', '0099_from_the_future')"
+        )
+    with pytest.raises(FormatVersionError, match="0099_from_the_future"):
+        SessionStore.postgres(pg_dsn)

@@ -304,8 +304,11 @@ class PgDatabase:
         if schema is not None and not (schema.isidentifier() and schema.isascii()):
             raise ConfigurationError(f"schema must be a plain SQL identifier, got {schema!r}")
         if durability not in ("full", "normal"):
-            raise InvalidArgumentError(
-                f"durability must be one of full, normal; got {durability!r}"
+            raise ConfigurationError(f"durability must be one of full, normal; got {durability!r}")
+        if not (0 <= min_size <= max_size and max_size >= 1 and timeout > 0):
+            raise ConfigurationError(
+                "need 0 <= min_size <= max_size, max_size >= 1 and timeout > 0; got "
+                f"min_size={min_size!r}, max_size={max_size!r}, timeout={timeout!r}"
             )
         self._psycopg, pool_module = _modules()
         self.dsn = dsn
@@ -449,11 +452,11 @@ class PgDatabase:
         try:
             conn.execute(begin)
             return conn
-        except self._psycopg.OperationalError:
-            if not conn.broken and not conn.closed:
-                pool.putconn(conn)
+        except BaseException as exc:
+            pool.putconn(conn)  # a broken one is discarded, and another opened
+            dead = isinstance(exc, self._psycopg.OperationalError) and (conn.broken or conn.closed)
+            if not dead:
                 raise
-        pool.putconn(conn)  # broken: the pool discards it and opens another
         pool.check()  # the other idle connections died with it, most likely
         conn = pool.getconn(self._timeout)
         try:
@@ -549,6 +552,23 @@ class AdvisoryLock:
             self._conn = self._try_lock()
             return self._conn is not None
 
+    def acquire(self) -> AdvisoryLock:
+        """Take the lock without waiting, or raise.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            StoreLockedError: another connection holds it.
+            StorageError: the server could not be reached.
+        """
+        if not self.try_acquire():
+            raise StoreLockedError(
+                f"{self.namespace} {self.key} is locked by another process or host "
+                f"(on {self._db.where})"
+            )
+        return self
+
     def release(self) -> None:
         """Unlock and close the connection (idempotent; never raises for a lost connection)."""
         with self._guard:
@@ -615,6 +635,13 @@ class AdvisoryLock:
         self._conn = replacement
         replacement.execute("BEGIN")
         return replacement
+
+    def __del__(self) -> None:
+        # A lock dropped without release() is released with its connection (as a file
+        # lock is when its file object goes), without psycopg's unclosed-connection warning.
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
 
     def __repr__(self) -> str:
         state = "held" if self._conn is not None else "free"

@@ -61,8 +61,10 @@ quarantined on load) but stored as given, not normalised.
 Thread safety: one connection per store, guarded by a lock; writers share it.
 
 Layout: :mod:`.records` (records, checks, row codecs), :mod:`.sql` (schema,
-migrations and every statement, behind :class:`~.sql.SessionsSQL`, the seam
-a second backend would implement), :mod:`.lock`, :mod:`.writer`,
+migrations and every statement, behind :class:`~.sql.SessionsSQL`),
+:mod:`.engine` (the seam between the store and its database),
+:mod:`.sqlite_engine` (the SQLite file), :mod:`.pg` (the same store on
+PostgreSQL: :meth:`SessionStore.postgres`), :mod:`.lock`, :mod:`.writer`,
 :mod:`.loading` (rows checked on the way out), :mod:`.recall_index` (the recall
 index's schema, rules, checks and rebuild), :mod:`.sessions` (the store)
 and :mod:`.export` (JSON and HTML). Recovery on

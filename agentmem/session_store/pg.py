@@ -30,6 +30,7 @@ transactions as the messages.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -44,7 +45,7 @@ from agentmem._storage.postgres import (
     PgDatabase,
     migrate,
 )
-from agentmem.errors import SessionNotFoundError, StorageError
+from agentmem.errors import InvalidArgumentError, SessionNotFoundError, StorageError
 from agentmem.session_store.engine import SessionTables
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import FORMAT_NAME, Row
@@ -139,6 +140,7 @@ PG_MIGRATIONS: Final = (
 )
 
 _FOREIGN_KEY_VIOLATION: Final = "23503"
+_UNIQUE_VIOLATION: Final = "23505"
 
 _INFO_COLUMNS: Final = """
     SELECT s.id, s.name, s.created_at, s.updated_at, s.working_directory, s.model,
@@ -242,9 +244,21 @@ class PgSessionsSQL:
         model: str | None,
         context_window: int | None,
     ) -> None:
-        self.conn.execute(
-            _SQL_CREATE, (sid, name, now, now, working_directory, model, context_window)
-        )
+        """Insert the session row.
+
+        Raises:
+            InvalidArgumentError: the id is taken; another host may have created it
+                between the store's check and this insert (PostgreSQL does not serialise
+                the two the way SQLite's write lock does).
+        """
+        try:
+            self.conn.execute(
+                _SQL_CREATE, (sid, name, now, now, working_directory, model, context_window)
+            )
+        except ConstraintViolation as exc:
+            if exc.sqlstate == _UNIQUE_VIOLATION:
+                raise InvalidArgumentError(f"a session with id {sid!r} already exists") from None
+            raise
 
     def delete(self, sid: str) -> bool:
         return self.conn.execute(_SQL_DELETE_SESSION, (sid,)).rowcount > 0
@@ -450,7 +464,9 @@ class PgEngine:
                 self._db.close()
             raise
         self._lock_namespace = f"agentmem.sessions/{self._db.schema or ''}"
-        self._held: dict[str, AdvisoryLock] = {}
+        # Weak: a lock dropped without release() is released when collected (its connection
+        # closes), as a file lock is; the registry must not keep it alive.
+        self._held: weakref.WeakValueDictionary[str, AdvisoryLock] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
         self._closed = False
 
