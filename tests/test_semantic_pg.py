@@ -28,6 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from pg import PgCluster, child_env
 from profiles import scaled
 
+from agentmem import Memory
 from agentmem._storage.postgres import PgDatabase, advisory_key
 from agentmem.errors import (
     ConfigurationError,
@@ -37,7 +38,7 @@ from agentmem.errors import (
     StorageError,
 )
 from agentmem.recall._porter import terms
-from agentmem.semantic import LocalMemoryClient
+from agentmem.semantic import LocalMemoryClient, SemanticMemoryExtension
 from agentmem.semantic import _pg as pg_engine
 from agentmem.testing import ScriptedLLM
 
@@ -253,6 +254,31 @@ def test_a_reopened_client_resumes_memories_and_history(make: Make) -> None:
     assert [h.memory for h in second.search("alpha", user_id="u")] == ["alpha fact to keep"]
     assert second.add("alpha fact to keep", user_id="u")[0]["event"] == "NOOP"
     assert [h.event for h in second.history(event["id"])] == ["ADD"]
+
+
+def test_a_session_with_the_extension_resumes_its_payload(make: Make, tmp_path: Path) -> None:
+    client = make()
+    for fact in ("I prefer tabs over spaces.", "I use vim for python files."):
+        client.add(fact, user_id="martin", infer=False)
+    root = tmp_path / ".agentmem"
+
+    def extension() -> SemanticMemoryExtension:
+        return SemanticMemoryExtension(client=client, user_id="martin", resident_persona=True)
+
+    with Memory(root=root, working_dir=tmp_path, durability="normal") as mem:
+        s = mem.session(extensions=[extension()])
+        sid = s.id
+        for text in ("Which indent do I prefer?", "What editor for python files?"):
+            s.start_task(text)
+            s.append({"role": "assistant", "content": "noted"})
+        before = s.context()
+        assert sum("<memory-context" in str(m["content"]) for m in before) == 2
+        s.close()
+    client.add("I moved to Lisbon and prefer spaces now.", user_id="martin", infer=False)
+    with Memory(root=root, working_dir=tmp_path, durability="normal") as mem:
+        resumed = mem.session(sid, extensions=[extension()])
+        assert resumed.context() == before
+        resumed.close()
 
 
 # --------------------------------------------------------------------------- both engines agree
