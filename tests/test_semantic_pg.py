@@ -417,7 +417,8 @@ def test_six_processes_adding_at_once_lose_nothing(pg_dsn: str, tmp_path: Path) 
 def _waiting_for_the_write_lock(dsn: str) -> bool:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         ).fetchone()
     return row is not None and row[0] > 0
 
