@@ -567,6 +567,9 @@ def test_a_memory_on_postgresql_gives_the_client_its_database(pg_dsn: str, tmp_p
     incognito = SimpleNamespace(root=tmp_path, incognito=True, llm=None, backend=memory.backend)
     with LocalMemoryClient(incognito, embedder=None) as hidden:
         hidden.add("never written", user_id="u")
+    with LocalMemoryClient(incognito, embedder=None, backend=pg_dsn) as hidden:
+        hidden.add("never written either", user_id="u")
+        assert hidden.path is None
     with LocalMemoryClient(None, backend=pg_dsn, embedder=None) as again:
         assert texts(again.get_all(user_id="u")) == {"stored on the server"}
 

@@ -180,7 +180,7 @@ class LocalMemoryClient:
             live in that database (docs/semantic.md, "PostgreSQL") instead of
             ``semantic.sqlite``; ``"embedded"`` is ``semantic.sqlite``. ``None``:
             the memory's backend when ``mem_or_root`` is a :class:`~agentmem.Memory`
-            on PostgreSQL (not when incognito), else ``semantic.sqlite``.
+            on PostgreSQL, else ``semantic.sqlite``. Ignored for an incognito memory.
 
     Attributes:
         embedder: The embedder in use (``None``: lexical search, or MiniLM not
@@ -213,6 +213,8 @@ class LocalMemoryClient:
         if backend is not None and (not isinstance(backend, str) or not backend.strip()):
             raise ConfigurationError("backend must be None, 'embedded' or a PostgreSQL DSN")
         dsn = _dsn(backend) if backend is not None else path and _backend_dsn(mem_or_root)
+        if getattr(mem_or_root, "incognito", False) is True:
+            dsn = None  # an incognito memory writes nothing anywhere
         check_component("llm", llm, LLM, "a callable llm(messages, tools=None) -> dict")
         if durability not in DURABILITIES:
             raise ConfigurationError(
