@@ -597,37 +597,54 @@ def test_a_bad_backend_is_named(bad: object, tmp_path: Path) -> None:
 # The pgvector extension is not installable on the machines these tests were written
 # on; its detection runs against the real server, and the server-side scoring runs
 # against a stand-in with pgvector's interface (a ``vector`` type read from
-# '[1,2,3]', ``<=>`` the cosine distance with NaN for a zero vector, ``vector_dims``).
+# '[1,2,3]', ``<=>`` the cosine distance with NaN for a zero vector, ``vector_dims``),
+# in ``public`` as a DBA's ``CREATE EXTENSION vector`` would put it: off agentmem's path.
 STAND_IN = (
-    "CREATE SCHEMA IF NOT EXISTS agentmem",
-    "CREATE DOMAIN agentmem.vector AS text",
-    """CREATE FUNCTION agentmem.vector_values(text) RETURNS float8[] LANGUAGE sql IMMUTABLE
+    "CREATE DOMAIN public.vector AS text",
+    """CREATE FUNCTION public.vector_values(text) RETURNS float8[] LANGUAGE sql IMMUTABLE
        AS $$ SELECT string_to_array(btrim($1, '[]'), ',')::float8[] $$""",
-    """CREATE FUNCTION agentmem.vector_dims(agentmem.vector) RETURNS int LANGUAGE sql IMMUTABLE
-       AS $$ SELECT cardinality(agentmem.vector_values($1)) $$""",
-    """CREATE FUNCTION agentmem.cosine_distance(text, text) RETURNS float8 LANGUAGE sql IMMUTABLE
+    """CREATE FUNCTION public.vector_dims(public.vector) RETURNS int LANGUAGE sql IMMUTABLE
+       AS $$ SELECT cardinality(public.vector_values($1)) $$""",
+    """CREATE FUNCTION public.cosine_distance(text, text) RETURNS float8 LANGUAGE sql IMMUTABLE
        AS $$ SELECT CASE WHEN na = 0 OR nb = 0 THEN 'NaN'::float8 ELSE 1 - dot / sqrt(na * nb) END
              FROM (SELECT sum(a * b) AS dot, sum(a * a) AS na, sum(b * b) AS nb
-                   FROM unnest(agentmem.vector_values($1), agentmem.vector_values($2)) AS t(a, b))
+                   FROM unnest(public.vector_values($1), public.vector_values($2)) AS t(a, b))
              AS s $$""",
-    "CREATE OPERATOR agentmem.<=> (LEFTARG = text, RIGHTARG = text, "
-    "FUNCTION = agentmem.cosine_distance)",
+    "CREATE OPERATOR public.<=> (LEFTARG = text, RIGHTARG = text, "
+    "FUNCTION = public.cosine_distance)",
 )
 
 
 def test_pgvector_is_detected_never_required(pg_dsn: str) -> None:
     database = PgDatabase(pg_dsn)
     try:
-        state = pg_engine.pgvector_state(database)
+        state, schema = pg_engine.pgvector_state(database)
     finally:
         database.close()
     assert state in ("installed", "available", "missing")
+    assert (schema is not None) == (state == "installed")
     with LocalMemoryClient(None, backend=pg_dsn, embedder=AxisEmbedder()) as client:
         assert client._db.pgvector == (state != "missing")  # type: ignore[attr-defined]
         client.add("alpha tea", user_id="u")
         assert [h.score for h in client.search("alpha", user_id="u")] == [1.0]
     with LocalMemoryClient(None, backend=pg_dsn, embedder=None) as off:
         assert off.search("alpha", user_id="u")[0].memory == "alpha tea"
+
+
+def test_a_pgvector_that_cannot_be_set_up_leaves_the_scoring_to_the_client(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Said to be installed in a schema that does not exist: adding the column fails.
+    monkeypatch.setattr(pg_engine, "pgvector_state", lambda database: ("installed", "nowhere"))
+    with caplog.at_level("WARNING", logger="agentmem.storage"):
+        client = LocalMemoryClient(None, backend=pg_dsn, embedder=AxisEmbedder())
+    with client:
+        assert not client._db.pgvector  # type: ignore[attr-defined]
+        assert any("pgvector not used" in r.getMessage() for r in caplog.records)
+        client.add("alpha tea", user_id="u")
+        client.add("green tea", user_id="u")
+        scores = {h.memory: h.score for h in client.search("beta tea", user_id="u")}
+        assert scores == {"alpha tea": 0.25, "green tea": 0.25}
 
 
 def test_with_pgvector_the_server_scores_the_vectors(
@@ -640,7 +657,7 @@ def test_with_pgvector_the_server_scores_the_vectors(
     before = LocalMemoryClient(None, backend=pg_dsn, embedder=AxisEmbedder())
     before.add("alpha tea written before pgvector", user_id="u")  # backfilled on open
     plain.add("alpha tea written before pgvector", user_id="u")
-    monkeypatch.setattr(pg_engine, "pgvector_state", lambda database: "installed")
+    monkeypatch.setattr(pg_engine, "pgvector_state", lambda database: ("installed", "public"))
     served = LocalMemoryClient(None, backend=pg_dsn, embedder=AxisEmbedder())
     try:
         assert served._db.pgvector  # type: ignore[attr-defined]

@@ -24,10 +24,12 @@
   :class:`~agentmem.errors.StorageError` with the call rolled back; the next call
   reconnects (:class:`~agentmem._storage.postgres.PgDatabase`). A committed write
   survives a crash of the server (``durability="full"``).
-* **pgvector.** When the extension is installed in the database (``pg_extension``),
-  or available to install (``pg_available_extensions``) and this role may create it,
-  a ``vector`` column ``embedding`` is kept beside each blob and the server computes
-  the cosines. Never required: without it, the blobs are scored in the client.
+* **pgvector.** When the extension is installed in the database (``pg_extension``,
+  in any schema: its names are written qualified), or available to install
+  (``pg_available_extensions``) and this role may create it, a ``vector`` column
+  ``embedding`` is kept beside each blob and the server computes the cosines. Never
+  required: without it, or when setting it up fails (logged), the blobs are scored
+  in the client.
 """
 
 from __future__ import annotations
@@ -51,19 +53,20 @@ _log = logging.getLogger("agentmem.storage")
 LOCK_NAMESPACE: Final = "agentmem.semantic"
 
 
-def pgvector_state(database: PgDatabase) -> str:
-    """``"installed"``, ``"available"`` (the server has it, this database has not
-    created it) or ``"missing"``."""
+def pgvector_state(database: PgDatabase) -> tuple[str, str | None]:
+    """``("installed", its schema)``, ``("available", None)`` (the server has it, this
+    database has not created it) or ``("missing", None)``."""
     with database.transaction("look for pgvector", snapshot=True) as cur:
         row = cur.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'), "
+            "SELECT (SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n "
+            "ON n.oid = e.extnamespace WHERE e.extname = 'vector'), "
             "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')"
         ).fetchone()
-    if row is not None and row[0]:
-        return "installed"
+    if row is not None and row[0] is not None:
+        return "installed", str(row[0])
     if row is not None and row[1]:
-        return "available"
-    return "missing"
+        return "available", None
+    return "missing", None
 
 
 class PgSemanticDB:
@@ -108,24 +111,32 @@ class PgSemanticDB:
                 format_version=PG_FORMAT_VERSION,
                 migrations=PG_MIGRATIONS,
             )
-            self.pgvector = self._setup_pgvector()
+            self.vector_schema = self._setup_pgvector()
+            self.pgvector = self.vector_schema is not None
         except BaseException:
             self.close()
             raise
 
-    def _setup_pgvector(self) -> bool:
-        """Whether the server ranks vectors; sets up the ``embedding`` column if so."""
+    def _setup_pgvector(self) -> str | None:
+        """pgvector's schema when the server scores vectors (the ``embedding`` column set
+        up), else ``None``. A failure here only leaves the scoring to the client."""
         db = self._require()
-        state = pgvector_state(db)
-        if state == "missing":
-            return False
-        if state == "available":
-            try:
+        try:
+            state, schema = pgvector_state(db)
+            if state == "available":
                 with db.transaction("create the pgvector extension") as cur:
                     cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            except StorageError as exc:
-                _log.info("semantic memory %s: pgvector not used (%s)", self.where, exc)
-                return False
+                state, schema = pgvector_state(db)
+            if state != "installed" or schema is None:
+                return None
+            self._add_embeddings(db, schema)
+        except StorageError as exc:
+            _log.warning("semantic memory %s: pgvector not used (%s)", self.where, exc)
+            return None
+        return schema
+
+    def _add_embeddings(self, db: PgDatabase, schema: str) -> None:
+        """Add the ``embedding`` column, its trigger, and fill it, once (under the lock)."""
         with db.transaction("look for the pgvector column", snapshot=True) as cur:
             row = cur.execute(
                 "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE "
@@ -134,23 +145,25 @@ class PgSemanticDB:
                 (pg_sql.MEMORIES,),
             ).fetchone()
         if row is not None and row[0]:
-            return True
+            return
         with db.transaction("add the pgvector column") as cur:
+            conn = pg_sql.PgConn(cur, vector_schema=schema)
             cur.execute("SELECT pg_advisory_xact_lock(?)", (self._key,))
-            cur.execute(f"ALTER TABLE {pg_sql.MEMORIES} ADD COLUMN IF NOT EXISTS embedding vector")
+            cur.execute(
+                f"ALTER TABLE {pg_sql.MEMORIES} ADD COLUMN IF NOT EXISTS "
+                f"embedding {conn.vector_name('vector')}"
+            )
             # A client that opened before the column existed changes a vector without
             # knowing of it: the trigger empties the stale embedding (the blob is then
             # scored in the client) until a client that knows sets it again.
             for statement in pg_sql.STALE_EMBEDDING:
                 cur.execute(statement)
-            conn = pg_sql.PgConn(cur, pgvector=True)
             missing = cur.execute(
                 f"SELECT docid, vector FROM {pg_sql.MEMORIES} "
                 "WHERE vector IS NOT NULL AND embedding IS NULL"
             ).fetchall()
             for docid, blob in missing:  # written before pgvector was there
                 pg_sql.set_embedding(conn, int(docid), bytes(blob))
-        return True
 
     def _require(self) -> PgDatabase:
         if self._database is None:
@@ -168,7 +181,7 @@ class PgSemanticDB:
         try:
             with db.transaction(action) as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(?)", (self._key,))
-                yield pg_sql.PgConn(cur, pgvector=self.pgvector)
+                yield pg_sql.PgConn(cur, vector_schema=self.vector_schema)
         except AgentMemError:
             raise
         except sqlite3.DatabaseError as exc:
@@ -180,7 +193,7 @@ class PgSemanticDB:
         db = self._require()
         try:
             with db.transaction(action, snapshot=True) as cur:
-                yield pg_sql.PgConn(cur, pgvector=self.pgvector)
+                yield pg_sql.PgConn(cur, vector_schema=self.vector_schema)
         except AgentMemError:
             raise
         except sqlite3.DatabaseError as exc:

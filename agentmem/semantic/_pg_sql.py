@@ -19,7 +19,7 @@ from here what SQLite does with features PostgreSQL does not have:
   its ``english`` stemmer (Porter 2) split and stem differently from FTS5, so the
   two engines would not find the same memories for the same words.
 * **Vectors** are the same float32 ``BYTEA`` blobs, scored in the client; with the
-  pgvector extension (:attr:`PgConn.pgvector`) the server computes the cosines
+  pgvector extension (:attr:`PgConn.vector_schema`) the server computes the cosines
   (:func:`server_similarities`) from a ``vector`` column kept beside the blob.
 """
 
@@ -43,6 +43,7 @@ __all__ = [
     "forget",
     "index_terms",
     "keyword_matches",
+    "quote",
     "server_similarities",
     "set_embedding",
     "terms",
@@ -81,13 +82,24 @@ _LONG_TERM: Final = 200  # characters; longer terms are stored as digests (B-tre
 
 class PgConn:
     """What the SQL functions get inside a PostgreSQL transaction: ``execute`` (``?``
-    placeholders, returns the cursor) and whether the server ranks vectors."""
+    placeholders, returns the cursor), and the schema of the pgvector extension when
+    the server scores vectors (``None``: the client does). Its names are written
+    qualified: the extension may live in a schema that is not on agentmem's path."""
 
-    __slots__ = ("cursor", "pgvector")
+    __slots__ = ("cursor", "vector_schema")
 
-    def __init__(self, cursor: PgCursor, *, pgvector: bool) -> None:
+    def __init__(self, cursor: PgCursor, *, vector_schema: str | None) -> None:
         self.cursor = cursor
-        self.pgvector = pgvector
+        self.vector_schema = vector_schema
+
+    @property
+    def pgvector(self) -> bool:
+        """Whether the server scores vectors."""
+        return self.vector_schema is not None
+
+    def vector_name(self, name: str) -> str:
+        """``name`` (``vector``, ``vector_dims``) qualified by pgvector's schema."""
+        return f"{quote(self.vector_schema or 'public')}.{name}"
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         return self.cursor.execute(sql, params)
@@ -113,6 +125,11 @@ def terms(text: str) -> list[str]:
         ]
     finally:
         conn.execute("ROLLBACK")
+
+
+def quote(identifier: str) -> str:
+    """An SQL identifier, double-quoted."""
+    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _key(term: str) -> str:
@@ -156,7 +173,8 @@ def set_embedding(conn: PgConn, docid: int, blob: bytes | None) -> None:
     if conn.pgvector:
         literal = None if blob is None else vector_literal(blob)
         conn.execute(
-            f"UPDATE {MEMORIES} SET embedding = CAST(? AS vector) WHERE docid = ?",
+            f"UPDATE {MEMORIES} SET embedding = CAST(? AS {conn.vector_name('vector')}) "
+            "WHERE docid = ?",
             (literal, docid),
         )
 
@@ -266,8 +284,9 @@ def server_similarities(
     similar: dict[int, float] = {}
     if literal is not None:
         for docid, value in conn.execute(
-            f"SELECT m.docid, 1 - (m.embedding <=> ?::vector) FROM {MEMORIES} AS m "
-            f"WHERE {where} AND m.embedding IS NOT NULL AND vector_dims(m.embedding) = ?",
+            f"SELECT m.docid, 1 - (m.embedding OPERATOR({conn.vector_name('<=>')}) "
+            f"CAST(? AS {conn.vector_name('vector')})) FROM {MEMORIES} AS m WHERE {where} "
+            f"AND m.embedding IS NOT NULL AND {conn.vector_name('vector_dims')}(m.embedding) = ?",
             [literal, *params, dims],
         ):
             number = float(value) if value is not None else math.nan

@@ -511,7 +511,7 @@ def similarities(
 ) -> dict[int, float]:
     """``docid -> max(0, cosine with query)`` of the memories of ``scope`` whose vector
     has the query's length (a zero vector scores 0). Computed by the server when it has
-    pgvector (:attr:`~agentmem.semantic._pg_sql.PgConn.pgvector`), else here."""
+    pgvector (:attr:`~agentmem.semantic._pg_sql.PgConn.vector_schema`), else here."""
     out: dict[int, float] = {}
     if isinstance(conn, pg_sql.PgConn) and conn.pgvector:
         where, params = _where(scope, exact=exact, alias="m")
