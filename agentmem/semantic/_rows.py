@@ -94,12 +94,15 @@ def decode_row(raw: Sequence[Any]) -> Row | str:
         if index == 8:
             continue  # the vector
         name = _TEXT_COLUMNS[index - 1] if index <= 7 else ("created_at", "updated_at")[index - 9]
-        if not isinstance(value, bytes | str):
+        if isinstance(value, bytes):  # SQLite, through CAST AS BLOB
+            try:
+                texts.append(value.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                return f"column {name!r} is not UTF-8 (byte {exc.start})"
+        elif isinstance(value, str):  # PostgreSQL
+            texts.append(value)
+        else:
             return f"column {name!r} is {type(value).__name__}, not text"
-        try:
-            texts.append(text_of(value))
-        except UnicodeDecodeError as exc:
-            return f"column {name!r} is not UTF-8 (byte {exc.start})"
     ident, user, agent, run, text, digest, meta, created, updated = texts
     try:
         metadata = json.loads(meta)
