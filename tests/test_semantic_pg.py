@@ -414,6 +414,51 @@ def test_six_processes_adding_at_once_lose_nothing(pg_dsn: str, tmp_path: Path) 
             assert [h.event for h in client.history(event["id"])] == ["ADD"]
 
 
+def test_six_processes_updating_and_adding_the_same_facts_keep_one_of_each(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    workers, count = 6, 6
+    with LocalMemoryClient(None, backend=pg_dsn, embedder=None) as client:
+        seeds = {
+            client.add(f"tool{i}x alpha{i}y old{i}z", user_id="team")[0]["id"]: i
+            for i in range(count)
+        }
+    go = (str(tmp_path / "go"), "update")
+    procs = [
+        subprocess.Popen(
+            [*(sys.executable, str(CHILD), pg_dsn, str(w), str(workers), str(count)), *go],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env(),
+        )
+        for w in range(workers)
+    ]
+    events: list[dict[str, Any]] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        events.extend(e for line in out.decode().splitlines() for e in json.loads(line))
+    with LocalMemoryClient(None, backend=pg_dsn, embedder=None) as client:
+        stored = client.get_all(user_id="team", limit=1000)
+        for i in range(count):
+            new = f"tool{i}x alpha{i}y new{i}z"
+            assert [r.memory.lower() for r in stored].count(new) == 1, i
+        for record in stored:
+            # Every memory's history ends with the text it holds.
+            last = client.history(record.id)[-1]
+            assert last.event in ("ADD", "UPDATE") and last.new_memory == record.memory
+        for memory_id in seeds:
+            trail = [h.event for h in client.history(memory_id)]
+            assert trail in (["ADD"], ["ADD", "UPDATE"], ["ADD", "DELETE"]), trail
+    assert {e["event"] for e in events} <= {"ADD", "UPDATE", "DELETE", "NOOP", "REJECTED"}
+    # An update is refused only when another process removed its memory since it was
+    # shown to the model (merged into the same new fact), as on SQLite.
+    assert all(
+        e["reason"] == "the memory no longer exists" for e in events if e["event"] == "REJECTED"
+    )
+    assert sum(e["event"] in ("ADD", "UPDATE") for e in events) == count  # one per new fact
+
+
 def _waiting_for_the_write_lock(dsn: str) -> bool:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
