@@ -89,13 +89,9 @@ from agentmem.session.wiring import (
     DEFAULT_MODEL,
     MAX_CONTEXT_WINDOW,
     MIN_CONTEXT_WINDOW,
-    SESSIONS_FILE,
     SNAPSHOTS_DIR,
 )
-from agentmem.session_store import (
-    Durability,
-    SessionStore,
-)
+from agentmem.session_store import Durability, SessionStore, open_session_store
 from agentmem.time_machine import delete_stored_session
 from agentmem.tools import MemoryTools
 from agentmem.topics import TopicStore
@@ -139,13 +135,16 @@ class Memory:
             (or a mapping of its fields: ``enabled``, ``min_iterations``,
             ``max_iterations``, ``max_tokens_per_file``, ``inject_topics``,
             ``prompt_tokens``).
-        backend: Where long-term memory, notes and topics live: ``None`` (the
-            ``AGENTMEM_BACKEND`` environment variable, else embedded),
-            ``"embedded"``/``"sqlite"`` (the files under ``root``), or a
-            ``"postgresql://user@host:port/db"`` DSN (needs the ``postgres``
-            extra). Sessions, the recall index, snapshots and the trim
-            checkpoint stay under ``root`` on every backend for now. Checked,
-            then unused, when ``incognito``.
+        backend: Where the stores live: ``None`` (the ``AGENTMEM_BACKEND``
+            environment variable, else embedded), ``"embedded"``/``"sqlite"``
+            (``sessions.sqlite`` and the files under ``root``), or a
+            ``"postgresql://user@host:port/db"`` DSN (the ``postgres`` extra;
+            docs/backends.md): sessions with their recall index, long-term
+            memory, notes and topics in that database, sharing one connection
+            pool (a :class:`~agentmem.semantic.LocalMemoryClient` built from this
+            memory follows it). What describes the local disk stays under
+            ``root`` on every backend: the time machine's snapshots and the trim
+            checkpoint. Checked, then unused, when ``incognito``.
 
     Attributes:
         ltm: :class:`~agentmem.ltm.LongTermMemory` in ``<root>/ltm.json``.
@@ -221,7 +220,8 @@ class Memory:
         self.reporter = reporter
         self._context = context_settings(context)
         self._backend: Backend | None = None
-        chosen = open_backend(self.root, backend)  # ConfigurationError before any write
+        # ConfigurationError before any write
+        chosen = open_backend(self.root, backend, durability=durability)
         if incognito:
             self.sessions = SessionStore(None, durability=durability, reporter=reporter)
             self.ltm = LongTermMemory(None, scrubber=scrubber)
@@ -241,14 +241,16 @@ class Memory:
                     f"{exc.strerror or exc}",
                     path=self.root,
                 ) from exc
-            # Sessions (and with them recall) stay in SQLite under the root on every
-            # backend until the PostgreSQL sessions store is wired here.
-            self.sessions = SessionStore(
-                self.root / SESSIONS_FILE,
-                durability=durability,
-                reporter=reporter,
-                purge=functools.partial(delete_stored_session, self.root / SNAPSHOTS_DIR),
-            )
+            try:
+                self.sessions = open_session_store(
+                    chosen.sessions_database(),
+                    durability=durability,
+                    reporter=reporter,
+                    purge=functools.partial(delete_stored_session, self.root / SNAPSHOTS_DIR),
+                )
+            except BaseException:
+                chosen.close()
+                raise
             try:
                 self.ltm = LongTermMemory(chosen.documents("ltm"), scrubber=scrubber)
                 self.notes = KeyValueStore(
@@ -268,6 +270,12 @@ class Memory:
         self.tools = MemoryTools(self)
         self._open: dict[str, Session] = {}
         self._closed = False
+
+    @property
+    def backend(self) -> Backend | None:
+        """Where the stores live (:attr:`Backend.name <agentmem._storage.backend.Backend>`
+        says which); ``None`` when incognito."""
+        return self._backend
 
     def session(
         self,

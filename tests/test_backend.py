@@ -113,7 +113,7 @@ def test_an_unreachable_server_raises_storage_error_from_the_constructor(tmp_pat
         )
 
 
-def test_memory_on_postgres_keeps_sessions_local_and_documents_in_the_database(
+def test_memory_on_postgres_keeps_sessions_and_documents_in_the_database(
     tmp_path: Path, pg_dsn: str
 ) -> None:
     root = tmp_path / "root"
@@ -127,7 +127,8 @@ def test_memory_on_postgres_keeps_sessions_local_and_documents_in_the_database(
     assert not (root / "ltm.json").exists()
     assert not (root / "memory" / "k.json").exists()
     assert not (root / "memories").exists()
-    assert (root / "sessions.sqlite").exists()
+    assert not (root / "sessions.sqlite").exists()
+    assert "postgresql://" in repr(mem.sessions)
     with agentmem.Memory(root=root, working_dir=tmp_path, backend=pg_uri(pg_dsn)) as again:
         assert [e.text for e in again.ltm.entries()] == ["kept in PostgreSQL"]
         assert again.notes.list() == ["k"]

@@ -46,6 +46,7 @@ from agentmem._storage.keys import (
     check_topic,
 )
 from agentmem._storage.locks import DEFAULT_LOCK_TIMEOUT
+from agentmem._storage.sqlite import Durability
 from agentmem.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ __all__ = [
     "LTM_FILE",
     "NAMESPACES",
     "NOTES_DIR",
+    "SESSIONS_FILE",
     "Backend",
     "EmbeddedBackend",
     "PostgresBackend",
@@ -71,6 +73,7 @@ __all__ = [
 BACKEND_ENV = "AGENTMEM_BACKEND"
 """The environment variable read when ``Memory(backend=None)``."""
 LTM_FILE = "ltm.json"
+SESSIONS_FILE = "sessions.sqlite"
 NOTES_DIR = "memory"
 NAMESPACES = ("ltm", "notes", "topics")
 """The document stores a backend serves."""
@@ -180,6 +183,11 @@ class Backend(ABC):
             ConfigurationError: an unknown namespace.
         """
 
+    @abstractmethod
+    def sessions_database(self) -> Path | PgDatabase:
+        """Where the sessions store (messages, state, billing, threads, recall index)
+        lives: a SQLite file, or a PostgreSQL database shared with the other stores."""
+
     def close(self) -> None:  # noqa: B027 (the embedded backend holds nothing open)
         """Release connections (idempotent)."""
 
@@ -200,6 +208,9 @@ class EmbeddedBackend(Backend):
         self.root = root
         self.name = "embedded"
 
+    def sessions_database(self) -> Path:
+        return self.root / SESSIONS_FILE
+
     def documents(self, namespace: str) -> Documents:
         self._check(namespace)
         if namespace == "ltm":
@@ -218,23 +229,27 @@ class PostgresBackend(Backend):
     constructor makes its stores at once, so it raises from ``Memory(...)``).
     """
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, durability: Durability = "full") -> None:
         self.dsn = dsn
         self.name = mask_dsn(dsn)
+        self.durability: Durability = durability
         self._store: PgDocumentStore | None = None
 
     def _opened(self) -> PgDocumentStore:
         if self._store is None:
             from agentmem._storage.pg_documents import PgDocumentStore
 
-            self._store = PgDocumentStore(self.dsn)
+            self._store = PgDocumentStore(self.dsn, durability=self.durability)
         return self._store
 
     @property
     def database(self) -> PgDatabase:
-        """The connection pool the documents use (opened now if needed), for the other
-        PostgreSQL stores of this memory to share (the sessions store, when it lands)."""
+        """The connection pool the documents use (opened now if needed), shared by the
+        memory's other PostgreSQL stores (sessions with their recall index)."""
         return self._opened().db
+
+    def sessions_database(self) -> PgDatabase:
+        return self.database
 
     def documents(self, namespace: str) -> Documents:
         self._check(namespace)
@@ -256,7 +271,7 @@ def mask_dsn(dsn: str) -> str:
     return _PASSWORD_KEYWORD.sub(r"\g<1>***", masked)
 
 
-def open_backend(root: Path, backend: str | None) -> Backend:
+def open_backend(root: Path, backend: str | None, *, durability: Durability = "full") -> Backend:
     """The backend a memory at ``root`` runs on.
 
     Args:
@@ -280,7 +295,7 @@ def open_backend(root: Path, backend: str | None) -> Backend:
     if value.lower() in _EMBEDDED:
         return EmbeddedBackend(root)
     if value.lower().startswith(_PG_SCHEMES):
-        return PostgresBackend(value)
+        return PostgresBackend(value, durability=durability)
     raise ConfigurationError(
         f"{source} must be 'embedded', 'sqlite' or a postgresql:// DSN, got {mask_dsn(value)!r}"
     )

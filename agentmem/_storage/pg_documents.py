@@ -53,6 +53,7 @@ from agentmem._storage.postgres import (
     advisory_key,
     migrate,
 )
+from agentmem._storage.sqlite import Durability
 from agentmem.errors import StorageError, StoreLockedError
 
 __all__ = ["DOCUMENTS_FORMAT", "DOCUMENTS_VERSION", "PgDocumentStore", "PostgresDocuments"]
@@ -98,8 +99,10 @@ class PgDocumentStore:
         StorageError: the server cannot be reached.
     """
 
-    def __init__(self, dsn: str, *, lock_timeout: float = LOCK_TIMEOUT) -> None:
-        self.db = PgDatabase(dsn)
+    def __init__(
+        self, dsn: str, *, lock_timeout: float = LOCK_TIMEOUT, durability: Durability = "full"
+    ) -> None:
+        self.db = PgDatabase(dsn, durability=durability)
         self.lock_timeout = lock_timeout
         try:
             migrate(

@@ -73,6 +73,10 @@ open lives in :mod:`agentmem._storage.recovery`, shared with other stores.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from agentmem._storage.sqlite import Durability
 from agentmem.errors import SessionNotFoundError
 from agentmem.session_store.export import export_data, export_html, export_json
@@ -88,6 +92,10 @@ from agentmem.session_store.records import (
 )
 from agentmem.session_store.sessions import SessionStore
 from agentmem.session_store.writer import SessionWriter
+
+if TYPE_CHECKING:
+    from agentmem._storage.postgres import PgDatabase
+    from agentmem.protocols import ProgressReporter
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -105,4 +113,19 @@ __all__ = [
     "export_data",
     "export_html",
     "export_json",
+    "open_session_store",
 ]
+
+
+def open_session_store(
+    where: Path | PgDatabase,
+    *,
+    durability: Durability = "full",
+    reporter: ProgressReporter | None = None,
+    purge: Callable[[str], object] | None = None,
+) -> SessionStore:
+    """The store where a backend keeps its sessions (``Backend.sessions_database()``): a
+    SQLite file, or a PostgreSQL database shared with the backend's other stores."""
+    if isinstance(where, Path):
+        return SessionStore(where, durability=durability, reporter=reporter, purge=purge)
+    return SessionStore.postgres(where, durability=durability, reporter=reporter, purge=purge)
