@@ -151,13 +151,17 @@ def _cluster_script() -> ModuleType:
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
 
 @contextlib.contextmanager
-def _server(dsn: str | None) -> Iterator[str | None]:
+def _server(dsn: str | None, wanted: bool) -> Iterator[str | None]:
     """The admin DSN of a server (ours, thrown away at the end, unless one was given)."""
+    if not wanted:
+        yield None
+        return
     if dsn:
         yield dsn
         return
@@ -294,7 +298,7 @@ def main() -> None:
     print(
         f"agentmem {agentmem.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} cores"
     )
-    with _server(opts.dsn) as admin:
+    with _server(opts.dsn, "postgresql" in opts.backends) as admin:
         backends = [b for b in opts.backends if b == "sqlite" or admin is not None]
         per_call: dict[tuple[str, int], dict[str, float]] = {}
         for backend in backends:
