@@ -15,39 +15,51 @@ of the stored and the new confidence), and merges the example paths. The id
 is derived from the kind and the normalised text, so two processes adding
 the same fact at once make the same id.
 
-**Many writers, nothing lost.** Every change is lock -> re-read -> apply
--> atomic replace: :func:`~agentmem._storage.locks.held_lock` on ``locks/ltm.json.lock``
-under the root, the file re-read under it, the change applied to what is
-on disk (not to a stale copy), and the result written with
-:func:`~agentmem._storage.files.atomic_write_text`. Reads re-read the file
-and parse it again when its bytes changed.
+**Where it lives.** The bytes of the one document ``ltm`` go through a
+:class:`~agentmem._storage.documents.Documents` (the store never touches a
+file or a connection itself): ``LongTermMemory(path)`` is the file
+``ltm.json`` (:func:`~agentmem._storage.backend.ltm_files`),
+``LongTermMemory(None)`` (incognito) keeps it in this object only, and
+``LongTermMemory(documents)`` takes any implementation, such as a row in
+PostgreSQL (:mod:`agentmem._storage.pg_documents`, what
+``Memory(backend="postgresql://...")`` passes).
 
-**Persistence rules** (DESIGN section 8): the file carries
+**Many writers, nothing lost.** Every change is lock -> re-read -> apply
+-> atomic write: :meth:`Documents.locked` (for the file, a ``filelock`` on
+``locks/ltm.json.lock`` under the root; in PostgreSQL, a transaction holding
+an advisory lock), the document re-read under it, the change applied to
+what is stored (not to a stale copy), and the result written atomically
+(for the file :func:`~agentmem._storage.files.atomic_write_bytes`; in
+PostgreSQL committed with the transaction). Reads re-read the document and
+parse it again when its bytes changed.
+
+**Persistence rules** (DESIGN section 8): the document carries
 ``{"format": "agentmem.ltm", "version": 1}``; an older CLIO-style file
 (``{"patterns": {...}, "metadata": {...}}``) is read and converted on the
-next write; a file that cannot be parsed is moved aside
-(:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
-and listed in :attr:`LongTermMemory.moved_aside`; single entries that cannot
-be read are kept verbatim under ``"unreadable"`` and written back unchanged.
-A file from a newer agentmem raises :class:`~agentmem.errors.FormatVersionError`
-and is never written; a file whose version is malformed (missing, ``0``,
-negative, ``"1"``, ``1.0``, ``true``) is unreadable: moved aside and reported
-like any other. Temp files a killed writer left beside ``ltm.json`` are
-removed on open (:func:`~agentmem._storage.files.remove_stale_temps`).
+next write; a document that cannot be parsed is set aside
+(:meth:`Documents.set_aside`: the file renamed ``ltm.json.corrupt-<ts>``, a
+PostgreSQL body moved to ``agentmem_set_aside``), logged on
+``agentmem.storage`` and listed in :attr:`LongTermMemory.moved_aside`;
+single entries that cannot be read are kept verbatim under ``"unreadable"``
+and written back unchanged. A document from a newer agentmem raises
+:class:`~agentmem.errors.FormatVersionError` and is never written; a
+document whose version is malformed (missing, ``0``, negative, ``"1"``,
+``1.0``, ``true``) is unreadable: set aside and reported like any other.
+Temp files a killed writer left beside ``ltm.json`` are removed on open
+(:func:`~agentmem._storage.files.remove_stale_temps`).
 
 **A failed write changes nothing.** A change is applied to a copy of the
-decoded file; the copy replaces the in-memory state only after the atomic
-replace succeeded, so an error (a full disk, a symlink refused) leaves
-memory equal to the file. Lone surrogates in texts are replaced with
-U+FFFD (:func:`agentmem._json.sanitize_text`, the rule messages follow), so
-any string can be stored. Nothing is read or written through a symlink under
+decoded document; the copy replaces the in-memory state only after the
+write succeeded (and, in PostgreSQL, committed), so an error (a full disk,
+a symlink refused, a lost connection) leaves memory equal to what is
+stored. Lone surrogates in texts are replaced with U+FFFD
+(:func:`agentmem._json.sanitize_text`, the rule messages follow), so any
+string can be stored. Nothing is read or written through a symlink under
 the root (:func:`~agentmem._storage.files.check_inside`).
 
 **In the system prompt** a session puts :meth:`LongTermMemory.prompt_block`:
 the entries most worth knowing, under a token cap (the one renderer and
 budget rule of :mod:`agentmem._prompt_budget`).
-
-With ``path=None`` (incognito) everything lives in memory only.
 """
 
 from __future__ import annotations
@@ -67,21 +79,14 @@ from typing import Any
 
 from agentmem._json import sanitize_text
 from agentmem._prompt_budget import block_budget, render_within
-from agentmem._storage.files import (
-    atomic_write_bytes,
-    check_inside,
-    make_dirs,
-    remove_stale_temps,
-    set_aside,
-)
+from agentmem._storage.backend import ltm_files
+from agentmem._storage.documents import Documents, FileDocuments, MemoryDocuments
 from agentmem._storage.formats import check_format
-from agentmem._storage.locks import StoreLock
 from agentmem._validate import check_int, check_str, config_path
 from agentmem.errors import (
     AgentMemError,
     FormatVersionError,
     InvalidArgumentError,
-    StorageError,
 )
 from agentmem.protocols import TokenCounter
 from agentmem.tokens import HeuristicCounter
@@ -92,6 +97,8 @@ logger = logging.getLogger("agentmem.storage")
 
 LTM_FORMAT = "agentmem.ltm"
 LTM_VERSION = 1
+LTM_KEY = "ltm"
+"""The key of the one document long-term memory is stored in."""
 KINDS = (
     "discoveries",
     "problem_solutions",
@@ -353,11 +360,12 @@ def _prompt_line(entry: LTMEntry) -> str:
 
 
 class LongTermMemory:
-    """Project knowledge in ``ltm.json``, safe for many concurrent writers.
+    """Project knowledge in ``ltm.json`` (or any Documents), safe for many concurrent writers.
 
     Args:
-        path: The ``ltm.json`` file, or ``None`` to keep everything in memory
-            (incognito).
+        path: The ``ltm.json`` file, ``None`` to keep everything in memory
+            (incognito), or a :class:`~agentmem._storage.documents.Documents`
+            holding the document ``ltm`` (then ``lock_path`` and ``root`` are unused).
         lock_path: The lock file (default ``<path's dir>/locks/ltm.json.lock``).
         root: The memory root nothing is written outside of, through no symlink
             (default: ``path``'s directory).
@@ -369,61 +377,59 @@ class LongTermMemory:
         ConfigurationError: ``path`` or ``root`` is not a usable path.
 
     Attributes:
-        moved_aside: Files that could not be parsed and were moved aside.
+        path: The ``ltm.json`` file, or ``None`` when not stored in a file.
+        moved_aside: Where unreadable documents were set aside: a path for a
+            file (``ltm.json.corrupt-<ts>``), a description otherwise.
         problems: Human-readable reports of what could not be read.
     """
 
     def __init__(
         self,
-        path: str | os.PathLike[str] | None,
+        path: str | os.PathLike[str] | Documents | None,
         *,
         lock_path: str | os.PathLike[str] | None = None,
         scrubber: Callable[[str], str] | None = None,
         clock: Callable[[], float] = time.time,
         root: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.path = config_path("path", path) if path is not None else None
-        self._root = (
-            config_path("root", root)
-            if root is not None
-            else (self.path.parent if self.path else None)
-        )
-        if self.path is not None and lock_path is None:
-            lock_path = self.path.parent / "locks" / f"{self.path.name}.lock"
-        self._locked = StoreLock(
-            lock_path, what="long-term memory", timeout=LOCK_TIMEOUT, root=self._root
+        if isinstance(path, Documents):
+            self._docs: Documents = path
+        elif path is None:
+            self._docs = MemoryDocuments()
+        else:
+            file = config_path("path", path)
+            self._docs = ltm_files(
+                file,
+                root=config_path("root", root) if root is not None else None,
+                lock_path=Path(lock_path) if lock_path is not None else None,
+                timeout=LOCK_TIMEOUT,
+            )
+        self.path: Path | None = (
+            self._docs.file_path(LTM_KEY) if isinstance(self._docs, FileDocuments) else None
         )
         self._scrub = scrubber
         self._clock = clock
         self._thread_lock = threading.RLock()
         self._doc = _Doc()
         self._raw: bytes | None = None
-        self.moved_aside: list[Path] = []
+        self.moved_aside: list[Path | str] = []
         self.problems: list[str] = []
-        if self.path is not None and self._root is not None:
-            remove_stale_temps(self.path.parent, root=self._root)
 
-    # ------------------------------------------------------------------ file cycle
+    @property
+    def documents(self) -> Documents:
+        """Where the one document ``ltm`` lives (files, memory or PostgreSQL)."""
+        return self._docs
 
-    def _checked_path(self) -> Path:
-        assert self.path is not None
-        assert self._root is not None
-        return check_inside(self._root, self.path, what="the memory root")
+    # ------------------------------------------------------------------ document cycle
 
     def _refresh(self) -> None:
-        """Bring the in-memory copy up to date with the file (parsed again only when it changed).
+        """Bring the in-memory copy up to date with the stored bytes (parsed again only when
+        they changed).
 
         The bytes are compared rather than the file's stat: an atomic replace can reuse an
         inode within one timestamp tick, and a stale read must never be merged into.
         """
-        if self.path is None:
-            return
-        try:
-            raw = self._checked_path().read_bytes()
-        except FileNotFoundError:
-            raw = None
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.path}: {exc.strerror}", path=self.path) from exc
+        raw = self._docs.read(LTM_KEY)
         if raw is not None and raw == self._raw:
             return
         self._doc = _Doc() if raw is None else self._parse(raw)
@@ -441,18 +447,11 @@ class LongTermMemory:
             reason = str(exc)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             reason = f"not valid JSON: {exc}"
-        if not self._locked.held:
-            # Only a lock holder may move the file: a reader that saw the bad bytes could
-            # otherwise move aside the good file a writer has just put in its place.
-            with self._locked():
-                try:
-                    now = self.path.read_bytes() if self.path is not None else None
-                except FileNotFoundError:
-                    return _Doc()
-                except OSError as exc:
-                    raise StorageError(
-                        f"cannot read {self.path}: {exc.strerror}", path=self.path
-                    ) from exc
+        if not self._docs.held:
+            # Only a lock holder may move the document: a reader that saw the bad bytes could
+            # otherwise set aside the good one a writer has just put in its place.
+            with self._docs.locked():
+                now = self._docs.read(LTM_KEY)
                 if now is None:
                     return _Doc()
                 if now != raw:
@@ -461,13 +460,15 @@ class LongTermMemory:
         return self._set_aside(reason)
 
     def _set_aside(self, reason: str) -> _Doc:
-        assert self.path is not None
-        moved, message = set_aside(
-            self.path, what=f"long-term memory {self.path}", reason=reason, logger=logger
+        moved, message = self._docs.set_aside(
+            LTM_KEY, what=f"long-term memory {self._where()}", reason=reason, logger=logger
         )
         self.moved_aside.append(moved)
         self.problems.append(message)
         return _Doc()
+
+    def _where(self) -> str:
+        return str(self.path) if self.path is not None else self._docs.describe(LTM_KEY)
 
     def _decode(self, data: Any) -> _Doc:
         doc = _Doc()
@@ -489,7 +490,7 @@ class LongTermMemory:
                 doc.add(LTMEntry.from_json(raw))
             except (KeyError, TypeError, ValueError, OverflowError) as exc:
                 doc.unreadable.append(raw)
-                message = f"long-term memory {self.path}: entry kept unread ({exc!r})"
+                message = f"long-term memory {self._where()}: entry kept unread ({exc!r})"
                 if message not in self.problems:  # reported once, not on every re-read
                     logger.warning(message)
                     self.problems.append(message)
@@ -498,29 +499,23 @@ class LongTermMemory:
     def _change(self, apply: Callable[[_Doc], Any]) -> Any:
         """Lock -> re-read -> apply -> atomic replace; returns what ``apply`` returned.
 
-        ``apply`` changes a copy; the copy becomes the in-memory state only once it is
-        on disk, so a failed write (or a failed ``apply``) leaves memory as it was.
+        ``apply`` changes a copy; the copy becomes the in-memory state only once the
+        lock is released with the write done (for PostgreSQL: committed), so a failed
+        write (or a failed ``apply``) leaves memory as it was.
         """
-        with self._thread_lock, self._locked():
-            if self.path is None:
-                doc = self._doc.copy()
-                result = apply(doc)
-                self._doc = doc
-                return result
-            self._refresh()
-            doc = self._doc.copy()
-            result = apply(doc)
-            data = doc.encode()
-            assert self._root is not None
+        with self._thread_lock:
             try:
-                make_dirs(self._root, self.path.parent)
-                atomic_write_bytes(self.path, data, root=self._root)
-            except OSError as exc:
-                self._raw = None  # the file may have changed under us: re-read next time
-                raise StorageError(
-                    f"cannot write long-term memory {self.path}: {exc.strerror or exc}",
-                    path=self.path,
-                ) from exc
+                with self._docs.locked():
+                    self._refresh()
+                    doc = self._doc.copy()
+                    result = apply(doc)
+                    data = doc.encode()
+                    self._docs.write(LTM_KEY, data)
+            except BaseException:
+                # The document may have changed under us (or, in PostgreSQL, a set-aside
+                # made in this cycle was rolled back with it): read it again next time.
+                self._raw = None
+                raise
             self._doc, self._raw = doc, data
             return result
 
@@ -685,7 +680,7 @@ class LongTermMemory:
             "oldest": min((e.first_seen for e in entries), default=None),
             "newest": max((e.last_confirmed for e in entries), default=None),
             "unreadable": len(self._doc.unreadable),
-            "path": str(self.path) if self.path is not None else None,
+            "path": self._stats_path(),
         }
 
     # ------------------------------------------------------------------ removing
@@ -769,6 +764,11 @@ class LongTermMemory:
     def __len__(self) -> int:
         return len(self._snapshot())
 
+    def _stats_path(self) -> str | None:
+        if self.path is not None:
+            return str(self.path)
+        return None if isinstance(self._docs, MemoryDocuments) else self._docs.location
+
     def __repr__(self) -> str:
-        where = str(self.path) if self.path is not None else "in memory"
+        where = str(self.path) if self.path is not None else self._docs.location
         return f"LongTermMemory({where})"

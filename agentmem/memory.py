@@ -55,6 +55,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, get_args
 
+from agentmem._storage.backend import NOTES_DIR, Backend, open_backend
 from agentmem._storage.gc import gc_paused
 from agentmem._validate import (
     check_component,
@@ -88,21 +89,14 @@ from agentmem.session.wiring import (
     DEFAULT_MODEL,
     MAX_CONTEXT_WINDOW,
     MIN_CONTEXT_WINDOW,
-    SESSIONS_FILE,
     SNAPSHOTS_DIR,
 )
-from agentmem.session_store import (
-    Durability,
-    SessionStore,
-)
+from agentmem.session_store import Durability, SessionStore, open_session_store
 from agentmem.time_machine import delete_stored_session
 from agentmem.tools import MemoryTools
-from agentmem.topics import TOPICS_DIR, TopicStore
+from agentmem.topics import TopicStore
 
 __all__ = ["Memory", "Session", "Usage"]
-
-LTM_FILE = "ltm.json"
-NOTES_DIR = "memory"
 
 
 class Memory:
@@ -141,6 +135,16 @@ class Memory:
             (or a mapping of its fields: ``enabled``, ``min_iterations``,
             ``max_iterations``, ``max_tokens_per_file``, ``inject_topics``,
             ``prompt_tokens``).
+        backend: Where the stores live: ``None`` (the ``AGENTMEM_BACKEND``
+            environment variable, else embedded), ``"embedded"``/``"sqlite"``
+            (``sessions.sqlite`` and the files under ``root``), or a
+            ``"postgresql://user@host:port/db"`` DSN (the ``postgres`` extra;
+            docs/backends.md): sessions with their recall index, long-term
+            memory, notes and topics in that database, sharing one connection
+            pool (a :class:`~agentmem.semantic.LocalMemoryClient` built from this
+            memory follows it). What describes the local disk stays under
+            ``root`` on every backend: the time machine's snapshots and the trim
+            checkpoint. Checked, then unused, when ``incognito``.
 
     Attributes:
         ltm: :class:`~agentmem.ltm.LongTermMemory` in ``<root>/ltm.json``.
@@ -170,6 +174,7 @@ class Memory:
         reporter: ProgressReporter | None = None,
         scrub_secrets: bool | Scrubber = True,
         memory_update: bool | MemoryUpdateSettings | Mapping[str, Any] = True,
+        backend: str | None = None,
     ) -> None:
         self.working_dir = config_path("working_dir", working_dir).resolve()
         if not self.working_dir.is_dir():
@@ -214,11 +219,19 @@ class Memory:
         self.summarizer = summarizer
         self.reporter = reporter
         self._context = context_settings(context)
+        self._backend: Backend | None = None
+        # ConfigurationError before any write
+        chosen = open_backend(self.root, backend, durability=durability)
         if incognito:
             self.sessions = SessionStore(None, durability=durability, reporter=reporter)
             self.ltm = LongTermMemory(None, scrubber=scrubber)
             self.notes = KeyValueStore(None, scrubber=scrubber)
-            topics_dir = None
+            self.topics = TopicStore(
+                None,
+                scrubber=scrubber,
+                token_counter=token_counter,
+                max_tokens_per_file=self.memory_update.max_tokens_per_file,
+            )
         else:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
@@ -228,25 +241,41 @@ class Memory:
                     f"{exc.strerror or exc}",
                     path=self.root,
                 ) from exc
-            self.sessions = SessionStore(
-                self.root / SESSIONS_FILE,
-                durability=durability,
-                reporter=reporter,
-                purge=functools.partial(delete_stored_session, self.root / SNAPSHOTS_DIR),
-            )
-            self.ltm = LongTermMemory(self.root / LTM_FILE, scrubber=scrubber)
-            self.notes = KeyValueStore(self.root / NOTES_DIR, scrubber=scrubber, root=self.root)
-            topics_dir = self.root / TOPICS_DIR
-        self.topics = TopicStore(
-            topics_dir,
-            scrubber=scrubber,
-            token_counter=token_counter,
-            max_tokens_per_file=self.memory_update.max_tokens_per_file,
-            root=None if incognito else self.root,
-        )
+            try:
+                self.sessions = open_session_store(
+                    chosen.sessions_database(),
+                    durability=durability,
+                    reporter=reporter,
+                    purge=functools.partial(delete_stored_session, self.root / SNAPSHOTS_DIR),
+                )
+            except BaseException:
+                chosen.close()
+                raise
+            try:
+                self.ltm = LongTermMemory(chosen.documents("ltm"), scrubber=scrubber)
+                self.notes = KeyValueStore(
+                    chosen.documents("notes"), scrubber=scrubber, progress=self.root / NOTES_DIR
+                )
+                self.topics = TopicStore(
+                    chosen.documents("topics"),
+                    scrubber=scrubber,
+                    token_counter=token_counter,
+                    max_tokens_per_file=self.memory_update.max_tokens_per_file,
+                )
+            except BaseException:
+                chosen.close()
+                self.sessions.close()
+                raise
+            self._backend = chosen
         self.tools = MemoryTools(self)
         self._open: dict[str, Session] = {}
         self._closed = False
+
+    @property
+    def backend(self) -> Backend | None:
+        """Where the stores live (:attr:`Backend.name <agentmem._storage.backend.Backend>`
+        says which); ``None`` when incognito."""
+        return self._backend
 
     def session(
         self,
@@ -442,6 +471,8 @@ class Memory:
         for session in list(self._open.values()):
             session.close()
         self.sessions.close()
+        if self._backend is not None:
+            self._backend.close()
         self._closed = True
 
     def __enter__(self) -> Memory:

@@ -1,11 +1,14 @@
-"""KeyValueStore: the agent's notes, one file per key in ``memory/<key>.json``.
+"""KeyValueStore: the agent's notes, one document per key (``memory/<key>.json``).
 
-A note is a key and a text. Each note is its own file,
+A note is a key and a text. Each note is its own document,
 ``{"format": "agentmem.note", "version": 1, "key", "content", "created_at",
-"updated_at"}``, written with
-:func:`~agentmem._storage.files.atomic_write_text`, so a crash leaves the
-old note or the new one, and two writers of different keys never touch the
-same file (two writers of one key: the last one wins, whole).
+"updated_at"}``, kept through a :class:`~agentmem._storage.documents.Documents`:
+``KeyValueStore(directory)`` is one file per key in ``directory``
+(:func:`~agentmem._storage.backend.note_files`, written atomically, so a crash
+leaves the old note or the new one), ``KeyValueStore(None)`` (incognito) keeps
+them in this object, and ``KeyValueStore(documents)`` any implementation, such
+as rows in PostgreSQL. Writers of different keys never lose each other's
+notes; two writers of one key: the last one wins, whole.
 
 **Keys cannot escape.** A key names a file, so :func:`check_key` refuses,
 with :class:`~agentmem.errors.UnsafePathError`: path separators (``/``,
@@ -21,12 +24,15 @@ symlinked ``memory/``, ``locks/`` or note file raises
 read or written.
 
 ``memory/session_progress.md``, the checkpoint a session writes before each
-trim, reads as the note ``session_progress`` (read-only).
+trim, reads as the note ``session_progress`` (read-only); it stays a local
+file on every backend (``progress=`` names its directory).
 
-Writes and deletes hold ``<root>/locks/notes.lock``; a note file that
-cannot be parsed is moved aside only under that lock, after checking it
-still holds the bytes that failed (a writer may have just replaced it). It
-is moved aside (:func:`~agentmem._storage.files.move_aside`), logged on ``agentmem.storage``
+Writes and deletes hold the store's lock (``<root>/locks/notes.lock``; in
+PostgreSQL an advisory lock in the write's transaction); a note that cannot
+be parsed is set aside only under that lock, after checking it still holds
+the bytes that failed (a writer may have just replaced it). It is set aside
+(:meth:`~agentmem._storage.documents.Documents.set_aside`: the file renamed
+``<key>.json.corrupt-<ts>``), logged on ``agentmem.storage``
 and listed in :attr:`KeyValueStore.moved_aside`; ``retrieve`` of it raises
 :class:`~agentmem.errors.CorruptStoreError`. A malformed ``version``
 (missing, ``0``, negative, a string, a float, a bool) makes a note
@@ -44,8 +50,6 @@ reports the other entries the same way. Lone surrogates in a note's content
 are replaced with U+FFFD (:func:`agentmem._json.sanitize_text`). Temp files a
 killed writer left in ``memory/`` are removed on open
 (:func:`~agentmem._storage.files.remove_stale_temps`).
-
-With ``directory=None`` (incognito) notes live in memory only.
 """
 
 from __future__ import annotations
@@ -55,25 +59,17 @@ import json
 import logging
 import os
 import re
-import stat
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from agentmem._json import sanitize_text
-from agentmem._storage.files import (
-    atomic_write_text,
-    check_inside,
-    file_in,
-    make_dirs,
-    remove_stale_temps,
-    set_aside,
-)
+from agentmem._storage.backend import note_files, progress_files
+from agentmem._storage.documents import Documents, FileDocuments, MemoryDocuments
 from agentmem._storage.formats import check_format
-from agentmem._storage.locks import StoreLock
+from agentmem._storage.keys import MAX_KEY_CHARS, PROGRESS_KEY, check_key
 from agentmem._storage.problems import ProblemLog
 from agentmem._validate import check_int, check_str, config_path
 from agentmem.errors import (
@@ -99,55 +95,7 @@ logger = logging.getLogger("agentmem.storage")
 
 NOTE_FORMAT = "agentmem.note"
 NOTE_VERSION = 1
-MAX_KEY_CHARS = 128
-MAX_KEY_BYTES = 200
 MAX_CONTENT_CHARS = 1_000_000
-PROGRESS_KEY = "session_progress"
-PROGRESS_FILE = "session_progress.md"
-_SUFFIX = ".json"
-_WINDOWS_DEVICES = re.compile(r"(?i)^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$)$")
-
-
-def check_key(
-    key: object, directory: str | os.PathLike[str] = "memory", *, what: str = "note key"
-) -> str:
-    """Return ``key`` when it is a safe note key, else raise :class:`UnsafePathError`.
-
-    The same rule names the memory updater's topic files
-    (:mod:`agentmem.topics`), which pass ``what="topic"``.
-
-    Args:
-        key: The key to check.
-        directory: The notes directory (named in the error).
-        what: What the key names, for the error message.
-    """
-
-    def refuse(reason: str) -> UnsafePathError:
-        return UnsafePathError(str(key), Path(directory), f"{what} {reason}")
-
-    if not isinstance(key, str):
-        raise refuse(f"must be a string, got {type(key).__name__}")
-    if not key:
-        raise refuse("is empty")
-    if len(key) > MAX_KEY_CHARS or len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
-        raise refuse(f"is longer than {MAX_KEY_CHARS} characters / {MAX_KEY_BYTES} bytes")
-    for char in key:
-        if char in "/\\" or char == os.sep or (os.altsep and char == os.altsep):
-            raise refuse("contains a path separator")
-        if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp") or char == "\x00":
-            raise refuse(f"contains a control character {char!r}")
-        if char == ":":
-            raise refuse("contains ':' (drive letters and streams are refused)")
-    if ".." in key:
-        raise refuse("contains '..'")
-    if key[0] in ".~" or key[-1] in ". ":
-        raise refuse("starts with '.' or '~', or ends with '.' or a space")
-    if os.path.isabs(key):
-        raise refuse("is an absolute path")
-    stem = key.split(".")[0].strip()
-    if _WINDOWS_DEVICES.match(stem) or key.casefold() == PROGRESS_KEY:
-        raise refuse("is a reserved name")
-    return key
 
 
 class NoteHits(builtins.list[dict[str, Any]]):
@@ -167,57 +115,64 @@ class KeyValueStore:
     """Notes: store / retrieve / search / list / delete, one atomic file per key.
 
     Args:
-        directory: The notes directory (``<root>/memory``), or ``None`` to
-            keep notes in memory only (incognito).
+        directory: The notes directory (``<root>/memory``), ``None`` to keep
+            notes in memory only (incognito), or a
+            :class:`~agentmem._storage.documents.Documents` holding them.
         scrubber: Applied to the content before it is stored (secret
             scrubbing); ``None`` stores content as given.
         root: The directory nothing may leave (default: ``directory``'s parent).
+        progress: The directory of the trim checkpoint ``session_progress.md``
+            when ``directory`` is a Documents (default: none); with a directory
+            it is that directory.
 
     Raises:
         ConfigurationError: ``directory`` or ``root`` is not a usable path.
 
     Attributes:
-        moved_aside: Note files that could not be parsed and were moved aside.
+        directory: The notes directory, or ``None`` when notes are not files.
+        moved_aside: Where unreadable notes were set aside: a path for a file
+            (``<key>.json.corrupt-<ts>``), a description otherwise.
         problems: One line per note file left out of a listing or a search
             (each reported once, oldest first).
     """
 
     def __init__(
         self,
-        directory: str | os.PathLike[str] | None,
+        directory: str | os.PathLike[str] | Documents | None,
         *,
         scrubber: Callable[[str], str] | None = None,
         root: str | os.PathLike[str] | None = None,
+        progress: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.directory = config_path("directory", directory) if directory is not None else None
-        self._root = (
-            config_path("root", root)
-            if root is not None
-            else (self.directory.parent if self.directory else None)
-        )
         self._scrub = scrubber
-        self._memory: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
-        self._locked = StoreLock(
-            self._root / "locks" / "notes.lock" if self._root is not None else None, what="notes"
+        self._progress_docs: Documents | None = None
+        if isinstance(directory, Documents):
+            self._docs: Documents = directory
+        elif directory is None:
+            self._docs = MemoryDocuments()
+        else:
+            folder = config_path("directory", directory)
+            top = config_path("root", root) if root is not None else folder.parent
+            self._docs = note_files(folder, top)
+            self._progress_docs = progress_files(folder, top)
+        self.directory: Path | None = (
+            self._docs.directory if isinstance(self._docs, FileDocuments) else None
         )
-        self.moved_aside: list[Path] = []
+        if progress is not None:  # the checkpoint stays a file under the local root
+            folder = config_path("progress", progress)
+            self._progress_docs = progress_files(folder, folder.parent)
+        self.moved_aside: builtins.list[Path | str] = []
         self._problems = ProblemLog(logger)
-        self.problems: list[str] = self._problems.lines
-        if self.directory is not None and self._root is not None:
-            remove_stale_temps(self.directory, root=self._root)
+        self.problems: builtins.list[str] = self._problems.lines
 
-    # ------------------------------------------------------------------ paths
+    @property
+    def documents(self) -> Documents:
+        """Where the notes live (files, memory or PostgreSQL)."""
+        return self._docs
 
     def _where(self) -> Path:
         return self.directory if self.directory is not None else Path("memory")
-
-    def _path(self, key: str, name: str | None = None) -> Path:
-        """The file for ``key``, checked to sit directly in the notes directory."""
-        assert self.directory is not None
-        return file_in(
-            self.directory, name or key + _SUFFIX, self._root, key=key, what="the notes directory"
-        )
 
     # ------------------------------------------------------------------ operations
 
@@ -231,7 +186,7 @@ class KeyValueStore:
             UnsafePathError: the key is not a safe file name (see :func:`check_key`).
             InvalidArgumentError: ``content`` is not a string, or too long; or the key
                 holds a secret (:func:`~agentmem.scrub.refuse_secret_name`).
-            StorageError: the file could not be written.
+            StorageError: the note could not be written.
         """
         check_key(key, self._where())
         refuse_secret_name(self._scrub, key, "note key")
@@ -239,37 +194,20 @@ class KeyValueStore:
         if self._scrub is not None:
             content = sanitize_text(self._scrub(content))
         now = time.time()
-        with self._lock:
-            if self.directory is None:
-                created = self._memory.get(key, {}).get("created_at", now)
-                note = {"key": key, "content": content, "created_at": created, "updated_at": now}
-                self._memory[key] = note
-                return dict(note)
-            path = self._path(key)
-            with self._locked():
-                return self._write(key, path, content, now)
-
-    def _write(self, key: str, path: Path, content: str, now: float) -> dict[str, Any]:
-        assert self.directory is not None
-        try:
-            old = self._load(key, path)
-        except CorruptStoreError:
-            old = None  # moved aside and reported; the new note starts afresh
-        note = {
-            "key": key,
-            "content": content,
-            "created_at": old["created_at"] if old else now,
-            "updated_at": now,
-        }
-        document = {"format": NOTE_FORMAT, "version": NOTE_VERSION, **note}
-        assert self._root is not None
-        try:
-            make_dirs(self._root, self.directory)
-            atomic_write_text(
-                path, json.dumps(document, ensure_ascii=False) + "\n", root=self._root
-            )
-        except (OSError, UnicodeError) as exc:
-            raise StorageError(f"cannot write note {key!r}: {exc}", path=path) from exc
+        with self._lock, self._docs.locked():
+            old, _ = self._try_load(key)  # an unreadable one is set aside and reported
+            note = {
+                "key": key,
+                "content": content,
+                "created_at": old["created_at"] if old else now,
+                "updated_at": now,
+            }
+            document = {"format": NOTE_FORMAT, "version": NOTE_VERSION, **note}
+            try:
+                data = (json.dumps(document, ensure_ascii=False) + "\n").encode("utf-8")
+            except UnicodeError as exc:  # not reached: the content was sanitised
+                raise StorageError(f"cannot write note {key!r}: {exc}") from exc
+            self._docs.write(key, data)
         return note
 
     def retrieve(self, key: str) -> str | None:
@@ -279,16 +217,13 @@ class KeyValueStore:
 
         Raises:
             UnsafePathError: the key is not a safe file name.
-            CorruptStoreError: the note file was unreadable (it was moved aside).
+            CorruptStoreError: the note was unreadable (it was set aside).
         """
         if isinstance(key, str) and key == PROGRESS_KEY:
             return self._progress()
         check_key(key, self._where())
         with self._lock:
-            if self.directory is None:
-                note = self._memory.get(key)
-                return note["content"] if note else None
-            found = self._load(key, self._path(key))
+            found = self._load(key)
             return found["content"] if found else None
 
     def delete(self, key: str) -> bool:
@@ -298,22 +233,10 @@ class KeyValueStore:
             UnsafePathError: the key is not a safe file name (or is reserved).
         """
         check_key(key, self._where())
-        with self._lock:
-            if self.directory is None:
-                return self._memory.pop(key, None) is not None
-            path = self._path(key)
-            try:
-                with self._locked():
-                    path.unlink()
-            except FileNotFoundError:
-                return False
-            except OSError as exc:
-                raise StorageError(
-                    f"cannot delete note {key!r}: {exc.strerror}", path=path
-                ) from exc
-            return True
+        with self._lock, self._docs.locked():
+            return self._docs.delete(key)
 
-    def list(self) -> list[str]:
+    def list(self) -> builtins.list[str]:
         """Every key, sorted (``session_progress`` included when the checkpoint exists).
 
         An entry named like a note that is not a regular file (a directory, a
@@ -321,44 +244,18 @@ class KeyValueStore:
 
         Raises:
             UnsafePathError: the notes directory is (behind) a symlink.
-            StorageError: the directory cannot be listed.
+            StorageError: the notes cannot be listed.
         """
         with self._lock:
-            if self.directory is None:
-                return sorted(self._memory)
-            keys = []
-            assert self._root is not None
-            check_inside(self._root, self.directory, what="the memory root")
-            try:
-                entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
-            except FileNotFoundError:
-                return []
-            except OSError as exc:
-                raise StorageError(
-                    f"cannot list notes: {exc.strerror}", path=self.directory
-                ) from exc
-            for entry in entries:
-                name = entry.name
-                if name == PROGRESS_FILE:
-                    key = PROGRESS_KEY
-                elif name.endswith(_SUFFIX):
-                    try:
-                        key = check_key(name[: -len(_SUFFIX)])
-                    except UnsafePathError:
-                        continue  # not a note (a file someone else put here)
-                else:
-                    continue
-                try:
-                    mode = entry.stat(follow_symlinks=False).st_mode
-                except OSError:
-                    continue  # removed since the listing
-                if not stat.S_ISREG(mode):
-                    kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
-                    self._problems.report(
-                        f"note file {self.directory / name} skipped: {kind}; it was left in place"
-                    )
-                    continue
-                keys.append(key)
+            listing = self._docs.list()
+            keys = [doc.key for doc in listing.found]
+            skipped = builtins.list(listing.skipped)
+            if self._progress_docs is not None:
+                local = self._progress_docs.list()
+                keys += [doc.key for doc in local.found]
+                skipped += local.skipped
+            for line in skipped:
+                self._problems.report(line)
             return sorted(keys)
 
     def search(self, query: str, *, limit: int = 20, include_internal: bool = True) -> NoteHits:
@@ -415,43 +312,37 @@ class KeyValueStore:
         hits.sort(key=lambda h: (-h[0], h[1]))
         return NoteHits(({"key": k, "score": s, "preview": p} for s, k, p in hits[:limit]), skipped)
 
-    # ------------------------------------------------------------------ files
+    # ------------------------------------------------------------------ documents
 
     def _progress(self) -> str | None:
-        if self.directory is None:
+        if self._progress_docs is None:
             return None
-        path = self._path(PROGRESS_KEY, PROGRESS_FILE)
-        try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot read {path}: {exc.strerror}", path=path) from exc
+        data = self._progress_docs.read(PROGRESS_KEY)
+        return data.decode("utf-8", errors="replace") if data is not None else None
 
-    def _load(self, key: str, path: Path) -> dict[str, Any] | None:
-        raw = self._read(key, path)
+    def _load(self, key: str) -> dict[str, Any] | None:
+        """The note under ``key``, or ``None``; an unreadable one is set aside and raises
+        :class:`CorruptStoreError` (once the lock is released: on PostgreSQL the set-aside
+        is committed with it)."""
+        note, aside = self._try_load(key)
+        if aside is not None:
+            raise aside
+        return note
+
+    def _try_load(self, key: str) -> tuple[dict[str, Any] | None, CorruptStoreError | None]:
+        raw = self._docs.read(key)
         if raw is None:
-            return None
+            return None, None
         note, reason = self._decode(key, raw)
         if note is not None:
-            return note
-        if not self._locked.held and self._locked.path is not None:
-            # Only a lock holder moves a file aside, after checking (by loading it again
+            return note, None
+        if not self._docs.held:
+            # Only a lock holder sets a note aside, after checking (by loading it again
             # under the lock) that it still holds the bad bytes: a writer may have replaced
             # it with a good note since it was read.
-            with self._locked():
-                return self._load(key, path)
-        self._set_aside(key, path, reason)
-        return None  # not reached: _set_aside raises
-
-    @staticmethod
-    def _read(key: str, path: Path) -> bytes | None:
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot read note {key!r}: {exc.strerror}", path=path) from exc
+            with self._docs.locked():
+                return self._try_load(key)
+        return None, self._set_aside(key, reason)
 
     @staticmethod
     def _decode(key: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
@@ -475,13 +366,18 @@ class KeyValueStore:
         except (AgentMemError, ValueError, TypeError, RecursionError) as exc:
             return None, str(exc)
 
-    def _set_aside(self, key: str, path: Path, reason: str) -> None:
-        moved, message = set_aside(
-            path, what=f"note {key!r} ({path})", reason=reason, logger=logger
+    def _set_aside(self, key: str, reason: str) -> CorruptStoreError:
+        """Set the note aside; the error that reports it (raised by the caller)."""
+        where = self._docs.describe(key)
+        moved, message = self._docs.set_aside(
+            key, what=f"note {key!r} ({where})", reason=reason, logger=logger
         )
         self.moved_aside.append(moved)
-        raise CorruptStoreError(message, path=path, moved_to=moved)
+        return CorruptStoreError(
+            message,
+            path=where if isinstance(moved, Path) else None,
+            moved_to=moved if isinstance(moved, Path) else None,
+        )
 
     def __repr__(self) -> str:
-        where = str(self.directory) if self.directory is not None else "in memory"
-        return f"KeyValueStore({where})"
+        return f"KeyValueStore({self._docs.location})"

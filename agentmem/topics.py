@@ -19,11 +19,18 @@ Guarantees:
   file (:func:`~agentmem._storage.files.check_inside`): a symlinked
   ``memories/``, ``locks/`` or topic file raises ``UnsafePathError`` on a
   read or write (a listing skips and reports a symlinked topic file).
-* **Whole-file, atomic writes.** :meth:`TopicStore.write` replaces the file
-  with :func:`~agentmem._storage.files.atomic_write_text` (same-directory
-  temp file, fsync, ``os.replace``) while holding ``<root>/locks/memories.lock``,
-  a cross-process lock. Writers of different topics never lose each other's
-  files; writers of one topic: the last one wins, whole, never a mix.
+* **Whole-document, atomic writes.** Topics are kept through a
+  :class:`~agentmem._storage.documents.Documents`: ``TopicStore(directory)``
+  is one file per topic (:func:`~agentmem._storage.backend.topic_files`),
+  ``TopicStore(None)`` keeps them in this object (incognito, nothing
+  written), ``TopicStore(documents)`` any implementation, such as rows in
+  PostgreSQL. :meth:`TopicStore.write` replaces the document atomically
+  (for a file :func:`~agentmem._storage.files.atomic_write_bytes`:
+  same-directory temp file, fsync, ``os.replace``) while holding the
+  store's cross-process lock (``<root>/locks/memories.lock``; in PostgreSQL
+  an advisory lock in the write's transaction). Writers of different topics
+  never lose each other's files; writers of one topic: the last one wins,
+  whole, never a mix.
 * **Secrets are scrubbed** with the Memory's scrubber before anything is
   written (or kept in memory). Lone surrogates are replaced with U+FFFD
   (:func:`agentmem._json.sanitize_text`), so any string can be written.
@@ -49,9 +56,6 @@ Guarantees:
 A session puts :meth:`TopicStore.prompt_block` in its system prompt: whole
 topics, newest first, under a token cap (the one renderer and budget rule of
 :mod:`agentmem._prompt_budget`).
-
-With ``directory=None`` (an incognito Memory) topics live in this object
-only and nothing is written.
 """
 
 from __future__ import annotations
@@ -60,26 +64,18 @@ import builtins
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentmem._json import sanitize_text
 from agentmem._prompt_budget import block_budget, render_within
-from agentmem._storage.files import (
-    atomic_write_text,
-    check_inside,
-    file_in,
-    make_dirs,
-    remove_stale_temps,
-)
-from agentmem._storage.locks import held_lock
+from agentmem._storage.backend import topic_files
+from agentmem._storage.documents import Documents, FileDocuments, MemoryDocuments
+from agentmem._storage.keys import TOPICS_DIR, check_topic
 from agentmem._storage.problems import ProblemLog
 from agentmem._validate import check_str, config_path
 from agentmem.errors import ConfigurationError, InvalidArgumentError, StorageError, UnsafePathError
-from agentmem.notes import check_key
 from agentmem.protocols import TokenCounter
 from agentmem.scrub import refuse_secret_name
 from agentmem.tokens import HeuristicCounter
@@ -97,8 +93,6 @@ __all__ = [
     "check_topic",
 ]
 
-TOPICS_DIR = "memories"
-SUFFIX = ".md"
 DEFAULT_MAX_TOKENS_PER_FILE = 4000
 """Largest topic file, in tokens, unless the Memory is told otherwise."""
 MIN_TOKENS_PER_FILE = 64
@@ -106,18 +100,6 @@ MIN_TOKENS_PER_FILE = 64
 _ANY = object()  # write whatever the topic holds now
 TRUNCATION_MARKER = "\n[... truncated by agentmem: topic files are limited to {limit} tokens ...]\n"
 """Appended to content that was cut to the per-file limit (``{limit}`` is filled in)."""
-
-
-def check_topic(topic: object, directory: str | os.PathLike[str] = TOPICS_DIR) -> str:
-    """The topic name (a trailing ``.md`` removed) when it is safe, else :class:`UnsafePathError`.
-
-    Args:
-        topic: The name to check.
-        directory: The topics directory, named in the error.
-    """
-    if isinstance(topic, str) and topic.lower().endswith(SUFFIX) and len(topic) > len(SUFFIX):
-        topic = topic[: -len(SUFFIX)]
-    return check_key(topic, directory, what="topic")
 
 
 @dataclass(frozen=True)
@@ -192,8 +174,9 @@ class TopicStore:
     """Topic files: list / read / write, one atomic markdown file per topic.
 
     Args:
-        directory: The topics directory (``<root>/memories``), or ``None`` to
-            keep topics in memory only (incognito).
+        directory: The topics directory (``<root>/memories``), ``None`` to
+            keep topics in memory only (incognito), or a
+            :class:`~agentmem._storage.documents.Documents` holding them.
         scrubber: Applied to content before it is stored; ``None`` stores it as given.
         token_counter: Counts tokens for the per-file limit (a heuristic
             counter when omitted).
@@ -208,7 +191,7 @@ class TopicStore:
 
     def __init__(
         self,
-        directory: str | os.PathLike[str] | None,
+        directory: str | os.PathLike[str] | Documents | None,
         *,
         scrubber: Callable[[str], str] | None = None,
         token_counter: TokenCounter | None = None,
@@ -220,35 +203,33 @@ class TopicStore:
                 f"max_tokens_per_file must be an int >= {MIN_TOKENS_PER_FILE}, "
                 f"got {max_tokens_per_file!r}"
             )
-        self.directory = config_path("directory", directory) if directory is not None else None
-        self._root = (
-            config_path("root", root)
-            if root is not None
-            else (self.directory.parent if self.directory else None)
+        if isinstance(directory, Documents):
+            self._docs: Documents = directory
+        elif directory is None:
+            self._docs = MemoryDocuments()
+        else:
+            folder = config_path("directory", directory)
+            self._docs = topic_files(
+                folder, config_path("root", root) if root is not None else None
+            )
+        self.directory: Path | None = (
+            self._docs.directory if isinstance(self._docs, FileDocuments) else None
         )
         self._scrub = scrubber
         self.token_counter: TokenCounter = token_counter or HeuristicCounter()
         self.max_tokens_per_file = max_tokens_per_file
-        self._memory: dict[str, tuple[str, float]] = {}
         self._lock = threading.RLock()
-        self._lock_path = self._root / "locks" / "memories.lock" if self._root is not None else None
         self._problems = ProblemLog(_log)
         self.problems: builtins.list[str] = self._problems.lines
         """What was left out or read with replacements (one line each, oldest first)."""
-        if self.directory is not None and self._root is not None:
-            remove_stale_temps(self.directory, root=self._root)
 
-    # ------------------------------------------------------------------ paths
+    @property
+    def documents(self) -> Documents:
+        """Where the topics live (files, memory or PostgreSQL)."""
+        return self._docs
 
     def _where(self) -> Path:
         return self.directory if self.directory is not None else Path(TOPICS_DIR)
-
-    def _path(self, topic: str) -> Path:
-        """The file of ``topic``, checked to sit directly in the topics directory."""
-        assert self.directory is not None
-        return file_in(
-            self.directory, topic + SUFFIX, self._root, key=topic, what="the topics directory"
-        )
 
     # ------------------------------------------------------------------ operations
 
@@ -256,52 +237,13 @@ class TopicStore:
         """Every topic, sorted by name.
 
         Raises:
-            StorageError: the directory cannot be listed.
+            StorageError: the topics cannot be listed.
         """
         with self._lock:
-            if self.directory is None:
-                return [
-                    TopicInfo(t, len(c.encode("utf-8", "surrogatepass")), at)
-                    for t, (c, at) in sorted(self._memory.items())
-                ]
-            assert self._root is not None
-            check_inside(self._root, self.directory, what="the memory root")
-            try:
-                entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
-            except FileNotFoundError:
-                return []
-            except OSError as exc:
-                raise StorageError(
-                    f"cannot list topics: {exc.strerror}", path=self.directory
-                ) from exc
-            out = []
-            for entry in entries:
-                if not entry.name.endswith(SUFFIX):
-                    continue
-                where = self.directory / entry.name
-                try:
-                    topic = check_topic(entry.name)
-                    if not entry.is_file(follow_symlinks=False):
-                        kind = "a symlink" if entry.is_symlink() else "not a regular file"
-                        self._problems.report(
-                            f"topic file {where} skipped: {kind}; it was left in place"
-                        )
-                        continue
-                    info = entry.stat(follow_symlinks=False)
-                except UnsafePathError as exc:
-                    self._problems.report(
-                        f"topic file {where} skipped: {exc}; it was left in place"
-                    )
-                    continue
-                except FileNotFoundError:
-                    continue  # removed since the listing: nothing to report
-                except OSError as exc:
-                    self._problems.report(
-                        f"topic file {where} skipped: {exc}; it was left in place"
-                    )
-                    continue
-                out.append(TopicInfo(topic, info.st_size, info.st_mtime))
-            return out
+            listing = self._docs.list()
+            for line in listing.skipped:
+                self._problems.report(line)
+            return [TopicInfo(doc.key, doc.size, doc.modified) for doc in listing.found]
 
     def read(self, topic: str) -> str | None:
         """The content of ``topic``, or ``None`` when there is no such topic.
@@ -315,24 +257,18 @@ class TopicStore:
         """
         topic = check_topic(topic, self._where())
         with self._lock:
-            if self.directory is None:
-                found = self._memory.get(topic)
-                return found[0] if found else None
-            return self._read_file(topic, self._path(topic))
+            return self._read(topic)
 
-    def _read_file(self, topic: str, path: Path) -> str | None:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+    def _read(self, topic: str) -> str | None:
+        data = self._docs.read(topic)
+        if data is None:
             return None
-        except OSError as exc:
-            raise StorageError(f"cannot read topic {topic!r}: {exc.strerror}", path=path) from exc
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
             self._problems.report(
-                f"topic file {path} is not UTF-8 (byte {exc.start}): read with U+FFFD "
-                "in place of the bad bytes; the file was left as it is"
+                f"topic file {self._docs.describe(topic)} is not UTF-8 (byte {exc.start}): "
+                "read with U+FFFD in place of the bad bytes; the file was left as it is"
             )
             return data.decode("utf-8", errors="replace")
 
@@ -377,27 +313,12 @@ class TopicStore:
             marker = TRUNCATION_MARKER.format(limit=self.max_tokens_per_file)
             stored = cut_to_tokens(content, self.max_tokens_per_file, self.token_counter, marker)
         after = before if stored is content else self.token_counter.count_text(stored)
-        with self._lock:
-            if self.directory is None:
-                found = self._memory.get(topic)
-                if expected is not _ANY and (found[0] if found else None) != expected:
-                    return None
-                created = found is None
-                self._memory[topic] = (stored, time.time())
-            else:
-                path = self._path(topic)
-                try:
-                    with self._locked():
-                        if expected is not _ANY and self._read_file(topic, path) != expected:
-                            return None
-                        created = not path.exists()
-                        assert self._root is not None
-                        make_dirs(self._root, self.directory)
-                        atomic_write_text(path, stored, root=self._root)
-                except (OSError, UnicodeError) as exc:
-                    if isinstance(exc, StorageError):
-                        raise
-                    raise StorageError(f"cannot write topic {topic!r}: {exc}", path=path) from exc
+        with self._lock, self._docs.locked():
+            found = self._read(topic)
+            if expected is not _ANY and found != expected:
+                return None
+            created = found is None
+            self._docs.write(topic, stored.encode("utf-8"))
         return WriteResult(
             topic=topic,
             created=created,
@@ -462,11 +383,5 @@ class TopicStore:
             if content and content.strip():
                 yield None, f"## {info.topic}\n{content.strip()}"
 
-    def _locked(self) -> AbstractContextManager[None]:
-        if self._lock_path is None:
-            return nullcontext()
-        return held_lock(self._lock_path, what="topic files")
-
     def __repr__(self) -> str:
-        where = str(self.directory) if self.directory is not None else "in memory"
-        return f"TopicStore({where})"
+        return f"TopicStore({self._docs.location})"

@@ -5,14 +5,17 @@ this machine and asserts nothing about wall-clock time.
 
     python bench/bench_semantic.py                  # 1,000 and 10,000 memories
     python bench/bench_semantic.py --sizes 500 5000
+    python bench/bench_semantic.py --backend postgresql://user@host/db   # on PostgreSQL
 
 For each size it fills an in-memory client with statements of 8 words drawn
 from a 3,000-word vocabulary (plus a unique word each), all for one user
 (another user holds as many again, so the scope filter has work to do), and
 measures ``search`` p50 / p95 over 200 queries of 3 words, without and with
 a toy embedder (a hashed bag of words, 64 dimensions: the vector pass scans
-every memory of the scope). Ratios: each size against the first (how the
-cost grows with the store) and with / without vectors.
+every memory of the scope). With ``--backend DSN`` the client runs on that
+PostgreSQL database (users ``u`` and ``other`` are emptied before and after).
+Ratios: each size against the first (how the cost grows with the store) and
+with / without vectors.
 """
 
 from __future__ import annotations
@@ -40,9 +43,13 @@ class HashEmbedder:
         return out
 
 
-def run(size: int, embedder: HashEmbedder | None, rng: random.Random) -> tuple[float, float]:
+def run(
+    size: int, embedder: HashEmbedder | None, rng: random.Random, backend: str | None = None
+) -> tuple[float, float]:
     words = [f"w{i}" for i in range(3000)]
-    client = LocalMemoryClient(None, embedder=embedder, durability="normal")
+    client = LocalMemoryClient(None, embedder=embedder, durability="normal", backend=backend)
+    for user in ("u", "other"):
+        client.delete_all(user_id=user)
     for user in ("u", "other"):
         for i in range(size):
             text = " ".join(rng.choices(words, k=8)) + f" {user}{i}"
@@ -53,6 +60,8 @@ def run(size: int, embedder: HashEmbedder | None, rng: random.Random) -> tuple[f
         start = time.perf_counter()
         client.search(query, user_id="u")
         times.append(time.perf_counter() - start)
+    for user in ("u", "other"):
+        client.delete_all(user_id=user)
     client.close()
     times.sort()
     return statistics.median(times) * 1e3, times[int(len(times) * 0.95)] * 1e3
@@ -61,12 +70,13 @@ def run(size: int, embedder: HashEmbedder | None, rng: random.Random) -> tuple[f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--backend", default=None, help="a PostgreSQL DSN (default: SQLite)")
     args = parser.parse_args()
     rng = random.Random(7)
     base: dict[str, float] = {}
     for size in args.sizes:
-        lexical = run(size, None, rng)
-        vectors = run(size, HashEmbedder(), rng)
+        lexical = run(size, None, rng, args.backend)
+        vectors = run(size, HashEmbedder(), rng, args.backend)
         base.setdefault("lexical", lexical[0])
         base.setdefault("vectors", vectors[0])
         print(

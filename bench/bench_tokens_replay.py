@@ -1,9 +1,11 @@
 """Replay real DeepSeek runs through the learning estimator and compare estimates with the bill.
 
-A benchmark, not a test: it prints figures, asserts nothing.
+A benchmark, not a test: it prints figures, asserts nothing. Run it as
+``python bench/bench_tokens.py`` (which calls :func:`main` here) or directly:
 
     python bench/bench_tokens_replay.py                       # all runs, tune/held-out split
     python bench/bench_tokens_replay.py --data DIR --warmup 5
+    python bench/bench_tokens_replay.py --session             # through the Memory facade
 
 Data: ``*.traj.json`` mini-swe-agent trajectories (default
 ``../shared/bench-data/deepseek-usage/``, or ``$AGENTMEM_DEEPSEEK_USAGE``). Each
@@ -103,7 +105,8 @@ def replay_session(path: Path, warmup: int, root: Path) -> dict[str, list[float]
     messages), estimated by ``s.prompt_estimate()`` (anchored) and by the
     build's ``stats.tokens`` (the ratio count the window is budgeted with).
     ``decides`` is ``min(ratio, anchor)``: what the context pipeline's stage-1
-    and stage-2 trim decisions use since issue 18 (the ratio alone after a trim).
+    and stage-2 trim decisions and its budget cap use since issue 18 when the
+    ratio count passes a threshold (the ratio alone after a trim).
     """
     from agentmem import Memory
 
@@ -156,7 +159,7 @@ def report(label: str, errors: dict[str, list[float]]) -> None:
         )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = os.environ.get("AGENTMEM_DEEPSEEK_USAGE", str(_DEFAULT))
     parser.add_argument("--data", type=Path, default=Path(default))
@@ -165,7 +168,7 @@ def main() -> None:
     parser.add_argument(
         "--session", action="store_true", help="replay through Memory sessions (the facade)"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     paths = sorted(args.data.glob("*.traj.json"))
     if not paths:
         raise SystemExit(f"no *.traj.json under {args.data}")
@@ -186,6 +189,8 @@ def main() -> None:
     print(f"{len(paths)} runs from {args.data}; error e = billed/estimate - 1 (e > 0: under)")
     held = len(paths) - args.tune
     print(f"tuned on: the first {args.tune} runs by name; held out: the other {held}")
+    print("tuned on:", ", ".join(p.name.removesuffix(".traj.json") for p in paths[: args.tune]))
+    print("held out:", ", ".join(p.name.removesuffix(".traj.json") for p in paths[args.tune :]))
     for label, errors in groups.items():
         report(label, errors)
         if args.session and errors["ratio"]:

@@ -7,6 +7,12 @@ from typing import Any
 
 import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
 import pytest
+from pg import (  # noqa: F401  (PostgreSQL fixtures and their skip line: tests/pg.py)
+    pg_cluster,
+    pg_dsn,
+    pg_server,
+    pytest_runtest_makereport,
+)
 
 
 class NetworkAccessError(AssertionError):

@@ -20,6 +20,12 @@
 * :mod:`agentmem._storage.sqlite`: WAL connections with a chosen
   durability, explicit transactions that roll back on any exception, and
   named append-only migrations checked against one format version.
+* :mod:`agentmem._storage.documents`: the ``Documents`` interface long-term
+  memory, notes and topics keep their bytes through (files, in memory);
+  :mod:`agentmem._storage.pg_documents` its PostgreSQL implementation;
+  :mod:`agentmem._storage.backend` which backend a memory runs on and the
+  embedded file layout; :mod:`agentmem._storage.keys` the one rule for note
+  keys and topic names.
 
 Nothing here is public API: the stores built on it (:mod:`agentmem.session_store`
 and friends) are. The rules these helpers implement are DESIGN section 8.

@@ -66,12 +66,13 @@ a re-serialisation. The whole history is never recounted.
 
 Guarantees: the payload satisfies the provider rules of
 :mod:`agentmem.repair`; it always contains the system prompt and the newest
-real user message; its count by the history's token counter, plus the
-tools' count, plus ``max_output_tokens``, never exceeds the context window
-(the system prompt, tools and output alone exceeding it raise
+real user message; its estimate plus ``max_output_tokens`` never exceeds
+the context window: the anchored estimate (tools included) when it decided
+(``stats.estimate_source == "anchored"``; the ratio count may then be over
+the budget), else its count by the history's token counter plus the tools'
+count (the system prompt, tools and output alone exceeding the window raise
 :class:`~agentmem.errors.ContextOverflowError`, because no payload can be
-valid then), even when the anchored estimate let it pass a 75% threshold;
-between trims, appending a message only appends to the payload.
+valid then); between trims, appending a message only appends to the payload.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
-from agentmem.context._anchored import anchored_fits
+from agentmem.context._anchored import anchored_fits, anchored_within, ratio_room
 from agentmem.context._identity import IdentityCache
 from agentmem.context._progress import (
     progress_of,
@@ -527,8 +528,8 @@ class ContextManager:
         repaired = partial(
             plan.state.repaired, plan.window, plan.yarn, system, plan.chain, plan.notes
         )
-        if estimate > threshold and not self._anchored_fits(
-            plan, repaired, estimate, threshold, stats
+        if estimate > min(threshold, ratio_room(plan.counter, plan.limit)) and not (
+            self._anchored_fits(plan, repaired, threshold, stats)
         ):
             target = int(settings.trim_target * plan.limit)
             yield from self._trim(plan, fixed_tokens, stats, stage=1, target=target)
@@ -537,7 +538,6 @@ class ContextManager:
         self,
         plan: _Plan,
         repaired: Callable[[], Repaired],
-        ratio_tokens: int,
         threshold: float,
         stats: ContextStats,
     ) -> bool:
@@ -545,9 +545,7 @@ class ContextManager:
         return not plan.attempt and anchored_fits(
             plan.counter,
             lambda: repaired().messages,
-            ratio_tokens,
             threshold,
-            limit=plan.limit,
             tools=plan.tool_cost.specs,
             tool_tokens=plan.tool_cost.tokens,
             stats=stats,
@@ -561,8 +559,8 @@ class ContextManager:
         repaired = plan.state.repaired(plan.window, plan.yarn, system, plan.chain, plan.notes)
         limit = plan.limit
         threshold = self.settings.validation_threshold * limit
-        fits = repaired.tokens <= threshold or self._anchored_fits(
-            plan, lambda: repaired, repaired.tokens, threshold, stats
+        fits = repaired.tokens <= min(threshold, ratio_room(plan.counter, limit)) or (
+            self._anchored_fits(plan, lambda: repaired, threshold, stats)
         )
         if not plan.attempt and not fits:
             target = int(self.settings.trim_target * limit)
@@ -608,12 +606,14 @@ class ContextManager:
         # sent as tagged user text, an empty turn as a placeholder): it takes room too.
         added = anthropic_extra(messages, plan.counter) if plan.provider == "anthropic" else 0
         room = plan.limit - added
-        # The anchored estimate let this payload through stage 2 (see _anchored_fits):
-        # only the whole budget caps the ratio count.
-        ceiling = room if stats.estimate_source == "anchored" else min(ceiling, room)
-        if total > ceiling:
+        # A payload the anchored estimate let through stage 2 is capped by that estimate
+        # (its ratio count may pass the budget); else by the ratio count (see _anchored).
+        anchored = anchored_within(stats, room)
+        if not anchored:
+            ceiling = min(ceiling, room, ratio_room(plan.counter, plan.limit) - added)
+        if not anchored and total > ceiling:
             messages, total = self._shrink(plan, messages, stats, ceiling, system, room)
-        if total > room:
+        if not anchored and total > room:
             total += added
             window = self.settings.context_window
             raise ContextOverflowError(

@@ -129,7 +129,8 @@ class ContextStats:
     """What the last build did (for logs, tests and benchmarks)."""
 
     tokens: int = 0
-    """Count of the returned payload (OpenAI shape) by the history's counter."""
+    """Count of the returned payload (in the provider's shape) by the history's counter.
+    Over :attr:`budget` only when the anchored estimate decided (see :attr:`budget`)."""
     messages: int = 0
     """Messages in the returned payload (OpenAI shape)."""
     trims: list[TrimEvent] = field(default_factory=list)
@@ -142,15 +143,21 @@ class ContextStats:
     """Tokens kept free for the answer (``max_output_tokens``)."""
     budget: int = 0
     """What the messages had to fit: the window minus the tools and the reserved output.
-    ``tokens + tool_tokens + reserved_output_tokens <= context_window``."""
+    ``tokens + tool_tokens + reserved_output_tokens <= context_window``, or, when
+    :attr:`estimate_source` is ``"anchored"``, ``anchored_tokens +
+    reserved_output_tokens <= context_window``."""
     estimate_source: str = "ratio"
-    """What decided that the payload fits without a trim: ``"ratio"`` (:attr:`tokens`, the
-    counter's count) or ``"anchored"`` (the counter's prefix-anchored estimate, see
-    :meth:`~agentmem.tokens.LearningEstimator.anchored_estimate`, when the ratio count
-    passed a trim threshold and the payload extends the last billed request)."""
+    """What decided that the payload fits without a trim and capped it: ``"ratio"``
+    (:attr:`tokens`, the counter's count) or ``"anchored"`` (the counter's prefix-anchored
+    estimate, see :meth:`~agentmem.tokens.LearningEstimator.anchored_estimate`, when the
+    ratio count passed a trim threshold and the payload extends the last billed request)."""
     anchored_tokens: int | None = None
     """The anchored estimate of the whole request (tools included) when the ratio count
     passed a threshold and one was available; ``None`` otherwise."""
+    anchor_margin: float | None = None
+    """The learned margin of that anchored estimate (its new part counted ``1 +
+    anchor_margin`` times, see :attr:`~agentmem.tokens.LearningEstimator.anchor_margin`);
+    ``None`` when no anchored estimate was computed."""
 
 
 @dataclass(frozen=True)

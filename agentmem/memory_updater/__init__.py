@@ -63,7 +63,7 @@ from typing import Any, NamedTuple
 
 from agentmem._prompt_budget import block_budget
 from agentmem.errors import AgentMemError, StorageError
-from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, reply_usage, run_flow
+from agentmem.llm import Flow, LLMRequest, arun_flow, is_async_llm, parse_usage, run_flow
 from agentmem.memory_updater._fork import (
     Fork,
     TaskRequest,
@@ -145,11 +145,32 @@ async for :meth:`MemoryUpdater.arun`); raises when it cannot."""
 
 
 class RequestUsage(NamedTuple):
-    """One model call of an update, from its reply's ``usage``."""
+    """One model call of an update, from its reply's ``usage`` (see :meth:`of`)."""
 
     prompt_tokens: int
+    """The whole prompt, cached and cache-written parts included."""
     completion_tokens: int
     cost_usd: float
+    cached_prompt_tokens: int = 0
+    """Part of ``prompt_tokens`` read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Part of ``prompt_tokens`` written to the cache (Anthropic's cache creation)."""
+
+    @classmethod
+    def of(cls, reply: object) -> RequestUsage:
+        """The usage of ``reply``, read by :func:`agentmem.llm.parse_usage` (zeros when absent).
+
+        Any provider's shape (OpenAI Chat or Responses, Anthropic, DeepSeek);
+        the cached parts are kept apart, as ``Session.record_usage`` keeps them.
+        """
+        figures = parse_usage(reply.get("usage") if isinstance(reply, Mapping) else None)
+        return cls(
+            figures.prompt_tokens,
+            figures.completion_tokens,
+            figures.cost_usd,
+            figures.cached_prompt_tokens,
+            figures.cache_write_tokens,
+        )
 
 
 @dataclass(frozen=True)
@@ -225,6 +246,8 @@ def billing_records(
             prompt_tokens=r.prompt_tokens,
             completion_tokens=r.completion_tokens,
             cost_usd=r.cost_usd,
+            cached_prompt_tokens=r.cached_prompt_tokens,
+            cache_write_tokens=r.cache_write_tokens,
         )
         for r in result.requests
     ]
@@ -576,7 +599,7 @@ class MemoryUpdater:
                 )
             except Exception as exc:  # the LLM failed (thrown in by the driver)
                 return self._fail(run, f"the LLM failed: {type(exc).__name__}: {exc}", exc)
-            run.requests.append(RequestUsage(*reply_usage(reply)))
+            run.requests.append(RequestUsage.of(reply))
             try:
                 assistant, calls = assistant_message(reply, iteration)
                 fork.rest.extend(normalize_message(assistant))

@@ -19,24 +19,26 @@ Every :mod:`sqlite3` error leaving this module is mapped to
 :class:`~agentmem.errors.StorageError` (:class:`~agentmem.errors.CorruptStoreError`
 for damage found after open). The functions below the class take the
 connection inside a transaction and never commit on their own.
+
+**Two engines.** The client holds a :class:`SemanticEngine`: :class:`SemanticDB`
+here, or :class:`~agentmem.semantic._pg.PgSemanticDB` on PostgreSQL. The SQL
+functions below are written once, with ``?`` placeholders, and run on either
+connection (:data:`Conn`); what PostgreSQL names or does differently (table names,
+text read as text, keyword matching without FTS5, server-side cosines with
+pgvector) comes from :mod:`agentmem.semantic._pg_sql`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import logging
-import math
-import operator
 import sqlite3
-import struct
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
 from agentmem._storage.sqlite import (
@@ -46,12 +48,29 @@ from agentmem._storage.sqlite import (
     transaction,
 )
 from agentmem.errors import CorruptStoreError, StorageError
-from agentmem.semantic._common import Scope, normalise_text
+from agentmem.semantic import _pg_sql as pg_sql
+from agentmem.semantic._common import Scope
+from agentmem.semantic._rows import COLUMNS as _COLUMNS
+from agentmem.semantic._rows import NAMES as _NAMES
+from agentmem.semantic._rows import (
+    Report,
+    Row,
+    cosine,
+    decode_vector,
+    encode_vector,
+    fact_hash,
+)
+from agentmem.semantic._rows import decode_row as _decode
+from agentmem.semantic._rows import metadata_json as _metadata_json
+from agentmem.semantic._rows import read_row as _row
+from agentmem.semantic._rows import text_of as _text
 from agentmem.semantic._schema import FORMAT_NAME, FORMAT_VERSION, MIGRATIONS
 
 __all__ = [
+    "Conn",
     "Row",
     "SemanticDB",
+    "SemanticEngine",
     "cosine",
     "decode_vector",
     "delete_row",
@@ -67,6 +86,7 @@ __all__ = [
     "rows_by_docid",
     "scope_rows",
     "scope_vectors",
+    "similarities",
     "update_row",
 ]
 
@@ -74,128 +94,57 @@ _log = logging.getLogger("agentmem.storage")
 
 _CHUNK = 500  # bound parameters per IN (...) query, well under SQLite's limit
 
-# Text columns are read as bytes and decoded here: a byte damaged in place (which SQLite
-# cannot notice) makes one row unreadable, not every query that meets it.
-_COLUMNS = ", ".join(
-    name if name in ("docid", "vector") else f"CAST({name} AS BLOB)"
-    for name in (
-        "docid",
-        "id",
-        "user_id",
-        "agent_id",
-        "run_id",
-        "text",
-        "hash",
-        "metadata",
-        "vector",
-        "created_at",
-        "updated_at",
-    )
+Conn = sqlite3.Connection | pg_sql.PgConn
+"""What the SQL functions below are given: a SQLite connection or a PostgreSQL one
+(:class:`~agentmem.semantic._pg_sql.PgConn`), inside a transaction."""
+
+
+class _Dialect(NamedTuple):
+    """What the two engines name differently: tables, and how text columns are read."""
+
+    memories: str
+    history: str
+    columns: str
+    history_columns: str
+
+
+_SQLITE = _Dialect(
+    "memories",
+    "history",
+    _COLUMNS,
+    "CAST(event AS BLOB), CAST(old_text AS BLOB), CAST(new_text AS BLOB), CAST(at AS BLOB)",
 )
-
-Report = Callable[[str], None]
-"""Told what is wrong with a damaged row (``"memory row 12: ..."``), which is then left out."""
-
-
-class Row(NamedTuple):
-    """One stored memory as read from ``memories``."""
-
-    docid: int
-    id: str
-    user_id: str
-    agent_id: str | None
-    run_id: str | None
-    text: str
-    hash: str
-    metadata: dict[str, Any]
-    vector: bytes | None
-    created_at: str
-    updated_at: str
+# PostgreSQL checks every text value's encoding on the way in: read as text.
+_PG = _Dialect(pg_sql.MEMORIES, pg_sql.HISTORY, ", ".join(_NAMES), "event, old_text, new_text, at")
 
 
-_TEXT_COLUMNS = ("id", "user_id", "agent_id", "run_id", "text", "hash", "metadata")
+def _dialect(conn: Conn) -> _Dialect:
+    return _SQLITE if isinstance(conn, sqlite3.Connection) else _PG
 
 
-def _decode(raw: Sequence[Any]) -> Row | str:
-    """The row, or what is wrong with it (a column that is not UTF-8, metadata not an object)."""
-    texts: list[str] = []
-    for index, value in enumerate(raw[1:11], start=1):
-        if index == 8:
-            continue  # the vector
-        name = _TEXT_COLUMNS[index - 1] if index <= 7 else ("created_at", "updated_at")[index - 9]
-        if not isinstance(value, bytes):
-            return f"column {name!r} is {type(value).__name__}, not text"
-        try:
-            texts.append(value.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            return f"column {name!r} is not UTF-8 (byte {exc.start})"
-    ident, user, agent, run, text, digest, meta, created, updated = texts
-    try:
-        metadata = json.loads(meta)
-    except ValueError as exc:
-        return f"column 'metadata' is not JSON ({exc})"
-    if not isinstance(metadata, dict):
-        return "column 'metadata' is not a JSON object"
-    vector = raw[8]
-    return Row(
-        int(raw[0]),
-        ident,
-        user,
-        agent or None,
-        run or None,
-        text,
-        digest,
-        metadata,
-        None if vector is None else bytes(vector),
-        created,
-        updated,
-    )
+class SemanticEngine(Protocol):
+    """What the client needs of its database, on either engine: :class:`SemanticDB`
+    (SQLite) or :class:`~agentmem.semantic._pg.PgSemanticDB` (PostgreSQL)."""
 
+    @property
+    def path(self) -> Path | None: ...  # the file (None: in memory or on a server)
 
-def _row(raw: Sequence[Any], report: Report | None) -> Row | None:
-    """The row; a damaged one is told to ``report`` and left out (``None``), or, without
-    ``report``, raised as :class:`sqlite3.DatabaseError` (the caller maps it)."""
-    row = _decode(raw)
-    if isinstance(row, Row):
-        return row
-    if report is None:
-        raise sqlite3.DatabaseError(f"malformed memory row {raw[0]}: {row}")
-    report(f"memory row {raw[0]}: {row}; left out of the results and left in place")
-    return None
+    @property
+    def recovery(self) -> Recovery | None: ...
 
+    @property
+    def problems(self) -> list[str]: ...
 
-def _metadata_json(metadata: Mapping[str, Any]) -> str:
-    """The ``metadata`` column: the object as JSON, keys sorted."""
-    return json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
+    @property
+    def where(self) -> str: ...  # for messages
 
+    def read(self, action: str) -> AbstractContextManager[Conn]: ...
 
-def fact_hash(text: str) -> str:
-    """The dedupe key of a statement: SHA-256 of its normalised, case-folded text."""
-    return hashlib.sha256(normalise_text(text).casefold().encode("utf-8")).hexdigest()
+    def write(self, action: str) -> AbstractContextManager[Conn]: ...
 
+    def report(self, problem: str) -> None: ...
 
-def encode_vector(vector: Sequence[float]) -> bytes:
-    """A vector as little-endian float32 bytes (the ``vector`` column)."""
-    return struct.pack(f"<{len(vector)}f", *vector)
-
-
-def decode_vector(blob: bytes) -> tuple[float, ...]:
-    """The inverse of :func:`encode_vector` (empty for a blob of the wrong size)."""
-    if len(blob) % 4:
-        return ()
-    return struct.unpack(f"<{len(blob) // 4}f", blob)
-
-
-def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Cosine similarity, or ``None`` when the lengths differ or a vector is zero."""
-    if len(a) != len(b) or not a:
-        return None
-    # map/hypot run in C: several times faster than a generator over zip.
-    dot = float(sum(map(operator.mul, a, b)))
-    norm = math.hypot(*a) * math.hypot(*b)
-    if not norm or not math.isfinite(dot / norm):
-        return None
-    return max(-1.0, min(1.0, dot / norm))
+    def close(self) -> None: ...
 
 
 class SemanticDB:
@@ -208,6 +157,7 @@ class SemanticDB:
 
     def __init__(self, path: Path | None, *, durability: Durability = "full") -> None:
         self.path = path
+        self.where = ":memory:" if path is None else str(path)
         self.durability: Durability = durability
         self.recovery: Recovery | None = None
         self.problems: list[str] = []
@@ -531,12 +481,13 @@ def _where(scope: Scope, *, exact: bool, alias: str = "") -> tuple[str, list[str
 
 
 def scope_rows(
-    conn: sqlite3.Connection, scope: Scope, *, exact: bool = False, report: Report | None = None
+    conn: Conn, scope: Scope, *, exact: bool = False, report: Report | None = None
 ) -> Iterator[Row]:
     """The memories of ``scope``, newest update first (damaged ones told to ``report``)."""
+    d = _dialect(conn)
     where, params = _where(scope, exact=exact)
     cursor = conn.execute(
-        f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY updated_at DESC, docid DESC",
+        f"SELECT {d.columns} FROM {d.memories} WHERE {where} ORDER BY updated_at DESC, docid DESC",
         params,
     )
     for raw in cursor:
@@ -545,27 +496,52 @@ def scope_rows(
             yield row
 
 
-def scope_vectors(
-    conn: sqlite3.Connection, scope: Scope, *, exact: bool = False
-) -> Iterator[tuple[int, bytes]]:
+def scope_vectors(conn: Conn, scope: Scope, *, exact: bool = False) -> Iterator[tuple[int, bytes]]:
     """``(docid, vector blob)`` of the memories of ``scope`` that have a vector."""
     where, params = _where(scope, exact=exact)
     for docid, blob in conn.execute(
-        f"SELECT docid, vector FROM memories WHERE {where} AND vector IS NOT NULL", params
+        f"SELECT docid, vector FROM {_dialect(conn).memories} WHERE {where} AND vector IS NOT NULL",
+        params,
     ):
         yield int(docid), bytes(blob)
 
 
-def rows_by_docid(
-    conn: sqlite3.Connection, docids: Sequence[int], *, report: Report | None = None
-) -> list[Row]:
+def similarities(
+    conn: Conn, scope: Scope, query: Sequence[float], *, exact: bool = False
+) -> dict[int, float]:
+    """``docid -> max(0, cosine with query)`` of the memories of ``scope`` whose vector
+    has the query's length (a zero vector scores 0). Computed by the server when it has
+    pgvector (:attr:`~agentmem.semantic._pg_sql.PgConn.vector_schema`), else here."""
+    out: dict[int, float] = {}
+    if isinstance(conn, pg_sql.PgConn) and conn.pgvector:
+        where, params = _where(scope, exact=exact, alias="m")
+        out, blobs = pg_sql.server_similarities(conn, where, params, encode_vector(query))
+        out = {docid: max(0.0, value) for docid, value in out.items()}
+    else:
+        blobs = list(scope_vectors(conn, scope, exact=exact))
+    for docid, blob in blobs:
+        vector = decode_vector(blob)
+        value = cosine(query, vector)
+        if value is not None:
+            out[docid] = max(0.0, value)
+        elif len(vector) == len(query):
+            # A zero vector's cosine is 0 (the Embedder contract): blended like any
+            # other, not scored as if it had no vector.
+            out[docid] = 0.0
+    return out
+
+
+def rows_by_docid(conn: Conn, docids: Sequence[int], *, report: Report | None = None) -> list[Row]:
     """The memories with these docids, newest update first (damaged ones told to ``report``)."""
+    d = _dialect(conn)
     out: list[Row] = []
     ids = sorted(set(docids))
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
-        for raw in conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE docid IN ({marks})", chunk):
+        for raw in conn.execute(
+            f"SELECT {d.columns} FROM {d.memories} WHERE docid IN ({marks})", chunk
+        ):
             row = _row(raw, report)
             if row is not None:
                 out.append(row)
@@ -573,32 +549,33 @@ def rows_by_docid(
     return out
 
 
-def get_row(
-    conn: sqlite3.Connection, memory_id: str, *, report: Report | None = None
-) -> Row | None:
+def get_row(conn: Conn, memory_id: str, *, report: Report | None = None) -> Row | None:
     """The memory with this id, or ``None`` (also when it is damaged: told to ``report``)."""
-    raw = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    d = _dialect(conn)
+    raw = conn.execute(
+        f"SELECT {d.columns} FROM {d.memories} WHERE id = ?", (memory_id,)
+    ).fetchone()
     return None if raw is None else _row(raw, report)
 
 
-def has_id(conn: sqlite3.Connection, memory_id: str) -> bool:
+def has_id(conn: Conn, memory_id: str) -> bool:
     """Whether a row with this id exists (readable or not)."""
-    return conn.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,)).fetchone() is not None
+    sql = f"SELECT 1 FROM {_dialect(conn).memories} WHERE id = ?"
+    return conn.execute(sql, (memory_id,)).fetchone() is not None
 
 
-def find_fact(
-    conn: sqlite3.Connection, scope: Scope, digest: str, *, report: Report | None = None
-) -> Row | None:
+def find_fact(conn: Conn, scope: Scope, digest: str, *, report: Report | None = None) -> Row | None:
     """The memory of exactly ``scope`` whose :func:`fact_hash` is ``digest``, if any."""
+    d = _dialect(conn)
     where, params = _where(scope, exact=True)
     raw = conn.execute(
-        f"SELECT {_COLUMNS} FROM memories WHERE {where} AND hash = ?", [*params, digest]
+        f"SELECT {d.columns} FROM {d.memories} WHERE {where} AND hash = ?", [*params, digest]
     ).fetchone()
     return None if raw is None else _row(raw, report)
 
 
 def insert_row(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     memory_id: str,
     scope: Scope,
@@ -607,27 +584,34 @@ def insert_row(
     vector: bytes | None,
     now: str,
 ) -> None:
-    """Insert a memory (the FTS triggers index it in the same statement)."""
-    conn.execute(
-        "INSERT INTO memories (id, user_id, agent_id, run_id, text, hash, metadata, vector, "
-        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            memory_id,
-            scope.user_id,
-            scope.agent_id or "",
-            scope.run_id or "",
-            text,
-            fact_hash(text),
-            _metadata_json(metadata),
-            vector,
-            now,
-            now,
-        ),
+    """Insert a memory and index it (SQLite: the FTS triggers, in the same statement;
+    PostgreSQL: its terms, in the same transaction)."""
+    sql = (
+        f"INSERT INTO {_dialect(conn).memories} (id, user_id, agent_id, run_id, text, hash, "
+        "metadata, vector, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
+    params = (
+        memory_id,
+        scope.user_id,
+        scope.agent_id or "",
+        scope.run_id or "",
+        text,
+        fact_hash(text),
+        _metadata_json(metadata),
+        vector,
+        now,
+        now,
+    )
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute(sql, params)
+        return
+    [docid] = conn.execute(sql + " RETURNING docid", params).fetchall()[0]
+    pg_sql.index_terms(conn, int(docid), text, old=None)
+    pg_sql.set_embedding(conn, int(docid), vector)
 
 
 def update_row(
-    conn: sqlite3.Connection,
+    conn: Conn,
     memory_id: str,
     *,
     text: str,
@@ -636,27 +620,34 @@ def update_row(
     now: str,
 ) -> None:
     """Replace a memory's text, metadata and vector."""
-    conn.execute(
-        "UPDATE memories SET text = ?, hash = ?, metadata = ?, vector = ?, updated_at = ? "
-        "WHERE id = ?",
-        (
-            text,
-            fact_hash(text),
-            _metadata_json(metadata),
-            vector,
-            now,
-            memory_id,
-        ),
+    sql = (
+        f"UPDATE {_dialect(conn).memories} SET text = ?, hash = ?, metadata = ?, vector = ?, "
+        "updated_at = ? WHERE id = ?"
     )
+    params = (text, fact_hash(text), _metadata_json(metadata), vector, now, memory_id)
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute(sql, params)
+        return
+    before = conn.execute(
+        f"SELECT docid, terms FROM {pg_sql.MEMORIES} WHERE id = ?", (memory_id,)
+    ).fetchone()
+    conn.execute(sql, params)
+    if before is not None:
+        pg_sql.index_terms(conn, int(before[0]), text, old=int(before[1]))
+        pg_sql.set_embedding(conn, int(before[0]), vector)
 
 
-def delete_row(conn: sqlite3.Connection, memory_id: str) -> None:
-    """Delete a memory (its history stays)."""
-    conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+def delete_row(conn: Conn, memory_id: str) -> None:
+    """Delete a memory (its history stays; on PostgreSQL its terms go by cascade)."""
+    sql = f"DELETE FROM {_dialect(conn).memories} WHERE id = ?"
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute(sql, (memory_id,))
+    else:
+        pg_sql.forget(conn, conn.execute(sql + " RETURNING terms", (memory_id,)).fetchall())
 
 
 def record(
-    conn: sqlite3.Connection,
+    conn: Conn,
     memory_id: str,
     event: str,
     old: str | None,
@@ -665,27 +656,28 @@ def record(
 ) -> None:
     """Append one change to ``history``."""
     conn.execute(
-        "INSERT INTO history (memory_id, event, old_text, new_text, at) VALUES (?, ?, ?, ?, ?)",
+        f"INSERT INTO {_dialect(conn).history} (memory_id, event, old_text, new_text, at) "
+        "VALUES (?, ?, ?, ?, ?)",
         (memory_id, event, old, new, now),
     )
 
 
 def history_rows(
-    conn: sqlite3.Connection, memory_id: str, *, report: Report | None = None
+    conn: Conn, memory_id: str, *, report: Report | None = None
 ) -> list[tuple[str, str | None, str | None, str]]:
     """``(event, old_text, new_text, at)`` of every change of a memory, oldest first.
 
     An entry with a column that is not UTF-8 is told to ``report`` and left out
     (without ``report``: :class:`sqlite3.DatabaseError`).
     """
+    d = _dialect(conn)
     out: list[tuple[str, str | None, str | None, str]] = []
     for seq, *raw in conn.execute(
-        "SELECT seq, CAST(event AS BLOB), CAST(old_text AS BLOB), CAST(new_text AS BLOB), "
-        "CAST(at AS BLOB) FROM history WHERE memory_id = ? ORDER BY seq",
+        f"SELECT seq, {d.history_columns} FROM {d.history} WHERE memory_id = ? ORDER BY seq",
         (memory_id,),
     ):
         try:
-            event, old, new, at = (None if v is None else bytes(v).decode("utf-8") for v in raw)
+            event, old, new, at = (None if v is None else _text(v) for v in raw)
         except UnicodeDecodeError as exc:
             problem = f"history entry {seq}: a column is not UTF-8 (byte {exc.start})"
             if report is None:
@@ -697,17 +689,20 @@ def history_rows(
 
 
 def keyword_matches(
-    conn: sqlite3.Connection, scope: Scope, words: Sequence[str], *, exact: bool
+    conn: Conn, scope: Scope, words: Sequence[str], *, exact: bool
 ) -> dict[int, tuple[float, int]]:
     """For the memories of ``scope`` holding any of ``words`` (by porter stem):
     ``docid -> (BM25, how many of the words it holds)``; BM25 as FTS5 gives it
-    (more negative is better).
+    (more negative is better; on PostgreSQL, the same formula over the same terms,
+    :func:`agentmem.semantic._pg_sql.keyword_matches`).
 
     ``words`` must be ``\\w+`` tokens (they are quoted as FTS5 strings).
     """
     if not words:
         return {}
     where, params = _where(scope, exact=exact, alias="m")
+    if not isinstance(conn, sqlite3.Connection):
+        return pg_sql.keyword_matches(conn, where, params, words)
     # CROSS JOIN keeps the FTS5 lookup as the outer loop: SQLite would otherwise walk the
     # scope's rows through the user_id index and re-run the MATCH for each of them.
     any_word = " OR ".join(f'"{word}"' for word in words)

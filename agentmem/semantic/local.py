@@ -4,7 +4,8 @@ A :class:`~agentmem.protocols.MemoryClient` with no server: memories live
 in ``<root>/semantic.sqlite`` (see :mod:`agentmem.semantic._schema` for the
 format and :mod:`agentmem.semantic._store` for how it is opened), beside the
 sessions database, under the same rules (WAL, transactions, recovery on open,
-nothing written in incognito mode).
+nothing written in incognito mode); or, with ``backend=`` or a memory on PostgreSQL,
+in that database (:mod:`agentmem.semantic._pg`: the same calls, the same answers).
 
 **Capture** (:meth:`LocalMemoryClient.add`). Only the user's own words are
 used (:func:`~agentmem.semantic._common.user_texts`), and they are
@@ -111,6 +112,21 @@ CANDIDATES_PER_FACT: Final = 5
 _MISSING: Final = object()
 
 
+def _backend_dsn(mem: object) -> str | None:
+    """The PostgreSQL DSN a memory's stores run on (``mem.backend``: a DSN, or a backend
+    object with a ``dsn``), else ``None`` (the embedded files)."""
+    backend = getattr(mem, "backend", None)
+    return _dsn(backend if isinstance(backend, str) else getattr(backend, "dsn", None))
+
+
+def _dsn(backend: object) -> str | None:
+    """``backend`` when it names a PostgreSQL database (a ``postgresql://`` URI or a libpq
+    ``key=value`` string), ``None`` for the embedded ``semantic.sqlite``."""
+    if not isinstance(backend, str) or backend.strip().lower() in ("", "embedded", "sqlite"):
+        return None
+    return backend.strip()
+
+
 def _source(
     mem_or_root: object,
 ) -> tuple[Path | None, Any, Any]:
@@ -160,6 +176,11 @@ class LocalMemoryClient:
         durability: ``"full"`` (fsync every commit, the default) or ``"normal"``.
         vector_weight: The cosine's share of a score when an embedder is given (0..1).
         clock: Returns the time in epoch seconds (tests pass a fixed one).
+        backend: A PostgreSQL DSN (``postgresql://user@host:5432/db``): the memories
+            live in that database (docs/semantic.md, "PostgreSQL") instead of
+            ``semantic.sqlite``; ``"embedded"`` is ``semantic.sqlite``. ``None``:
+            the memory's backend when ``mem_or_root`` is a :class:`~agentmem.Memory`
+            on PostgreSQL, else ``semantic.sqlite``. Ignored for an incognito memory.
 
     Attributes:
         embedder: The embedder in use (``None``: lexical search, or MiniLM not
@@ -186,8 +207,14 @@ class LocalMemoryClient:
         durability: Durability = "full",
         vector_weight: float = 0.5,
         clock: Callable[[], float] | None = None,
+        backend: str | None = None,
     ) -> None:
         path, mem_llm, mem_scrubber = _source(mem_or_root)
+        if backend is not None and (not isinstance(backend, str) or not backend.strip()):
+            raise ConfigurationError("backend must be None, 'embedded' or a PostgreSQL DSN")
+        dsn = _dsn(backend) if backend is not None else path and _backend_dsn(mem_or_root)
+        if getattr(mem_or_root, "incognito", False) is True:
+            dsn = None  # an incognito memory writes nothing anywhere
         check_component("llm", llm, LLM, "a callable llm(messages, tools=None) -> dict")
         if durability not in DURABILITIES:
             raise ConfigurationError(
@@ -206,6 +233,11 @@ class LocalMemoryClient:
         self.vector_weight = float(vector_weight)
         self._scrub = self._scrubber(scrubber, mem_scrubber)
         self._clock = clock
+        if dsn:
+            from agentmem.semantic._pg import PgSemanticDB
+
+            self._db: db.SemanticEngine = PgSemanticDB(dsn, durability=durability)
+            return
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,7 +292,7 @@ class LocalMemoryClient:
 
     @property
     def path(self) -> Path | None:
-        """The database file, or ``None`` when in memory."""
+        """The database file, or ``None`` when in memory or on PostgreSQL."""
         return self._db.path
 
     @property
@@ -369,17 +401,7 @@ class LocalMemoryClient:
         weight = self.vector_weight if qvec else 0.0
         with self._db.read("search semantic memory") as conn:
             matches = db.keyword_matches(conn, scope, words, exact=exact)
-            similarity: dict[int, float] = {}
-            if qvec:
-                for docid, blob in db.scope_vectors(conn, scope, exact=exact):
-                    vector = db.decode_vector(blob)
-                    value = db.cosine(qvec, vector)
-                    if value is not None:
-                        similarity[docid] = max(0.0, value)
-                    elif len(vector) == len(qvec):
-                        # A zero vector's cosine is 0 (the Embedder contract): blended like
-                        # any other, not scored as if it had no vector.
-                        similarity[docid] = 0.0
+            similarity = db.similarities(conn, scope, qvec, exact=exact) if qvec else {}
             ranked: list[tuple[float, float, int]] = []
             for docid in matches.keys() | similarity.keys():
                 bm25, hits = matches.get(docid, (0.0, 0))
@@ -688,7 +710,7 @@ class LocalMemoryClient:
         self.close()
 
     def __repr__(self) -> str:
-        where = "in memory" if self._db.path is None else str(self._db.path)
+        where = "in memory" if self._db.where == ":memory:" else self._db.where
         return f"LocalMemoryClient({where}, llm={'yes' if self.llm is not None else 'no'})"
 
 

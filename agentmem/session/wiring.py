@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentmem._storage.backend import SESSIONS_FILE
 from agentmem.context import ContextSettings
 from agentmem.errors import AgentMemError
 from agentmem.ltm import LongTermMemory
@@ -49,7 +50,6 @@ MAX_CONTEXT_WINDOW = 2**31 - 1
 MAX_TOKENS = 2**53 - 1
 """Largest token figure ``record_usage`` accepts (exact in JSON and SQLite)."""
 PROGRESS_FILE = Path("memory") / "session_progress.md"
-SESSIONS_FILE = "sessions.sqlite"
 SNAPSHOTS_DIR = "snapshots"
 PERSONA_PROMPT_TOKENS = 1000
 """Most tokens the extensions' resident personas take in the system prompt."""

@@ -61,8 +61,10 @@ quarantined on load) but stored as given, not normalised.
 Thread safety: one connection per store, guarded by a lock; writers share it.
 
 Layout: :mod:`.records` (records, checks, row codecs), :mod:`.sql` (schema,
-migrations and every statement, behind :class:`~.sql.SessionsSQL`, the seam
-a second backend would implement), :mod:`.lock`, :mod:`.writer`,
+migrations and every statement, behind :class:`~.sql.SessionsSQL`),
+:mod:`.engine` (the seam between the store and its database),
+:mod:`.sqlite_engine` (the SQLite file), :mod:`.pg` (the same store on
+PostgreSQL: :meth:`SessionStore.postgres`), :mod:`.lock`, :mod:`.writer`,
 :mod:`.loading` (rows checked on the way out), :mod:`.recall_index` (the recall
 index's schema, rules, checks and rebuild), :mod:`.sessions` (the store)
 and :mod:`.export` (JSON and HTML). Recovery on
@@ -70,6 +72,10 @@ open lives in :mod:`agentmem._storage.recovery`, shared with other stores.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentmem._storage.sqlite import Durability
 from agentmem.errors import SessionNotFoundError
@@ -87,6 +93,10 @@ from agentmem.session_store.records import (
 from agentmem.session_store.sessions import SessionStore
 from agentmem.session_store.writer import SessionWriter
 
+if TYPE_CHECKING:
+    from agentmem._storage.postgres import PgDatabase
+    from agentmem.protocols import ProgressReporter
+
 __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
@@ -103,4 +113,19 @@ __all__ = [
     "export_data",
     "export_html",
     "export_json",
+    "open_session_store",
 ]
+
+
+def open_session_store(
+    where: Path | PgDatabase,
+    *,
+    durability: Durability = "full",
+    reporter: ProgressReporter | None = None,
+    purge: Callable[[str], object] | None = None,
+) -> SessionStore:
+    """The store where a backend keeps its sessions (``Backend.sessions_database()``): a
+    SQLite file, or a PostgreSQL database shared with the backend's other stores."""
+    if isinstance(where, Path):
+        return SessionStore(where, durability=durability, reporter=reporter, purge=purge)
+    return SessionStore.postgres(where, durability=durability, reporter=reporter, purge=purge)

@@ -80,6 +80,8 @@ def export_data(record: SessionRecord) -> dict[str, Any]:
                 "prompt_tokens": b.prompt_tokens,
                 "completion_tokens": b.completion_tokens,
                 "cost_usd": b.cost_usd,
+                "cached_prompt_tokens": b.cached_prompt_tokens,
+                "cache_write_tokens": b.cache_write_tokens,
             }
             for b in record.billing
         ],
@@ -279,7 +281,14 @@ def export_html(record: SessionRecord) -> str:
     if record.billing:
         cost = sum(b.cost_usd for b in record.billing)
         tokens = sum(b.prompt_tokens + b.completion_tokens for b in record.billing)
-        meta_rows.append(("Usage", f"{tokens:,} tokens, ${cost:.4f}"))
+        cached = sum(b.cached_prompt_tokens for b in record.billing)
+        written = sum(b.cache_write_tokens for b in record.billing)
+        cache = (
+            f" ({cached:,} read from the prompt cache, {written:,} written to it)"
+            if cached or written
+            else ""
+        )
+        meta_rows.append(("Usage", f"{tokens:,} tokens, ${cost:.4f}{cache}"))
     out = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -320,7 +329,7 @@ def export_html(record: SessionRecord) -> str:
         out.append("<section><h2>Billing</h2><table>")
         out.append(
             "<tr><th>At</th><th>Kind</th><th>Model</th><th>Prompt</th><th>Completion</th>"
-            "<th>Cost (USD)</th></tr>"
+            "<th>Cached</th><th>Cache write</th><th>Cost (USD)</th></tr>"
         )
         for b in record.billing:
             cells = (
@@ -329,6 +338,8 @@ def export_html(record: SessionRecord) -> str:
                 b.model or "",
                 str(b.prompt_tokens),
                 str(b.completion_tokens),
+                str(b.cached_prompt_tokens),
+                str(b.cache_write_tokens),
                 f"{b.cost_usd:.6f}",
             )
             out.append("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")

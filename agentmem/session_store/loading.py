@@ -36,8 +36,8 @@ import orjson
 
 from agentmem.errors import InvalidMessageError
 from agentmem.messages import Message, normalize_message
+from agentmem.session_store.engine import SessionTables
 from agentmem.session_store.records import row_crc
-from agentmem.session_store.sql import SessionsSQL
 
 __all__ = ["RowsCheck", "apply_repairs", "check_rows", "validate_body"]
 
@@ -188,7 +188,7 @@ def _check_slowly(rows: Sequence[tuple[Any, bytes, Any]]) -> RowsCheck:
 
 
 def apply_repairs(
-    sql: SessionsSQL, sid: str, thread_id: str | None, check: RowsCheck, now: float
+    sql: SessionTables, sid: str, thread_id: str | None, check: RowsCheck, now: float
 ) -> None:
     """Quarantine, renumber and re-checksum rows as ``check`` says, in the caller's transaction."""
     for seq, body, reason in check.quarantine:

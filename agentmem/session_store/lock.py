@@ -1,4 +1,4 @@
-"""SessionLock: one agent per session, across processes."""
+"""SessionLock: one agent per session, across processes (and hosts, on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,26 @@ import os
 import threading
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 import filelock
 
 from agentmem._storage.files import check_inside, make_dirs
 from agentmem.errors import StorageError, StoreLockedError
 
-__all__ = ["SessionLock"]
+__all__ = ["ExternalLock", "SessionLock"]
+
+
+class ExternalLock(Protocol):
+    """A lock kept outside the file system (a PostgreSQL advisory lock) for a SessionLock."""
+
+    def try_acquire(self) -> bool:
+        """Take it without waiting; ``False`` when another holder has it."""
+        ...
+
+    def release(self) -> None:
+        """Release it (idempotent)."""
+        ...
 
 
 class SessionLock:
@@ -23,8 +36,11 @@ class SessionLock:
     an ``flock`` on ``<store dir>/locks/<id>.lock`` (via :mod:`filelock`),
     which the kernel drops when the holding process exits or is killed, so
     a crashed agent never wedges its session. For in-memory stores it is an
-    entry in the store's set of held ids. Two locks on one id conflict even
-    inside one process (two objects each think they own the session).
+    entry in the store's set of held ids. On PostgreSQL it is an ``external``
+    lock (an advisory lock on its own connection, which the server drops when
+    that connection ends: :class:`agentmem._storage.postgres.AdvisoryLock`).
+    Two locks on one id conflict even inside one process (two objects each
+    think they own the session).
 
     Acquisition never waits: a held lock raises
     :class:`~agentmem.errors.StoreLockedError` at once. ``release()`` is
@@ -38,9 +54,11 @@ class SessionLock:
         path: Path | None,
         held: builtins.set[str],
         guard: threading.Lock,
+        external: ExternalLock | None = None,
     ) -> None:
         self._session_id = session_id
         self._path = path
+        self._external = external
         self._held = held
         self._guard = guard
         self._file_lock = (
@@ -78,7 +96,10 @@ class SessionLock:
         with self._guard:
             if self._locked:
                 return self
-            if self._file_lock is None:
+            if self._external is not None:
+                if not self._external.try_acquire():
+                    raise self._locked_error()
+            elif self._file_lock is None:
                 if self._session_id in self._held:
                     raise self._locked_error()
                 self._held.add(self._session_id)
@@ -123,7 +144,9 @@ class SessionLock:
         with self._guard:
             if not self._locked:
                 return
-            if self._file_lock is None:
+            if self._external is not None:
+                self._external.release()
+            elif self._file_lock is None:
                 self._held.discard(self._session_id)
             else:
                 self._file_lock.release(force=True)
@@ -150,8 +173,9 @@ class SessionLock:
             self.release()
 
     def _locked_error(self) -> StoreLockedError:
+        elsewhere = "process, host or object" if self._external else "process or object"
         return StoreLockedError(
-            f"session {self._session_id} is already open in another process or object",
+            f"session {self._session_id} is already open in another {elsewhere}",
             path=self._path,
         )
 

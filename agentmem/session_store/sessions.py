@@ -1,16 +1,22 @@
-"""SessionStore: the sessions of a project in one SQLite database (see the package docstring)."""
+"""SessionStore: the sessions of a project in one database (see the package docstring).
+
+The store speaks to its database through an engine (:mod:`.engine`): one SQLite
+file by default (:mod:`.sqlite_engine`), or PostgreSQL (:meth:`SessionStore.postgres`,
+:mod:`.pg`).
+"""
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import logging
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
@@ -20,14 +26,12 @@ import orjson
 from agentmem._events import operation
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.gc import gc_paused
-from agentmem._storage.recovery import OpenLock, Recovery, open_or_recover
+from agentmem._storage.recovery import Recovery
 from agentmem._storage.sqlite import (
     DURABILITIES,
     DerivedDamage,
     Durability,
-    is_corruption,
     open_database,
-    transaction,
 )
 from agentmem._validate import check_count, check_path
 from agentmem.errors import (
@@ -37,6 +41,7 @@ from agentmem.errors import (
     StorageError,
 )
 from agentmem.session_store import recall_index
+from agentmem.session_store.engine import SessionTables, StoreEngine
 from agentmem.session_store.export import export_html, export_json
 from agentmem.session_store.loading import apply_repairs, check_rows
 from agentmem.session_store.lock import SessionLock
@@ -56,12 +61,13 @@ from agentmem.session_store.records import (
 )
 from agentmem.session_store.sql import (
     MIGRATIONS,
-    SessionsSQL,
     flush_recall_index,
 )
+from agentmem.session_store.sqlite_engine import SqliteEngine
 from agentmem.session_store.writer import SessionWriter
 
 if TYPE_CHECKING:
+    from agentmem._storage.postgres import PgDatabase
     from agentmem.protocols import ProgressReporter
 
 __all__ = ["SessionStore"]
@@ -70,6 +76,7 @@ logger = logging.getLogger("agentmem.storage")
 
 _EXPORT_FORMATS: Final = {".json": "json", ".html": "html", ".htm": "html"}
 _T = TypeVar("_T")
+_Transaction = AbstractContextManager[SessionTables]
 
 
 _SQLITE_BUSY_CODES: Final = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
@@ -110,7 +117,15 @@ class SessionStore:
 
     A file that is not a readable SQLite database is not an error: it is
     moved aside and the store starts empty (see :attr:`recovered_from`).
+
+    :meth:`postgres` opens the same store on a PostgreSQL database instead.
     """
+
+    recovered_from: Path | None
+    """Where an unreadable database found at :attr:`path` was moved on open, else ``None``."""
+    recovery: Recovery | None
+    """What was done on open about an unreadable database (moved where, why, whether its
+    readable commits were recovered), else ``None``."""
 
     def __init__(
         self,
@@ -121,37 +136,72 @@ class SessionStore:
         reporter: ProgressReporter | None = None,
         purge: Callable[[str], object] | None = None,
     ) -> None:
+        self._setup(durability, clock, reporter, purge)
+        if path is not None and not isinstance(path, str | Path):
+            raise InvalidArgumentError(f"path must be a str, a Path or None, got {path!r}")
+        self._path = None if path is None or path == ":memory:" else Path(path)
+        engine = SqliteEngine(self._path, opener=self._try_open)
+        self._engine: StoreEngine = engine
+        self._lock = engine.mutex  # the one connection's lock (the recall index's maintenance)
+        self.recovery = engine.recovery
+        self.recovered_from = None if engine.recovery is None else engine.recovery.moved_to
+        self._check_recall_on_open()
+
+    @classmethod
+    def postgres(
+        cls,
+        database: str | PgDatabase,
+        *,
+        durability: Durability = "full",
+        clock: Callable[[], float] | None = None,
+        reporter: ProgressReporter | None = None,
+        purge: Callable[[str], object] | None = None,
+    ) -> SessionStore:
+        """The same store on a PostgreSQL database (the ``postgres`` extra; docs/backends.md).
+
+        Args:
+            database: A DSN (``"postgresql://user@host:5432/db"``: the store opens and
+                closes its own pool), or a :class:`~agentmem._storage.postgres.PgDatabase`
+                shared with other stores (its ``durability`` applies; not closed here).
+            durability, clock, reporter, purge: As for the SQLite store.
+
+        Raises:
+            ConfigurationError: psycopg is missing (``pip install 'agentmem[postgres]'``).
+            StorageError: the server cannot be reached or refused the connection.
+            FormatVersionError: the database was written by a newer agentmem.
+
+        Not yet: the recall index (the ``recall_*`` methods raise StorageError).
+        """
+        from agentmem.session_store.pg import PgEngine
+
+        store = cls.__new__(cls)
+        store._setup(durability, clock, reporter, purge)
+        store._path = None
+        store._engine = PgEngine(database, durability=durability)
+        store._lock = threading.Lock()  # a recall index on PostgreSQL plugs in here
+        return store
+
+    def _setup(
+        self,
+        durability: Durability,
+        clock: Callable[[], float] | None,
+        reporter: ProgressReporter | None,
+        purge: Callable[[str], object] | None,
+    ) -> None:
         self.reporter = reporter  # progress events: recall index rebuilds, exports
         self._purge = purge
         if durability not in DURABILITIES:
             raise InvalidArgumentError(
                 f"durability must be one of {', '.join(DURABILITIES)}; got {durability!r}"
             )
-        if path is not None and not isinstance(path, str | Path):
-            raise InvalidArgumentError(f"path must be a str, a Path or None, got {path!r}")
-        self._path = None if path is None or path == ":memory:" else Path(path)
         self._durability: Durability = durability
         self._now: Callable[[], float] = clock or time.time
-        self._lock = threading.Lock()
-        self._held: set[str] = set()
-        self._held_guard = threading.Lock()
-        self.recovered_from: Path | None = None
-        """Where an unreadable database found at :attr:`path` was moved on open, else ``None``."""
-        self.recovery: Recovery | None = None
-        """What was done on open about an unreadable database (moved where, why, whether its
-        readable commits were recovered), else ``None``."""
+        self.recovered_from = None
+        self.recovery = None
         self.recall_repairs: builtins.list[str] = []
         """Each rebuild of the recall index from the messages (why), oldest first."""
-        self._open_lock: OpenLock | None = None
-        self._conn: sqlite3.Connection | None = (
-            self._open_memory() if self._path is None else self._open_file(self._path)
-        )
-        self._check_recall_on_open()
 
     # ------------------------------------------------------------------ opening
-
-    def _open_memory(self) -> sqlite3.Connection:
-        return self._try_open(None)
 
     def _try_open(self, path: Path | None) -> sqlite3.Connection:
         """Connect and migrate; let sqlite3 errors through so corruption can be told apart."""
@@ -174,76 +224,38 @@ class SessionStore:
             done = recall_index.rebuild(conn, drop=not damage.shared_pages)
         self._report_recall_rebuild(damage.reason + (f"; {done}" if done else ""))
 
-    def _open_file(self, path: Path) -> sqlite3.Connection:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(
-                f"path {str(path)!r}: cannot create its directory {str(path.parent)!r} "
-                f"({exc.strerror or exc}; is a parent a file, or read-only?)",
-                path=path,
-            ) from exc
-        if path.is_dir():
-            raise StorageError(
-                f"path {str(path)!r} is a directory, not a session database", path=path
-            )
-        conn, recovery, self._open_lock = open_or_recover(
-            path, self._try_open, what="session store"
-        )
-        self.recovery = recovery
-        if recovery is not None:
-            self.recovered_from = recovery.moved_to
-        return conn
-
     # ------------------------------------------------------------------ plumbing
 
+    def _sqlite(self) -> SqliteEngine:
+        """The SQLite engine, for what only SQLite has (the recall index's maintenance)."""
+        if not isinstance(self._engine, SqliteEngine):
+            raise StorageError(f"recall on PostgreSQL ({self._engine.where}) is not there yet")
+        return self._engine
+
+    @property
+    def _conn(self) -> sqlite3.Connection | None:
+        """The SQLite connection (``None`` once closed); hold :attr:`_lock` to use it."""
+        return self._sqlite().connection
+
     def _require_open(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StorageError("the session store is closed", path=self._path)
-        return self._conn
+        return self._sqlite().require_open()
 
     def _error(self, action: str, exc: sqlite3.Error) -> StorageError:
-        where = self._path if self._path is not None else ":memory:"
-        if is_corruption(exc):
-            return CorruptStoreError(
-                f"cannot {action}: {where} is damaged ({exc}); it was left in place. Copy it "
-                "somewhere safe and check it with `sqlite3 <file> 'PRAGMA integrity_check'`",
-                path=self._path,
-            )
-        return StorageError(f"cannot {action} in {where}: {exc}", path=self._path)
+        return self._sqlite().error(action, exc)
 
-    @contextmanager
-    def _write(self, action: str) -> Iterator[SessionsSQL]:
-        """One write transaction under the store lock; sqlite3 errors become StorageError."""
-        with self._lock:
-            conn = self._require_open()
-            try:
-                with transaction(conn):
-                    sql = SessionsSQL(conn)
-                    yield sql
-                    sql.recall_post()  # what the recall triggers queued, in this transaction
-            except sqlite3.Error as exc:
-                raise self._error(action, exc) from exc
+    def _write(self, action: str, *, session: str | None = None) -> _Transaction:
+        """One write transaction of ``session`` (:meth:`.engine.StoreEngine.write`)."""
+        return self._engine.write(action, session=session)
 
-    @contextmanager
-    def _read(self, action: str, *, snapshot: bool = False) -> Iterator[SessionsSQL]:
-        """Reads under the store lock; ``snapshot`` wraps them in one read transaction."""
-        with self._lock:
-            conn = self._require_open()
-            try:
-                if snapshot:
-                    with transaction(conn, immediate=False):
-                        yield SessionsSQL(conn)
-                else:
-                    yield SessionsSQL(conn)
-            except sqlite3.Error as exc:
-                raise self._error(action, exc) from exc
+    def _read(self, action: str, *, snapshot: bool = False) -> _Transaction:
+        """Reads; ``snapshot`` wraps them in one read transaction."""
+        return self._engine.read(action, snapshot=snapshot)
 
     # ------------------------------------------------------------------ properties
 
     @property
     def path(self) -> Path | None:
-        """The database file, or ``None`` for an in-memory store."""
+        """The database file, or ``None`` for an in-memory (or PostgreSQL) store."""
         return self._path
 
     @property
@@ -254,7 +266,7 @@ class SessionStore:
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
-        return self._conn is None
+        return self._engine.closed
 
     # ------------------------------------------------------------------ sessions
 
@@ -374,7 +386,7 @@ class SessionStore:
             with self._write(f"repair damaged rows of session {sid}") as sql:
                 record = self._read_record(sql, sid, repair=True)
         assert record is not None
-        where = self._path or ":memory:"
+        where = self._engine.where
         for seq in record.quarantined:
             logger.warning(
                 "session %s: message seq %s did not parse or failed validation; moved it to "
@@ -418,7 +430,7 @@ class SessionStore:
             )
         return record
 
-    def _read_record(self, sql: SessionsSQL, sid: str, *, repair: bool) -> SessionRecord | None:
+    def _read_record(self, sql: SessionTables, sid: str, *, repair: bool) -> SessionRecord | None:
         """Read a session; ``None`` when something needs repairing and ``repair`` is off."""
         row = sql.info_row(sid)
         if row is None:
@@ -640,7 +652,7 @@ class SessionStore:
             )
 
     def _read_recall_index(
-        self, read: Callable[[SessionsSQL], _T], actions: tuple[str, str, str]
+        self, read: Callable[[SessionTables], _T], actions: tuple[str, str, str]
     ) -> _T:
         """``read`` the recall index once the queued changes are indexed; an index found
         damaged is rebuilt from the messages (reported) and read again.
@@ -701,7 +713,8 @@ class SessionStore:
         if not self.exists(sid):
             raise SessionNotFoundError(sid)
         # The writer gets the store's write transaction and clock, not the store.
-        return SessionWriter(sid, transaction=self._write, clock=lambda: self._now())
+        transaction = functools.partial(self._write, session=sid)
+        return SessionWriter(sid, transaction=transaction, clock=lambda: self._now())
 
     def lock(self, session_id: str) -> SessionLock:
         """Take the exclusive lock on a session (the session need not exist yet).
@@ -713,9 +726,7 @@ class SessionStore:
             StoreLockedError: another process or object holds it.
             InvalidArgumentError: malformed id.
         """
-        sid = _check_session_id(session_id)
-        path = None if self._path is None else self._path.parent / "locks" / f"{sid}.lock"
-        return SessionLock(sid, path=path, held=self._held, guard=self._held_guard).acquire()
+        return self._engine.lock(_check_session_id(session_id)).acquire()
 
     # ------------------------------------------------------------------ export
 
@@ -775,17 +786,7 @@ class SessionStore:
 
     def close(self) -> None:
         """Close the database (idempotent). Locks handed out stay held until released."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-            open_lock, self._open_lock = self._open_lock, None
-        try:
-            if conn is not None:
-                conn.close()
-        except sqlite3.Error as exc:
-            raise self._error("close the store", exc) from exc
-        finally:
-            if open_lock is not None:
-                open_lock.release()
+        self._engine.close()
 
     def __enter__(self) -> SessionStore:
         return self
@@ -799,6 +800,5 @@ class SessionStore:
         self.close()
 
     def __repr__(self) -> str:
-        where = str(self._path) if self._path is not None else ":memory:"
-        state = " closed" if self._conn is None else ""
-        return f"<SessionStore {where} durability={self._durability}{state}>"
+        state = " closed" if self._engine.closed else ""
+        return f"<SessionStore {self._engine.where} durability={self._durability}{state}>"

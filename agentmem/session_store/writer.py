@@ -18,6 +18,7 @@ import orjson
 
 from agentmem._validate import check_count
 from agentmem.errors import InvalidArgumentError, SessionClosedError, SessionNotFoundError
+from agentmem.session_store.engine import SessionTables
 from agentmem.session_store.records import (
     BillingRecord,
     _check_optional_str,
@@ -25,14 +26,13 @@ from agentmem.session_store.records import (
     _encode_messages,
     _rows_at,
 )
-from agentmem.session_store.sql import SessionsSQL
 
 if TYPE_CHECKING:
     from agentmem.history import HistoryObserver
 
 __all__ = ["TOUCH_INTERVAL_S", "SessionWriter", "Transaction"]
 
-Transaction = Callable[[str], AbstractContextManager[SessionsSQL]]
+Transaction = Callable[[str], AbstractContextManager[SessionTables]]
 """``transaction(action)``: one write transaction of the store, committed when the block
 ends, rolled back on any exception; ``action`` names the write in a StorageError."""
 
@@ -79,7 +79,7 @@ class SessionWriter:
         return self._closed
 
     @contextmanager
-    def _write(self, action: str) -> Iterator[SessionsSQL]:
+    def _write(self, action: str) -> Iterator[SessionTables]:
         if self._closed:
             raise SessionClosedError(f"cannot {action}: the writer of session {self._id} is closed")
         with self._transaction(action) as sql:
@@ -90,14 +90,14 @@ class SessionWriter:
         """The session this writer writes."""
         return self._id
 
-    def _touch(self, sql: SessionsSQL, *, throttled: bool = False) -> None:
+    def _touch(self, sql: SessionTables, *, throttled: bool = False) -> None:
         """Set ``updated_at`` (and check that the session still exists).
 
         ``throttled`` (appends): at most once per :data:`TOUCH_INTERVAL_S` of the store's
         clock. Touching rewrites the session row and its ``updated_at`` index entry, two
         pages in every commit on top of the new message; between touches the foreign key
         of the inserted rows checks that the session still exists
-        (:meth:`SessionsSQL.insert_messages` raises :class:`SessionNotFoundError`).
+        (:meth:`SessionTables.insert_messages` raises :class:`SessionNotFoundError`).
         """
         now = self._clock()
         if throttled and 0 <= now - self._touched_at < TOUCH_INTERVAL_S:

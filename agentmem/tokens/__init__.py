@@ -43,7 +43,10 @@ ratio under-counted each recent request), so estimates err high. Its counts
 only move -- and its ``epoch`` only increments -- when the effective ratio
 drifts more than 0.5%, so a host's cache of per-message counts, keyed by
 ``epoch``, stays valid for long stretches and every count within one epoch
-is reproducible.
+is reproducible. A payload that extends the one last billed is estimated as
+that bill plus its new part (:mod:`agentmem.tokens.anchor`), with a margin
+learned from those predictions' own residuals; the context pipeline
+budgets with that estimate when it has one.
 
 tiktoken's BPE merge is superlinear on long runs without whitespace, so
 every BPE count goes through :func:`bpe_count`, which encodes text longer

@@ -28,11 +28,11 @@ from agentmem.tokens.messages import message_overhead, message_text_pieces
 
 __all__ = [
     "ANCHOR_BOUND_SIGMAS",
-    "ANCHOR_MARGIN_QUANTILE",
     "ANCHOR_MIN_NEW_TOKENS",
     "ANCHOR_MIN_RESIDUALS",
     "PrefixAnchor",
     "message_key",
+    "prediction_bound",
     "tools_key",
 ]
 
@@ -40,9 +40,6 @@ ANCHOR_MIN_RESIDUALS = 3
 """Residuals needed before the anchored margin is learned from them."""
 ANCHOR_MIN_NEW_TOKENS = 50
 """New parts estimated below this many tokens are too small to learn a residual from."""
-"""Residuals needed before the anchored margin is learned from them."""
-ANCHOR_MARGIN_QUANTILE = 0.95
-"""Quantile of the residuals the learned anchored margin covers."""
 ANCHOR_BOUND_SIGMAS = 2.5
 """Standard deviations above the mean residual the learned margin covers at least."""
 ANCHOR_MARGIN_FLOOR = 0.0
@@ -67,6 +64,17 @@ def tools_key(tools: Sequence[Mapping[str, Any]] | None) -> str:
         return ""
     spec = json.dumps(list(tools), ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.blake2b(spec.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def prediction_bound(values: Sequence[float]) -> float:
+    """The upper prediction bound of the next of ``values`` (at least two values).
+
+    ``mean + ANCHOR_BOUND_SIGMAS * stdev * sqrt(1 + 1/n)``: wide while few
+    values were seen, about 2.5 standard deviations above the mean later.
+    """
+    n = len(values)
+    spread = statistics.stdev(values) * math.sqrt(1.0 + 1.0 / n)
+    return statistics.fmean(values) + ANCHOR_BOUND_SIGMAS * spread
 
 
 def _chain(previous: str, key: str) -> str:
@@ -119,21 +127,20 @@ class PrefixAnchor:
     def margin(self, initial: float) -> float:
         """The anchored estimate's margin, learned from the residuals (see the module docstring).
 
-        The :data:`ANCHOR_MARGIN_QUANTILE` quantile of the residuals (how much
-        an anchored prediction under-counted), never below
-        :data:`ANCHOR_MARGIN_FLOOR`; ``initial`` (the estimator passes its
-        ratio's margin) until :data:`ANCHOR_MIN_RESIDUALS` residuals were seen.
+        The largest of the residuals kept (how much an anchored prediction
+        under-counted its new part, the last 256) and their
+        :func:`prediction_bound` (wide while few were seen), never below
+        :data:`ANCHOR_MARGIN_FLOOR` nor above 1.0; ``initial`` (the estimator
+        passes its ratio's margin) until :data:`ANCHOR_MIN_RESIDUALS`
+        residuals were seen. The largest residual rather than a quantile:
+        the anchored estimate is the budget's cap, and a window property
+        test with a simulated provider overflowed with the 95th percentile.
         """
         n = len(self.residuals)
         if n < ANCHOR_MIN_RESIDUALS:
             return initial
-        ordered = sorted(self.residuals)
-        index = min(n - 1, math.ceil(ANCHOR_MARGIN_QUANTILE * n) - 1)
-        # The upper prediction bound of the next residual: wide while few were seen.
-        bound = statistics.fmean(ordered) + ANCHOR_BOUND_SIGMAS * statistics.stdev(
-            ordered
-        ) * math.sqrt(1.0 + 1.0 / n)
-        return min(1.0, max(ANCHOR_MARGIN_FLOOR, ordered[index], bound))
+        values = list(self.residuals)
+        return min(1.0, max(ANCHOR_MARGIN_FLOOR, max(values), prediction_bound(values)))
 
     def state(self) -> dict[str, Any]:
         """JSON-safe state (part of the estimator's state)."""

@@ -35,7 +35,7 @@ from agentmem.tokens._units import (
     check_ratio,
     text_units,
 )
-from agentmem.tokens.anchor import ANCHOR_MIN_NEW_TOKENS, PrefixAnchor
+from agentmem.tokens.anchor import ANCHOR_MIN_NEW_TOKENS, PrefixAnchor, prediction_bound
 from agentmem.tokens.messages import (
     REPLY_PRIMING_TOKENS,
     count_messages,
@@ -190,8 +190,37 @@ class LearningEstimator:
         return self._margin
 
     @property
+    def bound_margin(self) -> float:
+        """A margin that covers every under-count of the ratio estimate seen, and the next one.
+
+        :attr:`margin` covers the ``margin_quantile`` of the recent requests;
+        this is the largest of it, the largest under-count of the published
+        ratio over the window's samples (``chars_per_token / sample - 1``)
+        and their upper prediction bound (mean + 2.5 standard deviations,
+        times ``sqrt(1 + 1/n)``), at most :data:`MAX_MARGIN`. :attr:`margin`
+        itself while fewer than 3 samples were seen or when it was fixed.
+        The context pipeline caps a payload the ratio count decides on
+        (after a trim, a changed system prompt or tool set, in a new
+        session) at ``budget * (1 + margin) / (1 + bound_margin)``, so the
+        provider's count of it stays within the budget.
+        """
+        with self._lock:
+            margin = self._margin
+            if self._fixed_margin is not None or len(self._samples) < 3:
+                return margin
+            errors = [self._ratio / sample - 1.0 for sample in self._samples]
+            return min(MAX_MARGIN, max(margin, max(errors), prediction_bound(errors)))
+
+    @property
     def anchor_margin(self) -> float:
-        """The margin of an anchored :meth:`estimate_payload`, learned from its residuals."""
+        """The margin of an anchored :meth:`estimate_payload`, learned from its residuals.
+
+        Until 3 anchored residuals were seen it is the ratio's :attr:`margin`;
+        then the larger of the largest residual kept and their upper
+        prediction bound (see :mod:`agentmem.tokens.anchor`), between 0 and 1.0. It is
+        reported in :attr:`ContextStats.anchor_margin
+        <agentmem.context.ContextStats.anchor_margin>` and in ``repr``.
+        """
         with self._lock:
             return self._anchor_margin()
 
@@ -351,8 +380,7 @@ class LearningEstimator:
         :meth:`observe` (same billed text, same tools), the estimate is
         anchored: that billed count plus the new messages at the fitted
         ratio times ``1 +`` :attr:`anchor_margin` (learned from how far the
-        new parts of earlier requests were under-counted, and never below
-        the ratio's own :attr:`margin`). Otherwise -- after a trim, a
+        new parts of earlier requests were under-counted). Otherwise -- after a trim, a
         changed system prompt or tool set, in a new session -- it is the
         ratio estimate: :func:`count_messages` with this estimator plus the
         tool schemas' compact JSON, both with the ratio's own :attr:`margin`.
@@ -501,5 +529,6 @@ class LearningEstimator:
     def __repr__(self) -> str:
         return (
             f"LearningEstimator(unit={self.unit!r}, chars_per_token={self._ratio:.4g}, "
-            f"margin={self._margin:.3g}, samples={self.samples}, epoch={self.epoch})"
+            f"margin={self._margin:.3g}, anchor_margin={self.anchor_margin:.3g}, "
+            f"samples={self.samples}, epoch={self.epoch})"
         )

@@ -1,0 +1,530 @@
+"""The PostgreSQL engine of a sessions store: the schema, every statement, the session locks.
+
+:class:`PgSessionsSQL` is :class:`~.sql.SessionsSQL` in PostgreSQL's dialect: the
+same methods, the same rows out (plain tuples; message bodies and the state as
+``bytes``), so the store, the writer and the loader run unchanged on it. The tables
+are the SQLite store's (``sessions``, ``messages``, ``billing`` with its cache columns,
+``threads``, ``quarantine``), typed the PostgreSQL way (``TEXT``, ``BIGINT``,
+``DOUBLE PRECISION``, ``BYTEA``, generated ids), in the database's ``agentmem``
+schema, created by migrations named like the SQLite ones that mean the same
+(``0001_initial``, ``0002_row_checksums``, ``0005_billing_cache_tokens``; the recall
+index's ``0003``/``0004`` are SQLite's FTS5 and have no counterpart here).
+
+:class:`PgEngine` runs them (:mod:`agentmem._storage.postgres`): reads and writes on
+a connection pool, one transaction each, committed when the call returns; a lost
+connection is a :class:`~agentmem.errors.StorageError` with the call rolled back, and
+the next call reconnects. A session lock is a PostgreSQL advisory lock held on its
+own connection (:class:`~agentmem._storage.postgres.AdvisoryLock`), so it is
+exclusive across hosts and dies with its holder's connection. While this process
+holds a session's lock, that session's writer writes *through the lock's
+connection*: the lock is held by the very backend that commits each write, so a
+writer whose lock was lost (a server restart drops every lock) cannot write after
+another process took the session; it takes the lock again or gets
+:class:`~agentmem.errors.StoreLockedError`.
+
+The recall index (the ``recall_*`` methods) is not on PostgreSQL yet: they raise
+StorageError. That is the seam where a portable index plugs in, written in the same
+transactions as the messages.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+from agentmem._storage.postgres import (
+    AdvisoryLock,
+    ConstraintViolation,
+    Durability,
+    Migration,
+    PgCursor,
+    PgDatabase,
+    migrate,
+)
+from agentmem.errors import InvalidArgumentError, SessionNotFoundError, StorageError
+from agentmem.session_store.engine import SessionTables
+from agentmem.session_store.lock import SessionLock
+from agentmem.session_store.records import FORMAT_NAME, Row
+
+__all__ = ["PG_FORMAT_VERSION", "PG_MIGRATIONS", "PgEngine", "PgSessionsSQL"]
+
+PG_FORMAT_VERSION: Final = 1
+"""The sessions schema on PostgreSQL this code writes and the newest it reads
+(``agentmem_meta`` row ``(agentmem.sessions, version)``). Bump it with every migration."""
+
+PG_MIGRATIONS: Final = (
+    Migration(
+        "0001_initial",
+        (
+            """
+            CREATE TABLE sessions (
+                id TEXT PRIMARY KEY,
+                name TEXT,
+                created_at DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                working_directory TEXT,
+                model TEXT,
+                context_window BIGINT,
+                state TEXT NOT NULL DEFAULT '{}',
+                ord BIGINT GENERATED ALWAYS AS IDENTITY  -- creation order: list()'s tie-break
+            )
+            """,
+            "CREATE INDEX sessions_by_updated_at ON sessions (updated_at, ord)",
+            """
+            CREATE TABLE messages (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                seq BIGINT NOT NULL,
+                role TEXT NOT NULL,
+                body TEXT NOT NULL,
+                PRIMARY KEY (session_id, seq)
+            )
+            """,
+            """
+            CREATE TABLE billing (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                at DOUBLE PRECISION NOT NULL,
+                kind TEXT NOT NULL,
+                model TEXT,
+                prompt_tokens BIGINT NOT NULL,
+                completion_tokens BIGINT NOT NULL,
+                cost_usd DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX billing_by_session ON billing (session_id, id)",
+            """
+            CREATE TABLE threads (
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                thread_id TEXT NOT NULL,
+                seq BIGINT NOT NULL,
+                body TEXT NOT NULL,
+                PRIMARY KEY (session_id, thread_id, seq)
+            )
+            """,
+            """
+            CREATE TABLE quarantine (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                thread_id TEXT,
+                seq BIGINT,
+                body BYTEA,
+                reason TEXT NOT NULL,
+                at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            # A session's delete cascades here: without it, a scan of the table.
+            "CREATE INDEX quarantine_by_session ON quarantine (session_id)",
+        ),
+    ),
+    # crc32(body, seq) of rows validated when written (agentmem.session_store.loading).
+    # BIGINT: a CRC-32 is unsigned and does not fit PostgreSQL's INTEGER.
+    Migration(
+        "0002_row_checksums",
+        (
+            "ALTER TABLE messages ADD COLUMN crc BIGINT",
+            "ALTER TABLE threads ADD COLUMN crc BIGINT",
+        ),
+    ),
+    # The cached parts of a billed prompt (issue 18), as in SQLite's 0005.
+    Migration(
+        "0005_billing_cache_tokens",
+        (
+            "ALTER TABLE billing ADD COLUMN cached_prompt_tokens BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE billing ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0",
+        ),
+    ),
+)
+
+_FOREIGN_KEY_VIOLATION: Final = "23503"
+_UNIQUE_VIOLATION: Final = "23505"
+
+_INFO_COLUMNS: Final = """
+    SELECT s.id, s.name, s.created_at, s.updated_at, s.working_directory, s.model,
+           s.context_window,
+           COALESCE((SELECT MAX(m.seq) FROM messages AS m WHERE m.session_id = s.id), -1) + 1
+    FROM sessions AS s
+"""
+_SQL_INFO: Final = _INFO_COLUMNS + " WHERE s.id = ?"
+# LIMIT NULL is no limit.
+_SQL_LIST: Final = _INFO_COLUMNS + " ORDER BY s.updated_at DESC, s.ord DESC LIMIT ?"
+_SQL_LIST_ALL: Final = _INFO_COLUMNS + " ORDER BY s.updated_at DESC, s.ord DESC"
+_SQL_EXISTS: Final = "SELECT 1 FROM sessions WHERE id = ?"
+_SQL_CREATE: Final = (
+    "INSERT INTO sessions (id, name, created_at, updated_at, working_directory, model, "
+    "context_window) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_DELETE_SESSION: Final = "DELETE FROM sessions WHERE id = ?"
+_SQL_RENAME: Final = "UPDATE sessions SET name = ? WHERE id = ?"
+_SQL_TOUCH: Final = "UPDATE sessions SET updated_at = ? WHERE id = ?"
+_SQL_STATE: Final = "SELECT state FROM sessions WHERE id = ?"
+_SQL_SAVE_STATE: Final = "UPDATE sessions SET state = ?, updated_at = ? WHERE id = ?"
+_SQL_RESET_STATE: Final = "UPDATE sessions SET state = '{}' WHERE id = ?"
+# The primary key (session_id, seq) answers MAX(seq) with one backward index descent.
+_SQL_NEXT_SEQ: Final = "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE session_id = ?"
+_SQL_INSERT_MESSAGE: Final = (
+    "INSERT INTO messages (session_id, seq, role, body, crc) VALUES (?, ?, ?, ?, ?)"
+)
+_SQL_REPLACE_MESSAGE: Final = (
+    "UPDATE messages SET role = ?, body = ?, crc = ? WHERE session_id = ? AND seq = ?"
+)
+_SQL_SET_CRC: Final = "UPDATE messages SET crc = ? WHERE session_id = ? AND seq = ?"
+_SQL_SET_THREAD_CRC: Final = (
+    "UPDATE threads SET crc = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
+)
+_SQL_TRUNCATE: Final = "DELETE FROM messages WHERE session_id = ? AND seq >= ?"
+_SQL_MESSAGES: Final = "SELECT seq, body, crc FROM messages WHERE session_id = ? ORDER BY seq"
+_SQL_DELETE_MESSAGE: Final = "DELETE FROM messages WHERE session_id = ? AND seq = ?"
+_SQL_RENUMBER_MESSAGE: Final = "UPDATE messages SET seq = ? WHERE session_id = ? AND seq = ?"
+_SQL_INSERT_BILLING: Final = (
+    "INSERT INTO billing (session_id, at, kind, model, prompt_tokens, completion_tokens, "
+    "cost_usd, cached_prompt_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_BILLING: Final = (
+    "SELECT id, at, kind, model, prompt_tokens, completion_tokens, cost_usd, "
+    "cached_prompt_tokens, cache_write_tokens FROM billing WHERE session_id = ? ORDER BY id"
+)
+_SQL_DELETE_BILLING: Final = "DELETE FROM billing WHERE id = ?"
+_SQL_NEXT_THREAD_SEQ: Final = (
+    "SELECT COALESCE(MAX(seq), -1) + 1 FROM threads WHERE session_id = ? AND thread_id = ?"
+)
+_SQL_INSERT_THREAD: Final = (
+    "INSERT INTO threads (session_id, thread_id, seq, body, crc) VALUES (?, ?, ?, ?, ?)"
+)
+_SQL_THREADS: Final = (
+    "SELECT thread_id, seq, body, crc FROM threads WHERE session_id = ? ORDER BY thread_id, seq"
+)
+_SQL_DELETE_THREAD_ROW: Final = (
+    "DELETE FROM threads WHERE session_id = ? AND thread_id = ? AND seq = ?"
+)
+_SQL_RENUMBER_THREAD_ROW: Final = (
+    "UPDATE threads SET seq = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
+)
+_SQL_QUARANTINE: Final = (
+    "INSERT INTO quarantine (session_id, thread_id, seq, body, reason, at) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+class PgSessionsSQL:
+    """The SQL of a sessions store on PostgreSQL, over one cursor in one transaction.
+
+    The same methods as :class:`~.sql.SessionsSQL` (see :class:`~.engine.SessionTables`).
+    Text comes back as ``str`` (PostgreSQL checks its encoding on the way in), and
+    message bodies and the state as ``bytes``, as the loader expects.
+    """
+
+    __slots__ = ("conn",)
+
+    def __init__(self, cursor: PgCursor) -> None:
+        self.conn = cursor
+
+    # -- sessions
+
+    def exists(self, sid: str) -> bool:
+        return self.conn.execute(_SQL_EXISTS, (sid,)).fetchone() is not None
+
+    def info_row(self, sid: str) -> tuple[Any, ...] | None:
+        return self.conn.execute(_SQL_INFO, (sid,)).fetchone()
+
+    def list_rows(self, limit: int | None) -> list[tuple[Any, ...]]:
+        if limit is None:
+            return self.conn.execute(_SQL_LIST_ALL).fetchall()
+        return self.conn.execute(_SQL_LIST, (limit,)).fetchall()
+
+    def create(
+        self,
+        sid: str,
+        name: str | None,
+        now: float,
+        working_directory: str | None,
+        model: str | None,
+        context_window: int | None,
+    ) -> None:
+        """Insert the session row.
+
+        Raises:
+            InvalidArgumentError: the id is taken; another host may have created it
+                between the store's check and this insert (PostgreSQL does not serialise
+                the two the way SQLite's write lock does).
+        """
+        try:
+            self.conn.execute(
+                _SQL_CREATE, (sid, name, now, now, working_directory, model, context_window)
+            )
+        except ConstraintViolation as exc:
+            if exc.sqlstate == _UNIQUE_VIOLATION:
+                raise InvalidArgumentError(f"a session with id {sid!r} already exists") from None
+            raise
+
+    def delete(self, sid: str) -> bool:
+        return self.conn.execute(_SQL_DELETE_SESSION, (sid,)).rowcount > 0
+
+    def rename(self, sid: str, name: str | None) -> bool:
+        return self.conn.execute(_SQL_RENAME, (name, sid)).rowcount > 0
+
+    def touch(self, sid: str, now: float) -> bool:
+        return self.conn.execute(_SQL_TOUCH, (now, sid)).rowcount > 0
+
+    def state(self, sid: str) -> bytes:
+        row = self.conn.execute(_SQL_STATE, (sid,)).fetchone()
+        return b"{}" if row is None or row[0] is None else str(row[0]).encode("utf-8")
+
+    def save_state(self, sid: str, text: str, now: float) -> bool:
+        return self.conn.execute(_SQL_SAVE_STATE, (text, now, sid)).rowcount > 0
+
+    def reset_state(self, sid: str) -> None:
+        self.conn.execute(_SQL_RESET_STATE, (sid,))
+
+    # -- messages and side threads (thread_id None is the main history)
+
+    def next_seq(self, sid: str, thread_id: str | None = None) -> int:
+        if thread_id is None:
+            row = self.conn.execute(_SQL_NEXT_SEQ, (sid,)).fetchone()
+        else:
+            row = self.conn.execute(_SQL_NEXT_THREAD_SEQ, (sid, thread_id)).fetchone()
+        assert row is not None  # an aggregate always returns its row
+        return int(row[0])
+
+    def insert_messages(self, sid: str, start: int, rows: Sequence[Row]) -> None:
+        """Insert rows ``(role, body, crc)`` at seqs ``start``, ``start + 1``...
+
+        Raises:
+            SessionNotFoundError: the session does not exist (its foreign key refused).
+        """
+        try:
+            if len(rows) == 1:
+                role, body, crc = rows[0]
+                self.conn.execute(_SQL_INSERT_MESSAGE, (sid, start, role, body, crc))
+                return
+            self.conn.executemany(
+                _SQL_INSERT_MESSAGE,
+                [(sid, start + i, role, body, crc) for i, (role, body, crc) in enumerate(rows)],
+            )
+        except ConstraintViolation as exc:
+            if exc.sqlstate == _FOREIGN_KEY_VIOLATION:
+                raise SessionNotFoundError(sid) from None
+            raise
+
+    def insert_thread_rows(self, sid: str, thread_id: str, start: int, rows: Sequence[Row]) -> None:
+        self.conn.executemany(
+            _SQL_INSERT_THREAD,
+            [(sid, thread_id, start + i, body, crc) for i, (_, body, crc) in enumerate(rows)],
+        )
+
+    def replace_message(self, sid: str, seq: int, row: Row) -> bool:
+        role, body, crc = row
+        return self.conn.execute(_SQL_REPLACE_MESSAGE, (role, body, crc, sid, seq)).rowcount > 0
+
+    def set_crc(self, sid: str, thread_id: str | None, seq: int, crc: int | None) -> None:
+        if thread_id is None:
+            self.conn.execute(_SQL_SET_CRC, (crc, sid, seq))
+        else:
+            self.conn.execute(_SQL_SET_THREAD_CRC, (crc, sid, thread_id, seq))
+
+    def truncate(self, sid: str, start: int) -> None:
+        self.conn.execute(_SQL_TRUNCATE, (sid, start))
+
+    def message_rows(self, sid: str) -> list[tuple[Any, bytes, Any]]:
+        """``(seq, raw body, crc)`` of the main history, in ``seq`` order."""
+        rows = self.conn.execute(_SQL_MESSAGES, (sid,)).fetchall()
+        return [(seq, body.encode("utf-8"), crc) for seq, body, crc in rows]
+
+    def thread_rows(self, sid: str) -> list[tuple[Any, Any, bytes, Any]]:
+        """``(thread_id, seq, raw body, crc)`` of every side thread, by thread then ``seq``."""
+        rows = self.conn.execute(_SQL_THREADS, (sid,)).fetchall()
+        return [(tid, seq, body.encode("utf-8"), crc) for tid, seq, body, crc in rows]
+
+    def delete_row(self, sid: str, thread_id: str | None, seq: Any) -> None:
+        if thread_id is None:
+            self.conn.execute(_SQL_DELETE_MESSAGE, (sid, seq))
+        else:
+            self.conn.execute(_SQL_DELETE_THREAD_ROW, (sid, thread_id, seq))
+
+    def renumber(self, sid: str, thread_id: str | None, kept: Sequence[Any]) -> None:
+        """Give the rows ``kept`` (old seqs, in their new order) the seqs 0..len-1.
+
+        In two steps (each to a distinct negative, then to its final seq): PostgreSQL
+        checks a primary key row by row, so no intermediate state may hold a duplicate.
+        """
+        sql = _SQL_RENUMBER_MESSAGE if thread_id is None else _SQL_RENUMBER_THREAD_ROW
+        key: tuple[str, ...] = (sid,) if thread_id is None else (sid, thread_id)
+        moves = [(old, new) for new, old in enumerate(kept) if old != new]
+        low = min([0, *(old for old in kept if type(old) is int)]) - 1
+        self.conn.executemany(sql, [(low - i, *key, old) for i, (old, _) in enumerate(moves)])
+        self.conn.executemany(sql, [(new, *key, low - i) for i, (_, new) in enumerate(moves)])
+
+    def quarantine(
+        self,
+        sid: str,
+        thread_id: str | None,
+        seq: Any,
+        body: bytes,
+        reason: str,
+        now: float,
+    ) -> None:
+        self.conn.execute(_SQL_QUARANTINE, (sid, thread_id, seq, body, reason, now))
+
+    # -- billing
+
+    def insert_billing(self, sid: str, values: tuple[Any, ...]) -> None:
+        self.conn.execute(_SQL_INSERT_BILLING, (sid, *values))
+
+    def billing_rows(self, sid: str) -> list[tuple[Any, ...]]:
+        """``(row id, at, kind, model, prompt_tokens, completion_tokens, cost_usd,
+        cached_prompt_tokens, cache_write_tokens)``."""
+        return self.conn.execute(_SQL_BILLING, (sid,)).fetchall()
+
+    def delete_billing(self, row_id: int) -> None:
+        self.conn.execute(_SQL_DELETE_BILLING, (row_id,))
+
+    # -- the recall index: not on PostgreSQL yet (the seam where it plugs in)
+
+    def recall_rows(self, match: str, limit: int, **filters: Any) -> list[tuple[Any, ...]]:
+        _no_recall_index()
+
+    def recall_top(
+        self, weights: dict[str, int], limit: int, **filters: Any
+    ) -> list[tuple[Any, ...]]:
+        _no_recall_index()  # agentmem.session_store.postings runs here unchanged (docs/recall.md)
+
+    def recall_stats(self, terms: Sequence[str]) -> tuple[dict[str, int], int, int, int]:
+        _no_recall_index()
+
+    def recall_session_sizes(self, sids: Sequence[str]) -> dict[str, int]:
+        _no_recall_index()
+
+    def recall_queued(self) -> bool:
+        _no_recall_index()
+
+    def recall_texts(self, sid: str, first: int, last: int) -> dict[int, Any]:
+        _no_recall_index()
+
+    def recall_problems(self) -> list[str]:
+        _no_recall_index()
+
+
+def _no_recall_index() -> NoReturn:
+    raise StorageError(
+        "recall is not available on the PostgreSQL backend yet: its recall index is not "
+        "implemented (sessions, messages, state, billing and threads are)"
+    )
+
+
+class _RegisteredLock:
+    """A session's advisory lock that tells its engine while it is held (see
+    :meth:`PgEngine.write`)."""
+
+    def __init__(self, engine: PgEngine, session_id: str, lock: AdvisoryLock) -> None:
+        self._engine = engine
+        self._session_id = session_id
+        self._lock = lock
+
+    def try_acquire(self) -> bool:
+        if not self._lock.try_acquire():
+            return False
+        with self._engine._guard:
+            self._engine._held[self._session_id] = self._lock
+        return True
+
+    def release(self) -> None:
+        with self._engine._guard:
+            if self._engine._held.get(self._session_id) is self._lock:
+                del self._engine._held[self._session_id]
+        self._lock.release()
+
+
+class PgEngine:
+    """A sessions store's PostgreSQL database (see the module docstring).
+
+    Args:
+        database: A DSN (the engine makes and closes its own
+            :class:`~agentmem._storage.postgres.PgDatabase`), or a shared one.
+        durability: For a DSN: ``"full"`` or ``"normal"`` (see :class:`PgDatabase`).
+
+    Raises:
+        ConfigurationError: psycopg is not installed.
+        StorageError: the server cannot be reached.
+        FormatVersionError: the database holds a newer sessions schema.
+    """
+
+    def __init__(self, database: str | PgDatabase, *, durability: Durability = "full") -> None:
+        if isinstance(database, PgDatabase):
+            self._db, owned = database, False
+        else:
+            self._db, owned = PgDatabase(database, durability=durability), True
+        self._owns_db = owned
+        try:
+            migrate(
+                self._db,
+                format_name=FORMAT_NAME,
+                format_version=PG_FORMAT_VERSION,
+                migrations=PG_MIGRATIONS,
+            )
+        except BaseException:
+            if owned:
+                self._db.close()
+            raise
+        self._lock_namespace = f"agentmem.sessions/{self._db.schema or ''}"
+        # Weak: a lock dropped without release() is released when collected (its connection
+        # closes), as a file lock is; the registry must not keep it alive.
+        self._held: weakref.WeakValueDictionary[str, AdvisoryLock] = weakref.WeakValueDictionary()
+        self._guard = threading.Lock()
+        self._closed = False
+
+    @property
+    def database(self) -> PgDatabase:
+        """The database (its pool) this engine runs on."""
+        return self._db
+
+    @property
+    def path(self) -> Path | None:
+        return None
+
+    @property
+    def where(self) -> str:
+        return self._db.where
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise StorageError("the session store is closed")
+
+    @contextmanager
+    def write(self, action: str, *, session: str | None = None) -> Iterator[SessionTables]:
+        """One write transaction. A write of a session whose lock this process holds runs
+        on the lock's own connection (fenced by the lock); any other on the pool."""
+        self._require_open()
+        lock = self._held.get(session) if session is not None else None
+        transaction: AbstractContextManager[PgCursor] = (
+            lock.transaction(action) if lock is not None else self._db.transaction(action)
+        )
+        with transaction as cursor:
+            yield PgSessionsSQL(cursor)
+
+    @contextmanager
+    def read(self, action: str, *, snapshot: bool = False) -> Iterator[SessionTables]:
+        self._require_open()
+        with self._db.transaction(action, snapshot=snapshot) as cursor:
+            yield PgSessionsSQL(cursor)
+
+    def lock(self, session_id: str) -> SessionLock:
+        advisory = self._db.advisory_lock(self._lock_namespace, session_id)
+        return SessionLock(
+            session_id,
+            path=None,
+            held=set(),
+            guard=threading.Lock(),
+            external=_RegisteredLock(self, session_id, advisory),
+        )
+
+    def close(self) -> None:
+        self._closed = True
+        if self._owns_db:
+            self._db.close()

@@ -1,0 +1,344 @@
+"""Benchmark the two backends side by side: SQLite (embedded) and PostgreSQL.
+
+A benchmark, not a test: it prints figures and ratios measured in one run on
+this machine and asserts nothing about wall-clock time.
+
+    python bench/bench_backends.py                        # 1k and 100k messages, 1 and 8 writers
+    python bench/bench_backends.py --sizes 1000 10000 --seconds 3   # quicker
+    python bench/bench_backends.py --dsn postgresql://me@db/bench  # a server of yours
+
+Without ``--dsn`` (or ``AGENTMEM_BENCH_PG_DSN``) a throwaway PostgreSQL cluster
+is started with ``scripts/pg_test_cluster.py`` and removed at the end; every
+size gets a fresh database. Everything goes through the public facade,
+``Memory(root=..., backend=...)``, with the default durability (an append is
+committed, and fsynced, when it returns).
+
+For each backend and store size (messages in 100-message sessions, seeded in
+bulk, not measured) it measures, per call:
+
+* **append**: ``s.append(message)`` on an open session, p50 and p95 of 200;
+* **context**: ``s.context()`` with a 32k-token window after each append, p50;
+* **recall**: ``mem.recall(query)`` over the whole store, p50 and p95 of 40
+  queries (words common in the store, words rare in it, a phrase);
+* **LTM add**: ``mem.ltm.add_discovery(text)`` of a new entry, p50 of 50;
+
+and, with 1 and 8 writer processes each appending to its own session for
+``--seconds`` seconds, the aggregate append throughput. It prints the ratios
+the issue targets: largest/smallest size (flat = bounded per-call cost) and
+8 writers / 1 writer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import multiprocessing as mp
+import os
+import random
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import agentmem
+from agentmem import Memory
+
+HERE = Path(__file__).resolve().parent
+WINDOW = 32_000
+PER_SESSION = 100
+COMMON = [
+    "file",
+    "test",
+    "error",
+    "run",
+    "function",
+    "value",
+    "return",
+    "import",
+    "module",
+    "change",
+]
+WORDS = [
+    *COMMON,
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+    "parser",
+    "buffer",
+    "socket",
+    "thread",
+    "cursor",
+    "schema",
+    "widget",
+    "kernel",
+    "vector",
+    "matrix",
+    "tensor",
+    "cache",
+    "queue",
+    "stack",
+    "heap",
+    "graph",
+    "token",
+    "lexer",
+    "router",
+    "handler",
+    "loader",
+]
+
+
+def _sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def _message(rng: random.Random, i: int) -> dict[str, Any]:
+    role = "user" if i % 2 == 0 else "assistant"
+    return {"role": role, "content": f"{_sentence(rng, rng.randint(8, 40))} #{i}"}
+
+
+def _queries(rng: random.Random) -> list[str]:
+    common = [" ".join(rng.sample(COMMON, 2)) for _ in range(15)]
+    rare = [" ".join(rng.sample(WORDS[10:], 2)) for _ in range(15)]
+    phrase = [_sentence(rng, 4) for _ in range(10)]
+    return common + rare + phrase
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------ the server
+
+
+def _cluster_script() -> ModuleType:
+    path = HERE.parent / "scripts" / "pg_test_cluster.py"
+    spec = importlib.util.spec_from_file_location("pg_test_cluster", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def _server(dsn: str | None, wanted: bool) -> Iterator[str | None]:
+    """The admin DSN of a server (ours, thrown away at the end, unless one was given)."""
+    if not wanted:
+        yield None
+        return
+    if dsn:
+        yield dsn
+        return
+    script = _cluster_script()
+    if script.find_bin() is None:
+        print("no PostgreSQL binaries: only SQLite is measured", file=sys.stderr)
+        yield None
+        return
+    cluster = script.start()
+    try:
+        yield cluster.dsn
+    finally:
+        script.stop(cluster.directory)
+
+
+@contextlib.contextmanager
+def _database(admin: str) -> Iterator[str]:
+    import psycopg
+
+    name = f"agentmem_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield str(psycopg.conninfo.make_conninfo(admin, dbname=name))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def _memory_args(backend: str, admin: str | None) -> Iterator[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="agentmem-bench-") as tmp:
+        root = Path(tmp) / "mem"
+        if backend == "sqlite":
+            yield {"root": str(root), "working_dir": tmp}
+            return
+        assert admin is not None
+        with _database(admin) as dsn:
+            yield {"root": str(root), "working_dir": tmp, "backend": dsn}
+
+
+# ------------------------------------------------------------------ per-call figures
+
+
+def _seed(mem: Memory, n: int, rng: random.Random) -> None:
+    for s in range(max(1, n // PER_SESSION)):
+        info = mem.sessions.create(model="gpt-4o", context_window=WINDOW, name=f"seed-{s}")
+        writer = mem.sessions.writer(info.id)
+        rows = [_message(rng, i) for i in range(PER_SESSION)]
+        writer.on_append([agentmem.normalize_message(m)[0] for m in rows])
+
+
+def measure(backend: str, admin: str | None, size: int) -> dict[str, float]:
+    rng = random.Random(size)
+    with _memory_args(backend, admin) as args:
+        mem = Memory(**args)
+        try:
+            t0 = time.perf_counter()
+            _seed(mem, size, rng)
+            seeded = time.perf_counter() - t0
+            s = mem.session(context_window=WINDOW)
+            appends, contexts = [], []
+            for i in range(200):
+                msg = _message(rng, i)
+                appends.append(_timed(lambda msg=msg: s.append(msg)))
+                contexts.append(_timed(s.context))
+            recalls = [_timed(lambda q=q: mem.recall(q)) for q in _queries(rng)]
+            ltm = [
+                _timed(lambda i=i: mem.ltm.add_discovery(f"{_sentence(rng, 8)} fact {i}"))
+                for i in range(50)
+            ]
+            s.close()
+        finally:
+            mem.close()
+    return {
+        "seed_s": seeded,
+        "append_p50": _pct(appends, 0.5),
+        "append_p95": _pct(appends, 0.95),
+        "context_p50": _pct(contexts, 0.5),
+        "recall_p50": _pct(recalls, 0.5),
+        "recall_p95": _pct(recalls, 0.95),
+        "ltm_p50": _pct(ltm, 0.5),
+    }
+
+
+# ------------------------------------------------------------------ concurrent writers
+
+
+def _writer(args: dict[str, Any], seconds: float, start: float, out: Any) -> None:
+    rng = random.Random(os.getpid())
+    mem = Memory(**args)
+    s = mem.session(context_window=WINDOW)
+    while time.time() < start:
+        time.sleep(0.001)
+    done = 0
+    deadline = start + seconds
+    while time.time() < deadline:
+        s.append(_message(rng, done))
+        done += 1
+    s.close()
+    mem.close()
+    out.put(done)
+
+
+def throughput(backend: str, admin: str | None, writers: int, seconds: float) -> float:
+    """Appends per second, all writers together."""
+    ctx = mp.get_context("spawn")
+    with _memory_args(backend, admin) as args:
+        Memory(**args).close()  # create and migrate once, outside the timed part
+        out = ctx.Queue()
+        start = time.time() + 2.0 + 0.2 * writers  # every process started and connected
+        procs = [
+            ctx.Process(target=_writer, args=(args, seconds, start, out)) for _ in range(writers)
+        ]
+        for p in procs:
+            p.start()
+        total = sum(out.get(timeout=seconds + 120) for _ in procs)
+        for p in procs:
+            p.join()
+    return total / seconds
+
+
+# ------------------------------------------------------------------ main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 100_000])
+    parser.add_argument("--writers", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--dsn", default=os.environ.get("AGENTMEM_BENCH_PG_DSN"))
+    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"])
+    opts = parser.parse_args()
+    print(
+        f"agentmem {agentmem.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} cores"
+    )
+    with _server(opts.dsn, "postgresql" in opts.backends) as admin:
+        backends = [b for b in opts.backends if b == "sqlite" or admin is not None]
+        per_call: dict[tuple[str, int], dict[str, float]] = {}
+        for backend in backends:
+            for size in opts.sizes:
+                per_call[backend, size] = figures = measure(backend, admin, size)
+                print(
+                    f"{backend:>10} {size:>7} messages: "
+                    + "  ".join(f"{k}={v:.2f}" for k, v in figures.items()),
+                    flush=True,
+                )
+        print()
+        keys = ["append_p50", "append_p95", "context_p50", "recall_p50", "recall_p95", "ltm_p50"]
+        print(
+            f"{'ms per call':<14}"
+            + "".join(f"{b[:6]} {s:>7}  " for b in backends for s in opts.sizes)
+        )
+        for key in keys:
+            row = "".join(f"{per_call[b, s][key]:>14.2f}  " for b in backends for s in opts.sizes)
+            print(f"{key:<14}{row}")
+        lo, hi = min(opts.sizes), max(opts.sizes)
+        if lo != hi:
+            print(f"\nratio {hi}/{lo} messages (1.0 = flat):")
+            for backend in backends:
+                print(
+                    f"  {backend:>10}: "
+                    + "  ".join(
+                        f"{k}={per_call[backend, hi][k] / max(per_call[backend, lo][k], 1e-9):.2f}"
+                        for k in keys
+                    )
+                )
+        print("\nappend throughput, writer processes each on its own session:")
+        for backend in backends:
+            rates = {w: throughput(backend, admin, w, opts.seconds) for w in opts.writers}
+            base = rates[min(opts.writers)]
+            print(
+                f"  {backend:>10}: "
+                + "  ".join(f"{w} writers {r:8.0f}/s (x{r / base:.2f})" for w, r in rates.items()),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
