@@ -289,3 +289,34 @@ def test_a_search_reads_a_bounded_number_of_postings_when_every_message_matches(
         store.close()
     assert read[6_000] <= postings.BUDGET + 3 * 1024
     assert read[6_000] <= 2 * read[1_500]
+
+
+@pytest.mark.parametrize("damaged", [("recall_docs",), ("recall_docs", "recall_state")])
+def test_an_old_store_with_a_damaged_index_migrates_and_is_rebuilt(
+    tmp_path: Path, damaged: tuple[str, ...]
+) -> None:
+    """Migration 0006 cannot read a damaged index (nor, maybe, its state row): the store
+    still opens, every message loads, and the index is rebuilt from the messages."""
+    db = tmp_path / "sessions.sqlite"
+    shutil.copy(Path(__file__).parent / "golden" / "sessions-v5.sqlite", db)
+    conn = sqlite3.connect(db)
+    marks = ", ".join("?" * len(damaged))
+    pages = [
+        int(r[0])
+        for r in conn.execute(f"SELECT pageno FROM dbstat WHERE name IN ({marks})", damaged)
+    ]
+    size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    conn.close()
+    with db.open("r+b") as f:
+        for page in pages:
+            f.seek((page - 1) * size)
+            f.write(b"\xff" * size)
+    store = SessionStore(db)
+    assert store.recall_repairs
+    assert store.check_recall_index(repair=False) == []
+    assert {info.id: info.message_count for info in store.list()} == {
+        "golden-main": 7,
+        "golden-empty": 0,
+    }
+    assert len(store.load("golden-main").messages) == 7
+    store.close()
