@@ -30,6 +30,7 @@ It measures, in one run:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import re
 import shutil
@@ -43,11 +44,12 @@ from typing import Any
 
 import agentmem
 from agentmem._storage.sqlite import Durability
-from agentmem.recall import STOPWORDS, keywords
+from agentmem.recall import DEFAULT_RANKING, STOPWORDS, Ranking, keywords, recall
 from agentmem.session_store import SessionStore
 
 MESSAGES = 50
 VOCABULARY = 20_000
+DATA = Path(__file__).resolve().parents[2] / "shared" / "bench-data" / "deepseek-usage"
 _WORD = re.compile(r"\w+")
 
 
@@ -71,14 +73,16 @@ def sentence(rng: random.Random, words: list[str], weights: list[float], n: int)
     return " ".join(rng.choices(words, weights, k=n))
 
 
-def populate(root: Path, sessions: int, rng: random.Random) -> tuple[agentmem.Memory, list[str]]:
+def populate(
+    root: Path, sessions: int, rng: random.Random, messages: int = MESSAGES
+) -> tuple[agentmem.Memory, list[str]]:
     words, weights = vocabulary(rng)
     mem = agentmem.Memory(root=root, durability="normal")
     texts: list[str] = []
     for n in range(sessions):
         sid = mem.sessions.create(name=f"session {n}: {sentence(rng, words, weights, 3)}").id
         batch = []
-        for i in range(MESSAGES):
+        for i in range(messages):
             text = sentence(rng, words, weights, rng.randint(10, 70))
             texts.append(text)
             batch.append({"role": "user" if i % 2 == 0 else "assistant", "content": text})
@@ -128,48 +132,160 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
 
 
-def bench_recall(sessions: int, scans: int) -> None:
+STORES = ("ordinary", "common-word", "agent")
+
+
+def populate_common(
+    root: Path, sessions: int, messages: int, rng: random.Random
+) -> tuple[agentmem.Memory, list[str]]:
+    """The common-word store: messages of 10-70 words drawn (Zipf weights) from a
+    vocabulary of 60 made-up words, so every query word is in most messages."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    made_up = sorted({"".join(rng.choices(letters, k=rng.randint(4, 8))) for _ in range(200)})
+    words = [w for w in made_up if w not in STOPWORDS][:60]
+    rng.shuffle(words)
+    weights = [1.0 / (rank + 1) ** 0.5 for rank in range(len(words))]
+    mem = agentmem.Memory(root=root, durability="normal")
+    for n in range(sessions):
+        sid = mem.sessions.create(name=f"session {n}").id
+        batch = [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": sentence(rng, words, weights, rng.randint(10, 70)),
+            }
+            for i in range(messages)
+        ]
+        mem.sessions.writer(sid).on_append(batch)
+    queries = [sentence(rng, words, weights, rng.randint(2, 5)) for _ in range(200)]
+    return mem, queries
+
+
+def populate_agent(
+    root: Path, sessions: int, messages: int, rng: random.Random, data: Path
+) -> tuple[agentmem.Memory, list[str]]:
+    """The agent store: the 23 real DeepSeek runs of ``deepseek-usage/`` replicated into
+    ``sessions`` sessions, each ``messages`` consecutive messages of one run (the run and
+    the start drawn by the RNG; the texts repeat, as an agent's commands and outputs do)."""
+    from bench_recall_agent import load_runs
+
+    runs = [run for run in load_runs(data) if len(run) > messages]
+    mem = agentmem.Memory(root=root, durability="normal")
+    texts: list[str] = []
+    for n in range(sessions):
+        run = rng.choice(runs)
+        start = rng.randrange(len(run) - messages)
+        batch = run[start : start + messages]
+        if batch[0].get("role") == "tool":  # a window never starts with an answer
+            batch = batch[1:]
+        sid = mem.sessions.create(name=f"run {runs.index(run)} from {start}").id
+        mem.sessions.writer(sid).on_append(batch)
+        if n < 200:
+            for m in batch:
+                content = m.get("content")
+                if isinstance(content, str) and len(content.split()) >= 5:
+                    texts.append(content)
+    counts: dict[str, int] = {}
+    for text in texts:
+        for word in _WORD.findall(text.lower()):
+            if word not in STOPWORDS:
+                counts[word] = counts.get(word, 0) + 1
+    common = sorted(counts, key=lambda w: -counts[w])[:300]
+    queries = []
+    for q in range(200):
+        if q % 2 == 0:
+            source = rng.choice(texts).split()
+            at = rng.randrange(max(1, len(source) - 5))
+            queries.append(" ".join(source[at : at + rng.randint(2, 5)]))
+        else:
+            queries.append(" ".join(rng.sample(common, rng.randint(2, 4))))
+    return mem, queries
+
+
+def build_store(
+    kind: str, root: Path, sessions: int, messages: int, data: Path
+) -> tuple[agentmem.Memory, list[str]]:
     rng = random.Random(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        mem, queries = populate(Path(tmp) / "m", sessions, rng)
-        built = time.perf_counter() - start
-        print(
-            f"store: {sessions} sessions x {MESSAGES} messages "
-            f"({sessions * MESSAGES:,} messages), written in {built:.1f} s"
-        )
-        for q in queries[:5]:
-            mem.recall(q)  # warm the page cache and statement cache
-        indexed = []
-        for q in queries:
-            t = time.perf_counter()
-            mem.recall(q)
-            indexed.append(time.perf_counter() - t)
-        scan = []
-        for q in queries[:scans]:
-            t = time.perf_counter()
-            classic_scan(mem.sessions, q)
-            scan.append(time.perf_counter() - t)
-        p50, p95 = pct(indexed, 0.5), pct(indexed, 0.95)
-        s50, s95 = pct(scan, 0.5), pct(scan, 0.95)
-        print(
-            f"recall (index)      p50 {p50:9.2f} ms   p95 {p95:9.2f} ms   ({len(indexed)} queries)"
-        )
-        print(f"naive scan (CLIO)   p50 {s50:9.2f} ms   p95 {s95:9.2f} ms   ({len(scan)} queries)")
-        print(f"speed-up            p50 {s50 / p50:9.0f} x   p95 {s95 / p95:9.0f} x")
-        conn = mem.sessions._conn
-        assert conn is not None
-        sizes = dict(conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall())
-        total = sum(sizes.values())
-        index = sum(v for k, v in sizes.items() if k.startswith("recall"))
-        messages = sum(
-            v for k, v in sizes.items() if k.startswith("messages") or "autoindex_messages" in k
-        )
-        print(
-            f"index size: {index / 1e6:.1f} MB of {total / 1e6:.1f} MB "
-            f"({index / total:.0%} of the database, {index / max(messages, 1):.2f}x the messages)"
-        )
-        mem.close()
+    if kind == "ordinary":
+        return populate(root, sessions, rng, messages)
+    if kind == "common-word":
+        return populate_common(root, sessions, messages, rng)
+    return populate_agent(root, sessions, messages, rng, data)
+
+
+def time_queries(mem: agentmem.Memory, queries: list[str], ranking: Ranking) -> list[float]:
+    for q in queries[:5]:
+        recall(mem.sessions, q, ranking=ranking)  # warm the page and statement caches
+    samples = []
+    for q in queries:
+        t = time.perf_counter()
+        recall(mem.sessions, q, ranking=ranking)
+        samples.append(time.perf_counter() - t)
+    return samples
+
+
+def bench_recall(
+    kinds: list[str], sizes: list[int], messages: int, old_queries: int, scans: int, data: Path
+) -> None:
+    """Recall p50/p95 on each store at each size, the postings (this release) against FTS5
+    candidates (the previous release's way, ``Ranking(postings=False)``), same store."""
+    old = dataclasses.replace(DEFAULT_RANKING, postings=False)
+    p50s: dict[tuple[str, int], tuple[float, float]] = {}
+    for kind in kinds:
+        for sessions in sizes:
+            with tempfile.TemporaryDirectory() as tmp:
+                start = time.perf_counter()
+                mem, queries = build_store(kind, Path(tmp) / "m", sessions, messages, data)
+                mem.sessions.check_recall_index(repair=False)  # indexes what is still queued
+                built = time.perf_counter() - start
+                count = sum(info.message_count for info in mem.sessions.list())
+                print(
+                    f"{kind} store: {sessions:,} sessions, {count:,} messages, "
+                    f"written in {built:.0f} s"
+                )
+                new = time_queries(mem, queries, DEFAULT_RANKING)
+                before = time_queries(mem, queries[:old_queries], old)
+                n50, n95 = pct(new, 0.5), pct(new, 0.95)
+                o50, o95 = pct(before, 0.5), pct(before, 0.95)
+                p50s[(kind, sessions)] = (n50, o50)
+                print(
+                    f"  postings (new)      p50 {n50:8.2f} ms   p95 {n95:8.2f} ms   "
+                    f"({len(new)} queries)\n"
+                    f"  FTS5 (before)       p50 {o50:8.2f} ms   p95 {o95:8.2f} ms   "
+                    f"({len(before)} queries)   new/before p50 {n50 / o50:.2f}"
+                )
+                if scans and kind == "ordinary":
+                    scan = []
+                    for q in queries[:scans]:
+                        t = time.perf_counter()
+                        classic_scan(mem.sessions, q)
+                        scan.append(time.perf_counter() - t)
+                    s50 = pct(scan, 0.5)
+                    print(f"  naive scan (CLIO)   p50 {s50:8.2f} ms   speed-up {s50 / n50:.0f}x")
+                _index_size(mem)
+                mem.close()
+        if len(sizes) > 1:
+            lo, hi = p50s[(kind, sizes[0])], p50s[(kind, sizes[-1])]
+            print(
+                f"  {kind}: p50 at {sizes[-1]:,} / at {sizes[0]:,} sessions: "
+                f"postings {hi[0] / lo[0]:.2f}x, FTS5 {hi[1] / lo[1]:.2f}x"
+            )
+
+
+def _index_size(mem: agentmem.Memory) -> None:
+    conn = mem.sessions._conn
+    assert conn is not None
+    sizes = dict(conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall())
+    total = sum(sizes.values())
+    index = sum(v for k, v in sizes.items() if k.startswith("recall"))
+    post = sum(v for k, v in sizes.items() if k.startswith(("recall_postings", "recall_terms")))
+    messages = sum(
+        v for k, v in sizes.items() if k.startswith("messages") or "autoindex_messages" in k
+    )
+    print(
+        f"  index size: {index / 1e6:.1f} MB of {total / 1e6:.1f} MB "
+        f"({index / total:.0%} of the database, {index / max(messages, 1):.2f}x the messages; "
+        f"postings {post / 1e6:.1f} MB)"
+    )
 
 
 def _append_store(
@@ -262,18 +378,27 @@ def bench_append(sizes: list[int], turns: int, durability: Durability) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sessions", type=int, default=1_000)
-    parser.add_argument("--scans", type=int, default=10, help="queries answered by the scan")
+    parser.add_argument("--stores", choices=STORES, nargs="*", default=list(STORES))
+    parser.add_argument("--sessions", type=int, nargs="*", default=[1_000, 10_000])
+    parser.add_argument("--messages", type=int, default=20, help="messages per session")
+    parser.add_argument("--old-queries", type=int, default=60, help="queries timed the old way")
+    parser.add_argument("--scans", type=int, default=5, help="queries answered by the scan")
+    parser.add_argument("--data", type=Path, default=DATA, help="the deepseek-usage directory")
     parser.add_argument("--sizes", type=int, nargs="*", default=[1_000, 100_000])
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--skip-append", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="100 and 1,000 sessions, no append")
     parser.add_argument(
         "--durability", choices=["full", "normal"], nargs="*", default=["full", "normal"]
     )
     args = parser.parse_args()
+    if args.quick:
+        args.sessions, args.skip_append = [100, 1_000], True
     print(f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}")
     if args.sessions:
-        bench_recall(args.sessions, args.scans)
+        bench_recall(
+            args.stores, args.sessions, args.messages, args.old_queries, args.scans, args.data
+        )
     if not args.skip_append:
         for durability in args.durability:
             bench_append(args.sizes, args.turns, durability)

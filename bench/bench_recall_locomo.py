@@ -125,6 +125,8 @@ def ideas() -> list[tuple[str, Ranking]]:
         question=0.0,
         common=1.0,
         every_match=0,
+        postings=False,
+        verbatim=0.0,
     )
     d = DEFAULT_RANKING
     steps = [("FTS5 BM25 (porter stems)", none)]
@@ -146,7 +148,12 @@ def ideas() -> list[tuple[str, Ranking]]:
     add("+ a question ranks lower", question=d.question)
     add("+ message length", length=d.length)
     add("+ weights re-tuned", **{k: getattr(d, k) for k in PREVIOUS})
+    add("+ verbatim quote bonus", verbatim=d.verbatim)
     steps.append(("shipped default", DEFAULT_RANKING))
+    # A store too large to re-rank every match: the candidates come from the index.
+    large = dataclasses.replace(DEFAULT_RANKING, every_match=0)
+    steps.append(("large store, FTS5 candidates", dataclasses.replace(large, postings=False)))
+    steps.append(("large store, postings", large))
     return steps
 
 

@@ -170,7 +170,9 @@ def test_index_rows_changed_from_outside_are_rebuilt_on_open(
 
 
 CORRUPTIBLE = sorted(
-    {"recall_docs", "recall_docs_by_message", "recall_pending", "recall_state"} | SHADOWS
+    {"recall_docs", "recall_docs_by_message", "recall_pending", "recall_state"}
+    | {"recall_postings", "recall_postings_by_impact", "recall_terms", "recall_unposted"}
+    | SHADOWS
 )
 
 

@@ -125,7 +125,7 @@ def test_recall_stats_agree_with_the_messages(tmp_path: Path) -> None:
         "missing": 0,
     }
     rows = store.recall_rows('"quartz"', 500)
-    assert {int(r[1]) + (100 if r[0] == sids[1] else 0): r[-1] for r in rows} == {
+    assert {r.seq + (100 if r.session_id == sids[1] else 0): r.length for r in rows} == {
         i: len(texts[i].split()) for i in range(1, 150)
     }
 

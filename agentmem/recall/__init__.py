@@ -1,6 +1,6 @@
 """Recall: search every stored session for a query, from the sessions database's index.
 
-:func:`recall` (``Memory.recall``) answers from the FTS5 index that the
+:func:`recall` (``Memory.recall``) answers from the index that the
 sessions database maintains in the same transaction as every message
 change (:mod:`agentmem.session_store.sql`, migration ``0003_recall_index``),
 so a query over thousands of sessions takes milliseconds and never sees a
@@ -11,10 +11,12 @@ never returns its own echoes (:mod:`agentmem.session_store.recall_index`).
 
 Ranking, all lexical and local (no model, no network):
 
-1. **Candidates**: the query's keywords (stopwords dropped) are OR-ed into
-   an FTS5 query; the best ``Ranking.candidates`` matches by FTS5's BM25 pass
-   the filters inside SQLite (every match, in a store of at most
-   ``Ranking.every_match`` messages).
+1. **Candidates**: the query's keywords (stopwords dropped). In a store of at
+   most ``Ranking.every_match`` messages every match (an FTS5 query, the
+   filters inside SQLite); in a larger one the best ``Ranking.candidates`` per
+   result by the impact-ordered postings
+   (:mod:`agentmem.session_store.postings`), a cost bounded by the best, not by
+   how many messages match.
 2. **BM25, re-scored**: each candidate's BM25 with ``Ranking.k1``/``b``, from
    its porter terms (:mod:`agentmem.recall._porter`, the index's own tokenizer), its
    length and the index's document frequencies.
@@ -25,7 +27,9 @@ Ranking, all lexical and local (no model, no network):
    share of the neighbours' scores, of the session's best scores, and the BM25
    of the session taken as one document.
 5. **Priors** from where and what the message is: a session's first message,
-   a message that asks (ends with ``?``) rather than tells, its length.
+   a message that asks (ends with ``?``) rather than tells, its length; and a
+   bonus for a message that holds the whole query verbatim (a quoted command
+   or error line).
 
 Ties go to the newest session, then the earlier message. Each idea's
 measured effect is in ``docs/recall.md`` (``bench/bench_recall_locomo.py``).
@@ -46,6 +50,7 @@ from agentmem.errors import InvalidArgumentError
 from agentmem.recall._porter import Matcher, terms
 from agentmem.scrub import scrub_near
 from agentmem.session_store import SessionStore
+from agentmem.session_store.postings import weight
 from agentmem.session_store.recall_records import RecallStats
 
 __all__ = ["STOPWORDS", "Ranking", "RecallHit", "recall"]
@@ -67,6 +72,11 @@ STOPWORDS: Final = frozenset(
 
 SESSION_BM25: Final = (1.2, 0.75)
 """BM25's k1 and b for a session taken as one document (FTS5's own values)."""
+
+SCAN_CHARS: Final = 2000
+"""Of a candidate whose term frequencies the postings give, only the first this many
+characters are read for the classic rules' keyword stems and density (a long tool
+output costs no more than a page of text)."""
 
 COMMON_MIN_MESSAGES: Final = 200
 """Below this many messages every keyword is searched (see ``Ranking.common``)."""
@@ -136,6 +146,14 @@ class Ranking:
             (at least 100).
         every_match: In a store of at most this many messages every match is re-ranked
             (the session scores then see every message that holds a keyword).
+        postings: In a larger store, take the candidates from the impact-ordered postings
+            (:mod:`agentmem.session_store.postings`: a cost bounded by the best candidates,
+            every keyword kept); ``False``: from FTS5's BM25 over every match, without the
+            keywords held by more than ``common`` of the messages (the previous release).
+        verbatim: Bonus per keyword for a message holding the whole query verbatim (case
+            and runs of whitespace aside): a query quoting a command, an error line or a
+            sentence finds the message it quotes (added to the final score, not lent to
+            the neighbours).
     """
 
     stopwords: bool = True
@@ -154,6 +172,8 @@ class Ranking:
     common: float = 0.8
     candidates: int = 30
     every_match: int = 1000
+    postings: bool = True
+    verbatim: float = 5.0
 
 
 DEFAULT_RANKING: Final = Ranking()
@@ -177,17 +197,15 @@ def _stem(word: str) -> str:
     return word
 
 
-def _classic(
-    lowered: str, found: set[str], occurrences: int, phrase: str, titled: bool, all_found: bool
-) -> float:
+def _classic(lowered: str, found: set[str], occurrences: int, said: bool, titled: bool) -> float:
     """The classic rules: exact phrase +3, +1 per keyword, density +1.5, title +0.5.
 
     ``lowered``: the message's text in lowercase; ``found``: the keyword stems it holds
-    (``occurrences`` times in all); ``titled``: its session's name holds a keyword;
-    ``all_found``: it holds every keyword (else the phrase cannot be in it).
+    (``occurrences`` times in all); ``said``: it holds the query's words as a phrase;
+    ``titled``: its session's name holds a keyword.
     """
     score = float(len(found))
-    if all_found and " " in phrase and phrase in _SPACE.sub(" ", lowered):
+    if said:
         score += 3.0
     if found and occurrences / max(1, lowered.count(" ") + 1) >= 0.1:
         score += 1.5
@@ -327,6 +345,11 @@ def _informative(
     return kept if any(held[w] for w in kept) else words
 
 
+def _match(words: Sequence[str]) -> str:
+    """The FTS5 query matching any of ``words`` (each quoted: no FTS5 syntax is read)."""
+    return " OR ".join(f'"{word}"' for word in words)
+
+
 def _preview(text: str, words: Sequence[str]) -> str:
     flat = _SPACE.sub(" ", scrub_near(text, words)).strip()
     if len(flat) <= PREVIEW_CHARS:
@@ -418,19 +441,28 @@ def recall(
     query_terms = list(dict.fromkeys(t for ts in stems.values() for t in ts))
     corpus = _Corpus(store.recall_stats(query_terms))
     pool = max(100, ranking.candidates * limit)
-    searched = words
     if corpus.messages <= ranking.every_match:
         pool = max(pool, corpus.messages)  # every match, common words included
+        rows = store.recall_rows(_match(words), pool, **filters)
     else:
         searched = _informative(words, stems, corpus, ranking.common)
-    match = " OR ".join(f'"{word}"' for word in searched)
-    rows = store.recall_rows(match, pool, **filters)
+        if ranking.postings:
+            looked = {t for w in searched for t in stems[w]}
+            weights = {
+                t: weight(corpus.messages, corpus.docs[t])
+                for t in query_terms
+                if t in looked and corpus.docs.get(t)
+            }
+            rows = store.recall_rows(weights, pool, **filters) if weights else []
+        else:
+            rows = store.recall_rows(_match(searched), pool, **filters)
     if not rows:
         return []
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
+    prefixes = Matcher((), crude)
     candidates: dict[_Key, _Candidate] = {}
     sessions: dict[str, _Session] = {}
     for row in rows:
@@ -439,20 +471,25 @@ def recall(
             title = row.session_name
             titled = bool(title and matcher.count(title)[1])
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
-        candidates[key] = _Candidate(row.role, row.text, row.length, *matcher.count(row.text))
+        if row.frequencies is None:
+            counted = matcher.count(row.text)
+        else:  # the postings counted the terms: only the start is read for the crude stems
+            _, found, occurrences = prefixes.count(row.text[:SCAN_CHARS])
+            counted = ({t: n for t, n in row.frequencies.items() if n}, found, occurrences)
+        candidates[key] = _Candidate(row.role, row.text, row.length, *counted)
     idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))
     average = corpus.average_length(c.length for c in candidates.values())
     score: dict[_Key, float] = {}
+    quoted: set[_Key] = set()
     for key, c in candidates.items():
         value = _bm25(c.frequencies, c.length / average, idf, ranking.k1, ranking.b)
+        lowered = c.body.lower()
+        said = len(c.found) == len(crude) and " " in phrase and phrase in _SPACE.sub(" ", lowered)
+        if said:
+            quoted.add(key)
         if ranking.classic:
             value += ranking.classic * _classic(
-                c.body.lower(),
-                c.found,
-                c.occurrences,
-                phrase,
-                sessions[key[0]].titled,
-                len(c.found) == len(crude),
+                lowered, c.found, c.occurrences, said, sessions[key[0]].titled
             )
         if ranking.speaker:
             label = _LABEL.match(c.body)
@@ -491,6 +528,8 @@ def recall(
             final[key] += ranking.opening
         if ranking.question and c.body.rstrip().endswith("?"):
             final[key] -= ranking.question
+        if ranking.verbatim and key in quoted:
+            final[key] += ranking.verbatim * len(words)
 
     order = sorted(final, key=lambda k: (-final[k], -sessions[k[0]].updated, k[1]))[:limit]
     out: list[RecallHit] = []

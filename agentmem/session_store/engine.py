@@ -95,6 +95,18 @@ class SessionTables(Protocol):
         exclude_session: str | None = None,
         max_sessions: int | None = None,
     ) -> list[tuple[Any, ...]]: ...
+    def recall_top(
+        self,
+        weights: dict[str, int],
+        limit: int,
+        *,
+        session_ids: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        exclude_session: str | None = None,
+        max_sessions: int | None = None,
+    ) -> list[tuple[Any, ...]]: ...
     def recall_stats(self, terms: Sequence[str]) -> tuple[dict[str, int], int, int, int]: ...
     def recall_session_sizes(self, sids: Sequence[str]) -> dict[str, int]: ...
     def recall_queued(self) -> bool: ...

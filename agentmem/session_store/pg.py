@@ -386,6 +386,11 @@ class PgSessionsSQL:
     def recall_rows(self, match: str, limit: int, **filters: Any) -> list[tuple[Any, ...]]:
         _no_recall_index()
 
+    def recall_top(
+        self, weights: dict[str, int], limit: int, **filters: Any
+    ) -> list[tuple[Any, ...]]:
+        _no_recall_index()  # agentmem.session_store.postings runs here unchanged (docs/recall.md)
+
     def recall_stats(self, terms: Sequence[str]) -> tuple[dict[str, int], int, int, int]:
         _no_recall_index()
 

@@ -1,7 +1,8 @@
 """The recall index: derived data kept beside the messages, rebuilt from them when damaged.
 
 The index (``recall_docs``, the FTS5 table ``recall_fts`` and its shadow tables,
-``recall_pending``, ``recall_state`` and the triggers that keep them) is written
+``recall_pending``, ``recall_state``, the impact-ordered postings of
+:mod:`.postings` and the triggers that keep them) is written
 by triggers in the same statement as every message change (see
 :mod:`agentmem.session_store.sql`), so it cannot drift from the messages through
 the library. Everything in it can be derived again from ``messages``, and that is
@@ -31,8 +32,13 @@ how damage to it is repaired: never by setting the messages aside.
   FTS5's row count equals ``recall_state.docs``. What it cannot see (a byte changed
   inside a page that still parses) the full check,
   :meth:`~agentmem.session_store.SessionStore.check_recall_index`, O(messages), finds.
+* **Postings** (migration ``0006_recall_postings``, :func:`add_postings`): a new
+  ``recall_docs`` row is queued in ``recall_unposted`` by a trigger and posted by
+  :func:`.postings.post` in Python (the tokenizer is Python), at the end of the
+  write transaction that queued it (and by :func:`flush`); a deleted row's
+  postings go in the deleting statement.
 * **Rebuild** (:func:`rebuild`): drop every index object and create them again
-  from their one definition, then index every message. An index object whose
+  from their one definition, then index and post every message. An index object whose
   pages are too damaged to drop is removed from the schema instead and the file
   is vacuumed, which leaves the messages' pages as they were.
 """
@@ -44,6 +50,7 @@ from typing import Final
 
 from agentmem._storage.fts import fts_sync_triggers, fts_table
 from agentmem._storage.sqlite import record_schema, transaction
+from agentmem.session_store import postings
 
 __all__ = [
     "CHECKPOINT_HEADER",
@@ -52,6 +59,7 @@ __all__ = [
     "INJECTED_TAGS",
     "MEMORY_TOOL",
     "RECALL_BATCH",
+    "add_postings",
     "create_recall_index_v1",
     "flush",
     "is_recall_object",
@@ -310,9 +318,13 @@ _FLUSH_INSERT: Final = """INSERT INTO recall_docs (session_id, seq, role, text)
             SELECT v.session_id, v.seq, v.role, v.text
             FROM (SELECT DISTINCT session_id, seq FROM recall_pending) AS p
             JOIN recall_source AS v ON v.session_id = p.session_id AND v.seq = p.seq"""
+# In the order of the sessions' activity, then of their messages: a docid grows with how
+# recently its session was active, as it does when appends index it (the postings give
+# ties among candidates to the larger docid, so a rebuilt index ranks as the one it replaces).
 _INDEX_ALL: Final = (
     "INSERT INTO recall_docs (session_id, seq, role, text) "
-    "SELECT session_id, seq, role, text FROM recall_source"
+    "SELECT v.session_id, v.seq, v.role, v.text FROM recall_source AS v "
+    "LEFT JOIN sessions AS s ON s.id = v.session_id ORDER BY s.updated_at, s.rowid, v.seq"
 )
 # The indexer raises `busy` while it writes; a write to the index while it is down was made
 # by someone else and marks the index dirty (the open-time check then rebuilds it).
@@ -382,13 +394,36 @@ _SCHEMA: Final = (
 
 
 def _create(conn: sqlite3.Connection) -> None:
-    """Create the index objects (rules :data:`INDEX_VERSION`) and index every message."""
-    for statement in _SCHEMA:
+    """Create the index objects (rules :data:`INDEX_VERSION`, the postings included) and
+    index every message."""
+    for statement in (*_SCHEMA, *postings.TABLES, *postings.SQLITE_TRIGGERS):
         conn.execute(statement)
     conn.execute("INSERT INTO recall_state (id, version, busy) VALUES (1, ?, 1)", (INDEX_VERSION,))
     conn.execute(_INDEX_ALL)
     conn.execute("UPDATE recall_state SET docs = (SELECT count(*) FROM recall_docs)")
     conn.execute(_IDLE)
+    postings.post(conn)
+
+
+def add_postings(conn: sqlite3.Connection) -> None:
+    """Migration 0006: the impact-ordered postings (:mod:`.postings`), every message posted.
+
+    A store whose index 0004 created under this release's rules has them already; an
+    index too damaged to read is left to the open-time check's rebuild.
+    """
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'recall_postings'").fetchone()
+    if exists is not None:
+        return
+    conn.execute("SAVEPOINT recall_postings")
+    try:
+        for statement in (*postings.TABLES, *postings.SQLITE_TRIGGERS):
+            conn.execute(statement)
+        conn.execute("INSERT INTO recall_unposted (doc) SELECT docid FROM recall_docs")
+        postings.post(conn)
+    except sqlite3.DatabaseError:  # damaged pages: the open-time check rebuilds it all
+        conn.execute("ROLLBACK TO recall_postings")
+        conn.execute("UPDATE recall_state SET dirty = 1")
+    conn.execute("RELEASE recall_postings")
 
 
 def _drop(conn: sqlite3.Connection) -> None:
@@ -426,9 +461,11 @@ def upgrade_to_v2(conn: sqlite3.Connection) -> None:
 
 
 def flush(conn: sqlite3.Connection) -> None:
-    """Index the queued message changes (inside the caller's write transaction)."""
+    """Index the queued message changes and post the new index rows (inside the
+    caller's write transaction)."""
     for statement in _FLUSH_STEPS:
         conn.execute(statement)
+    postings.post(conn)
 
 
 def _averages_rows(conn: sqlite3.Connection) -> int:

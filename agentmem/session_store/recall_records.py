@@ -31,11 +31,15 @@ class RecallRow(NamedTuple):
     """When its session was last updated (epoch seconds)."""
     length: int
     """Its length in index tokens."""
+    frequencies: dict[str, int] | None = None
+    """How many times it holds each asked term (``recall_rows`` given term weights: from the
+    postings), or ``None`` (``recall_rows``: count them in ``text``)."""
 
     @classmethod
     def from_sql(cls, row: Sequence[Any]) -> RecallRow:
-        """The record of one raw row of ``SessionsSQL.recall_rows``, decoded."""
-        sid, seq, role, score, text, name, created, updated, length = row
+        """The record of one raw row of ``SessionsSQL.recall_rows`` (or ``recall_top``,
+        whose rows end with the frequencies), decoded."""
+        sid, seq, role, score, text, name, created, updated, length = row[:9]
         return cls(
             str(sid),
             int(seq),
@@ -46,6 +50,7 @@ class RecallRow(NamedTuple):
             float(created),
             float(updated),
             int(length),
+            dict(row[9]) if len(row) > 9 else None,
         )
 
 

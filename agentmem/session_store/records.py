@@ -36,7 +36,7 @@ __all__ = [
 FORMAT_NAME: Final = "agentmem.sessions"
 """The ``meta.format`` of a sessions database."""
 
-FORMAT_VERSION: Final = 5
+FORMAT_VERSION: Final = 6
 """The sessions database version this code writes and the newest it reads."""
 
 EXPORT_FORMAT: Final = "agentmem.session-export"

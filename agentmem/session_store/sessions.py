@@ -547,8 +547,11 @@ class SessionStore:
 
     # ------------------------------------------------------------------ recall index
 
-    def recall_rows(self, match: str, limit: int, **filters: Any) -> builtins.list[RecallRow]:
-        """The best BM25 matches from the recall index (see :meth:`SessionsSQL.recall_rows`).
+    def recall_rows(
+        self, match: str | dict[str, int], limit: int, **filters: Any
+    ) -> builtins.list[RecallRow]:
+        """The best BM25 matches from the recall index (see :meth:`SessionsSQL.recall_rows`);
+        with term weights for ``match``, the best by the postings (:meth:`SessionsSQL.recall_top`).
 
         Ranking is :mod:`agentmem.recall`'s job; use :meth:`agentmem.Memory.recall`. An
         index found damaged is rebuilt from the messages (reported in
@@ -559,7 +562,11 @@ class SessionStore:
             CorruptStoreError: the database itself is damaged.
         """
         rows = self._read_recall_index(
-            lambda sql: sql.recall_rows(match, limit, **filters),
+            lambda sql: (
+                sql.recall_rows(match, limit, **filters)
+                if isinstance(match, str)
+                else sql.recall_top(match, limit, **filters)
+            ),
             ("search the recall index", "a search", "search the rebuilt recall index"),
         )
         return [RecallRow.from_sql(row) for row in rows]

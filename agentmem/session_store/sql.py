@@ -20,9 +20,10 @@ from typing import Any, Final
 
 from agentmem._storage.sqlite import Migration
 from agentmem.errors import SessionNotFoundError
-from agentmem.session_store import recall_index
+from agentmem.session_store import postings, recall_index
 from agentmem.session_store.recall_index import (
     RECALL_BATCH,
+    add_postings,
     create_recall_index_v1,
     upgrade_to_v2,
 )
@@ -127,6 +128,10 @@ MIGRATIONS: Final = (
             "ALTER TABLE billing ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0",
         ),
     ),
+    # Impact-ordered postings beside the FTS5 index (recall_postings, recall_terms,
+    # recall_unposted; agentmem.session_store.postings): recall's candidates in a cost
+    # bounded by the k best, not by the number of matches. Every message posted here.
+    Migration("0006_recall_postings", lambda conn: add_postings(conn)),
 )
 
 
@@ -135,9 +140,12 @@ def flush_recall_index(conn: sqlite3.Connection) -> bool:
 
     Returns whether there were any.
     """
-    if conn.execute(_SQL_RECALL_PENDING).fetchone() is None:
+    if conn.execute(_SQL_RECALL_PENDING).fetchone() is not None:
+        recall_index.flush(conn)  # posts the new index rows too
+    elif postings.unposted(conn):
+        postings.post(conn)
+    else:
         return False
-    recall_index.flush(conn)
     return True
 
 
@@ -235,12 +243,20 @@ _SQL_RECALL: Final = f"""
     WHERE recall_fts MATCH ?{{filters}}
     ORDER BY rank LIMIT ?
 """
+# The rows of recall_top's messages, by docid (the columns of _SQL_RECALL, docid first).
+_SQL_RECALL_BY_DOC: Final = f"""
+    SELECT d.docid, d.session_id, d.seq, {_raw("d.role")}, {_raw("d.text")},
+           {_raw("s.name")}, s.created_at, s.updated_at,
+           (SELECT z.sz FROM recall_fts_docsize AS z WHERE z.id = d.docid)
+    FROM recall_docs AS d
+    JOIN sessions AS s ON s.id = d.session_id
+    WHERE d.docid IN ({{marks}})
+"""
+_SQL_RECENT_SESSIONS: Final = "SELECT id FROM sessions ORDER BY updated_at DESC, rowid DESC LIMIT ?"
+_FEW_SESSIONS: Final = 50
+"""``max_sessions`` up to this many: their messages are scored, not the whole lists read."""
 _SQL_RECALL_TEXTS: Final = (
     f"SELECT seq, {_raw('text')} FROM recall_docs WHERE session_id = ? AND seq BETWEEN ? AND ?"
-)
-# A per-connection (temp) view of the index's vocabulary: how many messages hold a term.
-_SQL_RECALL_VOCAB: Final = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab USING fts5vocab(main, recall_fts, row)"
 )
 _SQL_RECALL_PENDING: Final = "SELECT 1 FROM recall_pending LIMIT 1"
 # FTS5's "averages" record (row 1 of its %_data table): varints, the number of indexed rows
@@ -513,31 +529,133 @@ class SessionsSQL:
         """Corpus statistics for BM25: messages holding each of ``terms``, the number of
         indexed messages, the number of tokens in them, and the number of sessions.
 
-        Messages and tokens come from FTS5's own averages record (0, 0 when it cannot
-        be read: an empty index). Cost: one B-tree lookup per term and three row reads.
+        Document frequencies come from the postings' term counts (``recall_terms``);
+        messages and tokens from FTS5's own averages record (0, 0 when it cannot be
+        read: an empty index). Cost: one B-tree lookup per term and three row reads.
         """
-        docs: dict[str, int] = {}
-        if terms:
-            self.conn.execute(_SQL_RECALL_VOCAB)
-            marks = ", ".join("?" * len(terms))
-            rows = self.conn.execute(
-                f"SELECT term, doc FROM temp.recall_vocab WHERE term IN ({marks})", list(terms)
-            ).fetchall()
-            docs = {str(term): int(doc) for term, doc in rows}
+        docs = postings.doc_frequencies(self.conn, terms) if terms else {}
         row = self.conn.execute(_SQL_RECALL_AVERAGES).fetchone()
         values = _varints(bytes(row[0])) if row is not None and row[0] is not None else []
         messages, tokens = (values[0], values[1]) if len(values) >= 2 else (0, 0)
         sessions = int(self.conn.execute(_SQL_RECALL_SESSIONS).fetchone()[0])
         return docs, messages, tokens, sessions
 
+    def recall_top(
+        self,
+        weights: dict[str, int],
+        limit: int,
+        *,
+        session_ids: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        exclude_session: str | None = None,
+        max_sessions: int | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """The ``limit`` best messages by the postings' score that pass the filters.
+
+        ``weights``: each query term's weight (:func:`.postings.weight`). Rows as
+        :meth:`recall_rows`', the score in place of BM25, then each row's frequencies of
+        the query terms (a dict, from the postings). Cost: bounded by where the best
+        messages sit in the terms' impact-ordered lists (:func:`.postings.top_k`); with
+        ``session_ids`` (or a few ``max_sessions``), the messages of those sessions are
+        scored instead.
+        """
+        clauses: list[str] = []
+        params: list[Any] = []
+        if roles is not None:
+            clauses.append(f"d.role IN ({', '.join('?' * len(roles))})")
+            params.extend(roles)
+        if since is not None:
+            clauses.append("s.updated_at >= ?")
+            params.append(since)
+        if until is not None:
+            clauses.append("s.created_at <= ?")
+            params.append(until)
+        if exclude_session is not None:
+            clauses.append("d.session_id != ?")
+            params.append(exclude_session)
+        scope = session_ids
+        if scope is None and max_sessions is not None and max_sessions <= _FEW_SESSIONS:
+            scope = [str(r[0]) for r in self.conn.execute(_SQL_RECENT_SESSIONS, (max_sessions,))]
+        elif max_sessions is not None:
+            clauses.append(
+                "d.session_id IN (SELECT id FROM sessions "
+                "ORDER BY updated_at DESC, rowid DESC LIMIT ?)"
+            )
+            params.append(max_sessions)
+        filters = "".join(f" AND {clause}" for clause in clauses)
+        passing = (
+            "SELECT d.docid FROM recall_docs AS d JOIN sessions AS s ON s.id = d.session_id "
+            "WHERE d.docid IN ({marks})" + filters
+        )
+
+        def accept(docs: list[int]) -> list[int]:
+            marks = ", ".join("?" * len(docs))
+            rows = self.conn.execute(passing.format(marks=marks), [*docs, *params])
+            return [int(r[0]) for r in rows]
+
+        if scope is not None:
+            sids = list(scope)
+            marks = ", ".join("?" * len(sids))
+            docs = [
+                int(r[0])
+                for r in self.conn.execute(
+                    f"SELECT docid FROM recall_docs WHERE session_id IN ({marks})", sids
+                )
+            ]
+            scored = postings.score_docs(self.conn, weights, accept(docs) if docs else [])
+            best = sorted(((v, d) for d, v in scored.items() if v > 0), key=lambda p: (-p[0], p[1]))
+            best = best[:limit]
+        else:
+            best = postings.top_k(
+                self.conn,
+                weights,
+                limit,
+                accept if clauses else None,
+                budget=postings.BUDGET,
+            )
+        if not best:
+            return []
+        order = {doc: n for n, (_, doc) in enumerate(best)}
+        score = {doc: value for value, doc in best}
+        rows: list[tuple[Any, ...]] = []
+        ids = list(order)
+        for start in range(0, len(ids), 400):
+            chunk = ids[start : start + 400]
+            marks = ", ".join("?" * len(chunk))
+            rows.extend(self.conn.execute(_SQL_RECALL_BY_DOC.format(marks=marks), chunk))
+        rows.sort(key=lambda r: order[int(r[0])])
+        held = postings.frequencies(self.conn, list(weights), ids)
+        return [
+            (
+                *row[1:4],
+                float(score[int(row[0])]),
+                *row[4:-1],
+                _token_count(row[-1]),
+                held[int(row[0])],
+            )
+            for row in rows
+        ]
+
     def recall_session_sizes(self, sids: Sequence[str]) -> dict[str, int]:
         """How many messages each of the sessions ``sids`` holds (0 for none)."""
         rows = self.conn.execute(_SQL_RECALL_SESSION_SIZES, (json.dumps(list(sids)),))
         return {str(sid): int(size or 0) for sid, size in rows}
 
+    def recall_post(self) -> None:
+        """Post the index rows the recall triggers queued (:func:`.postings.post`); one
+        row read when there are none (every write transaction ends with it, so the
+        postings are written in the transaction of the append that indexed the batch)."""
+        if postings.unposted(self.conn):
+            postings.post(self.conn)
+
     def recall_queued(self) -> bool:
-        """Whether message changes wait in the recall index's queue (one row read)."""
-        return self.conn.execute(_SQL_RECALL_PENDING).fetchone() is not None
+        """Whether message changes wait in the recall index's queue, or index rows wait
+        to be posted (two row reads)."""
+        if self.conn.execute(_SQL_RECALL_PENDING).fetchone() is not None:
+            return True
+        return postings.unposted(self.conn)
 
     def recall_texts(self, sid: str, first: int, last: int) -> dict[int, Any]:
         """Indexed text (raw) of the messages ``first..last`` of a session, by seq."""
@@ -565,4 +683,8 @@ class SessionsSQL:
                 problems.append(f"{extra} index rows have no message")
             if stale:
                 problems.append(f"{stale} index rows differ from their message")
+        try:
+            problems.extend(f"postings: {p}" for p in postings.problems(self.conn))
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"cannot compare the postings with the index: {exc}")
         return problems

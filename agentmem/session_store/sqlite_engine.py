@@ -115,7 +115,9 @@ class SqliteEngine:
             conn = self.require_open()
             try:
                 with transaction(conn):
-                    yield SessionsSQL(conn)
+                    sql = SessionsSQL(conn)
+                    yield sql
+                    sql.recall_post()  # what the recall triggers queued, in this transaction
             except sqlite3.Error as exc:
                 raise self.error(action, exc) from exc
 
