@@ -68,6 +68,7 @@ __all__ = [
     "connect",
     "enable_wal",
     "header_problem",
+    "is_busy",
     "is_corruption",
     "migrate",
     "open_database",
@@ -117,6 +118,16 @@ class Migration:
 
 class SchemaDamageError(sqlite3.DatabaseError):
     """The schema SQLite read is not the one this database recorded: damage it did not notice."""
+
+
+_BUSY_CODES: Final = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether an error (or the sqlite3 error it was raised from) is another connection's
+    lock, not damage."""
+    code = getattr(exc.__cause__, "sqlite_errorcode", getattr(exc, "sqlite_errorcode", None))
+    return isinstance(code, int) and code & 0xFF in _BUSY_CODES
 
 
 def is_corruption(exc: BaseException) -> bool:

@@ -31,6 +31,7 @@ from agentmem._storage.sqlite import (
     DURABILITIES,
     DerivedDamage,
     Durability,
+    is_busy,
     open_database,
 )
 from agentmem._validate import check_count, check_path
@@ -77,16 +78,6 @@ logger = logging.getLogger("agentmem.storage")
 _EXPORT_FORMATS: Final = {".json": "json", ".html": "html", ".htm": "html"}
 _T = TypeVar("_T")
 _Transaction = AbstractContextManager[SessionTables]
-
-
-_SQLITE_BUSY_CODES: Final = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
-
-
-def _busy(exc: StorageError) -> bool:
-    """Whether a store error is another connection's lock (not damage)."""
-    cause = exc.__cause__
-    code = getattr(cause, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF in _SQLITE_BUSY_CODES
 
 
 class SessionStore:
@@ -616,7 +607,7 @@ class SessionStore:
             with self._read("check the recall index", snapshot=True) as sql:
                 problems = recall_index.quick_problems(sql.conn) + sql.recall_problems()
         except StorageError as exc:
-            if _busy(exc):
+            if is_busy(exc):
                 raise
             problems = [str(exc)]
         if problems and repair:
@@ -635,7 +626,7 @@ class SessionStore:
             with self._read("check the recall index", snapshot=True) as sql:
                 problems = recall_index.quick_problems(sql.conn)
         except StorageError as exc:
-            if _busy(exc):  # another process holds the database: not damage, check next time
+            if is_busy(exc):  # another process holds the database: not damage, check next time
                 logger.warning("recall index of %s not checked on open: %s", self._path, exc)
                 return
             problems = [f"reading it failed ({exc})"]
