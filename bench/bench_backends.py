@@ -177,6 +177,20 @@ def _server(dsn: str | None, wanted: bool) -> Iterator[str | None]:
         script.stop(cluster.directory)
 
 
+def _uri(dsn: str) -> str:
+    """The ``postgresql://`` URI of a libpq DSN (``Memory(backend=)`` takes a URI)."""
+    import urllib.parse
+
+    import psycopg
+
+    if dsn.startswith(("postgresql://", "postgres://")):
+        return dsn
+    p = psycopg.conninfo.conninfo_to_dict(dsn)
+    query = {k: str(p[k]) for k in ("host", "port", "password") if p.get(k)}
+    user = urllib.parse.quote(str(p.get("user") or ""))
+    return f"postgresql://{user}@/{p['dbname']}?{urllib.parse.urlencode(query)}"
+
+
 @contextlib.contextmanager
 def _database(admin: str) -> Iterator[str]:
     import psycopg
@@ -185,7 +199,7 @@ def _database(admin: str) -> Iterator[str]:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield str(psycopg.conninfo.make_conninfo(admin, dbname=name))
+        yield _uri(str(psycopg.conninfo.make_conninfo(admin, dbname=name)))
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
