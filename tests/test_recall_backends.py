@@ -143,6 +143,21 @@ def test_memory_echoes_are_not_indexed(make_memory: MakeMemory) -> None:
     assert mem.sessions.check_recall_index(repair=False) == []
 
 
+def test_a_nul_character_in_a_message_is_indexed(
+    make_memory: MakeMemory, request: pytest.FixtureRequest
+) -> None:
+    """PostgreSQL's text cannot hold NUL: the message is still stored, and found by the
+    words on both sides of it (SQLite's index keeps the text up to the NUL only)."""
+    mem = make_memory()
+    sid = mem.sessions.create().id
+    mem.sessions.writer(sid).on_append([{"role": "user", "content": "mango\x00harbor"}])
+    assert mem.sessions.load(sid).messages[0]["content"] == "mango\x00harbor"
+    assert _keys(mem.recall("mango")) == {(sid, 0)}
+    if request.node.callspec.params["make_memory"] == "postgresql":
+        assert _keys(mem.recall("harbor")) == {(sid, 0)}
+    assert mem.sessions.check_recall_index(repair=False) == []
+
+
 def test_recall_sessions_tool(make_memory: MakeMemory) -> None:
     mem = make_memory()
     ids = _fill(mem)

@@ -51,6 +51,7 @@ __all__ = [
     "problems",
     "rebuild",
     "reindex",
+    "stored_text",
     "totals",
 ]
 
@@ -113,6 +114,13 @@ def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
+def stored_text(role: str, body: str, before: Any) -> str:
+    """The text of a message's index row: :func:`.pg_recall_text.indexed_text` with NUL
+    characters as spaces (PostgreSQL's text cannot hold NUL; both separate tokens, so
+    the postings are the same as SQLite's)."""
+    return indexed_text(role, body, before).replace("\x00", " ")
+
+
 def index(cur: Any, sid: str, rows: Sequence[tuple[int, str, str]]) -> None:
     """Index messages ``(seq, role, raw body)`` of session ``sid`` (in ``seq`` order, none
     indexed yet), in the caller's transaction."""
@@ -127,37 +135,76 @@ def index(cur: Any, sid: str, rows: Sequence[tuple[int, str, str]]) -> None:
             found = cur.execute(_LAST_ASSISTANT, (sid, rows[0][0])).fetchone()
             before = None if found is None else parsed(found[0])
             looked = True
-        text = indexed_text(role, body, before)
+        text = stored_text(role, body, before)
         tokens = index_terms(text)
         docs.append((sid, seq, role, text, len(tokens)))
         tokens_of.append(tokens)
         if role == "assistant":
             before, looked = parsed(body), True
-    values = ", ".join("(?, ?, ?, ?, ?)" for _ in docs)
-    ids = cur.execute(
-        f"INSERT INTO recall_docs (session_id, seq, role, text, length) VALUES {values} "
-        "RETURNING docid",
-        [v for doc in docs for v in doc],
-    ).fetchall()
-    _post(cur, [(int(r[0]), t) for r, t in zip(ids, tokens_of, strict=True)])
+    _post(cur, sid, docs, tokens_of)
 
 
-def _post(cur: Any, docs: Sequence[tuple[int, list[str]]]) -> None:
-    rows: list[tuple[str, int, int, int]] = []
+# One round trip: the index rows, their postings and the count changes (data-modifying
+# CTEs run to completion whether the main query reads them or not); returns the docids.
+_SQL_POST: Final = """
+    WITH d AS (
+        INSERT INTO recall_docs (session_id, seq, role, text, length)
+        SELECT ?, * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[])
+        RETURNING docid, seq
+    ), p AS (
+        INSERT INTO recall_postings (term, doc, tf, impact)
+        SELECT t.term, d.docid, t.tf, t.impact
+        FROM unnest(?::bigint[], ?::text[], ?::int[], ?::int[]) AS t (seq, term, tf, impact)
+        JOIN d ON d.seq = t.seq
+    ), c AS (
+        INSERT INTO recall_counts (term, docs, tokens)
+        SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[])
+    )
+    SELECT MIN(docid), MAX(docid) FROM d
+"""
+
+
+def _post(
+    cur: Any,
+    sid: str,
+    docs: Sequence[tuple[str, int, str, str, int]],
+    tokens_of: Sequence[list[str]],
+) -> None:
+    """Insert the index rows ``docs``, post their tokens and count them (one statement);
+    fold the counts when a docid crossed a multiple of :data:`FOLD_EVERY`."""
+    seqs: list[int] = []
+    terms: list[str] = []
+    tfs: list[int] = []
+    impacts: list[int] = []
     held: Counter[str] = Counter()
     length = 0
-    for doc, tokens in docs:
+    for (_, seq, _, _, _), tokens in zip(docs, tokens_of, strict=True):
         for term, tf in Counter(tokens).items():
-            rows.append((term, doc, tf, postings.impact(tf, len(tokens))))
+            seqs.append(seq)
+            terms.append(term)
+            tfs.append(tf)
+            impacts.append(postings.impact(tf, len(tokens)))
             held[term] += 1
         length += len(tokens)
-    if rows:
-        cur.executemany(
-            "INSERT INTO recall_postings (term, doc, tf, impact) VALUES (?, ?, ?, ?)", rows
-        )
-    counts = [(_TOTAL, len(docs), length), *((t, n, 0) for t, n in sorted(held.items()))]
-    cur.executemany("INSERT INTO recall_counts (term, docs, tokens) VALUES (?, ?, ?)", counts)
-    first, last = min(d for d, _ in docs), max(d for d, _ in docs)
+    counted = sorted(held.items())
+    row = cur.execute(
+        _SQL_POST,
+        (
+            sid,
+            [d[1] for d in docs],
+            [d[2] for d in docs],
+            [d[3] for d in docs],
+            [d[4] for d in docs],
+            seqs,
+            terms,
+            tfs,
+            impacts,
+            [_TOTAL, *(t for t, _ in counted)],
+            [len(docs), *(n for _, n in counted)],
+            [length, *(0 for _ in counted)],
+        ),
+    ).fetchone()
+    first, last = int(row[0]), int(row[1])
     if last // FOLD_EVERY != (first - 1) // FOLD_EVERY:
         fold(cur)
 
@@ -431,7 +478,7 @@ def problems(cur: Any) -> list[str]:
             before, last_sid = None, sid
         key = (str(sid), int(seq))
         seen.add(key)
-        text = indexed_text(str(role), body, before)
+        text = stored_text(str(role), body, before)
         if role == "assistant":
             before = parsed(body)
         row = docs.get(key)
