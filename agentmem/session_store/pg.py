@@ -491,12 +491,9 @@ class PgSessionsSQL:
     def recall_session_sizes(self, sids: Sequence[str]) -> dict[str, int]:
         """How many messages each of the sessions ``sids`` holds (0 for none)."""
         out = dict.fromkeys((str(s) for s in sids), 0)
-        for sid in out:
-            row = self.conn.execute(
-                "SELECT seq + 1 FROM recall_docs WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
-                (sid,),
-            ).fetchone()
-            out[sid] = int(row[0]) if row is not None else 0
+        if out:
+            for sid, size in self.conn.execute(_SQL_RECALL_SESSION_SIZES, (list(out),)):
+                out[str(sid)] = int(size or 0)
         return out
 
     def recall_queued(self) -> bool:
@@ -527,6 +524,12 @@ _SQL_RECALL_BY_DOC: Final = """
            d.length
     FROM recall_docs AS d JOIN sessions AS s ON s.id = d.session_id
     WHERE d.docid IN ({marks})
+"""
+# One backward index descent per session (recall_docs' unique (session_id, seq)).
+_SQL_RECALL_SESSION_SIZES: Final = """
+    SELECT j.sid, (SELECT seq + 1 FROM recall_docs WHERE session_id = j.sid
+                   ORDER BY seq DESC LIMIT 1)
+    FROM unnest(?::text[]) AS j (sid)
 """
 _FEW_SESSIONS: Final = 50
 
