@@ -176,9 +176,6 @@ _SQL_SAVE_STATE: Final = "UPDATE sessions SET state = ?, updated_at = ? WHERE id
 _SQL_RESET_STATE: Final = "UPDATE sessions SET state = '{}' WHERE id = ?"
 # The primary key (session_id, seq) answers MAX(seq) with one backward index descent.
 _SQL_NEXT_SEQ: Final = "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE session_id = ?"
-_SQL_INSERT_MESSAGE: Final = (
-    "INSERT INTO messages (session_id, seq, role, body, crc) VALUES (?, ?, ?, ?, ?)"
-)
 _SQL_REPLACE_MESSAGE: Final = (
     "UPDATE messages SET role = ?, body = ?, crc = ? WHERE session_id = ? AND seq = ?"
 )
@@ -307,22 +304,13 @@ class PgSessionsSQL:
         Raises:
             SessionNotFoundError: the session does not exist (its foreign key refused).
         """
-        try:
-            if len(rows) == 1:
-                role, body, crc = rows[0]
-                self.conn.execute(_SQL_INSERT_MESSAGE, (sid, start, role, body, crc))
-            else:
-                self.conn.executemany(
-                    _SQL_INSERT_MESSAGE,
-                    [(sid, start + i, role, body, crc) for i, (role, body, crc) in enumerate(rows)],
-                )
+        messages = [(start + i, str(role), body) for i, (role, body, _) in enumerate(rows)]
+        try:  # the rows and their index in one statement (pg_recall.index)
+            pg_recall.index(self.conn, sid, messages, crcs=[crc for _, _, crc in rows])
         except ConstraintViolation as exc:
             if exc.sqlstate == _FOREIGN_KEY_VIOLATION:
                 raise SessionNotFoundError(sid) from None
             raise
-        pg_recall.index(
-            self.conn, sid, [(start + i, str(role), body) for i, (role, body, _) in enumerate(rows)]
-        )
 
     def insert_thread_rows(self, sid: str, thread_id: str, start: int, rows: Sequence[Row]) -> None:
         self.conn.executemany(

@@ -121,9 +121,18 @@ def stored_text(role: str, body: str, before: Any) -> str:
     return indexed_text(role, body, before).replace("\x00", " ")
 
 
-def index(cur: Any, sid: str, rows: Sequence[tuple[int, str, str]]) -> None:
+def index(
+    cur: Any,
+    sid: str,
+    rows: Sequence[tuple[int, str, str]],
+    crcs: Sequence[int | None] | None = None,
+) -> None:
     """Index messages ``(seq, role, raw body)`` of session ``sid`` (in ``seq`` order, none
-    indexed yet), in the caller's transaction."""
+    indexed yet), in the caller's transaction.
+
+    ``crcs``: insert the messages too, with these checksums, in the same statement (an
+    append's message rows and index rows in one round trip).
+    """
     if not rows:
         return
     before: Any = None
@@ -141,13 +150,13 @@ def index(cur: Any, sid: str, rows: Sequence[tuple[int, str, str]]) -> None:
         tokens_of.append(tokens)
         if role == "assistant":
             before, looked = parsed(body), True
-    _post(cur, sid, docs, tokens_of)
+    _post(cur, sid, docs, tokens_of, None if crcs is None else (rows, crcs))
 
 
 # One round trip: the index rows, their postings and the count changes (data-modifying
 # CTEs run to completion whether the main query reads them or not); returns the docids.
 _SQL_POST: Final = """
-    WITH d AS (
+    WITH {messages}d AS (
         INSERT INTO recall_docs (session_id, seq, role, text, length)
         SELECT ?, * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[])
         RETURNING docid, seq
@@ -162,6 +171,10 @@ _SQL_POST: Final = """
     )
     SELECT MIN(docid), MAX(docid) FROM d
 """
+_SQL_POST_MESSAGES: Final = """m AS (
+        INSERT INTO messages (session_id, seq, role, body, crc)
+        SELECT ?, * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[])
+    ), """
 
 
 def _post(
@@ -169,9 +182,11 @@ def _post(
     sid: str,
     docs: Sequence[tuple[str, int, str, str, int]],
     tokens_of: Sequence[list[str]],
+    messages: tuple[Sequence[tuple[int, str, str]], Sequence[int | None]] | None,
 ) -> None:
-    """Insert the index rows ``docs``, post their tokens and count them (one statement);
-    fold the counts when a docid crossed a multiple of :data:`FOLD_EVERY`."""
+    """Insert the index rows ``docs`` (and the ``messages`` rows and their checksums,
+    when given), post their tokens and count them, in one statement; fold the counts
+    when a docid crossed a multiple of :data:`FOLD_EVERY`."""
     seqs: list[int] = []
     terms: list[str] = []
     tfs: list[int] = []
@@ -187,9 +202,15 @@ def _post(
             held[term] += 1
         length += len(tokens)
     counted = sorted(held.items())
+    prefix: list[Any] = []
+    if messages is not None:
+        rows, crcs = messages
+        prefix = [sid, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], crcs]
+    sql = _SQL_POST.format(messages="" if messages is None else _SQL_POST_MESSAGES)
     row = cur.execute(
-        _SQL_POST,
+        sql,
         (
+            *prefix,
             sid,
             [d[1] for d in docs],
             [d[2] for d in docs],
