@@ -17,6 +17,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -60,10 +61,8 @@ def worker(root: str, uri: str, session_id: str, acks: str, stop: str) -> None:
         try:
             session.append(message(session_id, index))
         except StorageError:
-            try:
+            with contextlib.suppress(StorageError):
                 session.close()
-            except StorageError:
-                pass
             session = _open(mem, session_id)
             continue
         os.write(ack, f"{index}\n".encode())

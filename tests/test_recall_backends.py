@@ -47,9 +47,7 @@ def make_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make
 
     def make() -> agentmem.Memory:
         clock = iter(range(1_000, 10_000_000, 100))
-        mem = agentmem.Memory(
-            root=tmp_path / f"m{len(made)}", backend=backend, durability="normal"
-        )
+        mem = agentmem.Memory(root=tmp_path / f"m{len(made)}", backend=backend, durability="normal")
         mem.sessions._now = lambda: float(next(clock))
         made.append(mem)
         return mem
@@ -234,7 +232,8 @@ def test_postgresql_recall_equals_sqlite_recall(
         _stored(lite, corpus)
         _stored(pg, corpus)
         assert _answers(pg, queries) == _answers(lite, queries)
-        assert pg.recall_stats(["zebra", "the", "run"]) == lite.recall_stats(["zebra", "the", "run"])
+        words = ["zebra", "the", "run"]
+        assert pg.recall_stats(words) == lite.recall_stats(words)
         assert pg.check_recall_index(repair=False) == []
     finally:
         lite.close()
