@@ -218,7 +218,7 @@ class SessionStore:
     def _sqlite(self) -> SqliteEngine:
         """The SQLite engine, for what only SQLite has (the recall index's maintenance)."""
         if not isinstance(self._engine, SqliteEngine):
-            raise StorageError(f"recall on PostgreSQL ({self._engine.where}) is not there yet")
+            raise StorageError(f"{self._engine.where} is not a SQLite file (SQLite maintenance)")
         return self._engine
 
     @property
