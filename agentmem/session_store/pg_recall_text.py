@@ -169,7 +169,7 @@ def indexed_text(role: str, raw: str, before: Any = None) -> str:
     if body is None:
         return ""
     if not isinstance(body, dict):
-        return _final(_calls_free(body))
+        return ""  # JSON, but not an object: json_extract finds neither content nor calls
     if _flagged(body):
         return ""
     if role == "tool" and _answers_memory_call(body, before):
@@ -180,9 +180,3 @@ def indexed_text(role: str, raw: str, before: Any = None) -> str:
     for tag in INJECTED_TAGS:
         text = _cut(text, tag)
     return _final(text)
-
-
-def _calls_free(body: Any) -> str:
-    """A JSON body that is not an object: ``json_extract`` finds neither content nor calls."""
-    del body
-    return ""
