@@ -197,17 +197,17 @@ def _stem(word: str) -> str:
     return word
 
 
-def _classic(lowered: str, found: set[str], occurrences: int, said: bool, titled: bool) -> float:
+def _classic(spaces: int, found: set[str], occurrences: int, said: bool, titled: bool) -> float:
     """The classic rules: exact phrase +3, +1 per keyword, density +1.5, title +0.5.
 
-    ``lowered``: the message's text in lowercase; ``found``: the keyword stems it holds
+    ``spaces``: the spaces in the message's text; ``found``: the keyword stems it holds
     (``occurrences`` times in all); ``said``: it holds the query's words as a phrase;
     ``titled``: its session's name holds a keyword.
     """
     score = float(len(found))
     if said:
         score += 3.0
-    if found and occurrences / max(1, lowered.count(" ") + 1) >= 0.1:
+    if found and occurrences / max(1, spaces + 1) >= 0.1:
         score += 1.5
     if titled:
         score += 0.5
@@ -345,6 +345,36 @@ def _informative(
     return kept if any(held[w] for w in kept) else words
 
 
+def _phrase(phrase: str) -> re.Pattern[str] | None:
+    """The query's words (``phrase``: lowercase, single spaces) as a pattern matching them
+    separated by any runs of whitespace, or ``None`` for a single word."""
+    if " " not in phrase:
+        return None
+    return re.compile(r"\s+".join(re.escape(part) for part in phrase.split(" ")))
+
+
+def _says(text: str, spoken: re.Pattern[str]) -> bool:
+    """Whether ``text`` holds the query's phrase (case and runs of whitespace aside): as
+    ``phrase in _SPACE.sub(" ", text.lower())``, without building the collapsed copy."""
+    return spoken.search(text.lower()) is not None
+
+
+def _from_postings(
+    held: Mapping[str, int], weighted: set[str], words: Sequence[str], stems: Mapping[str, list[str]]
+) -> tuple[dict[str, int], set[str], int]:
+    """A candidate's term frequencies, keywords found and keyword occurrences, from the
+    postings' frequencies ``held`` of the query terms (the text is not read).
+
+    The frequencies BM25 reads are those of the ``weighted`` terms (the searched ones);
+    a keyword is found (by its crude stem, as :meth:`Matcher.count` reports it) when the
+    message holds one of its porter terms, common words included; the occurrences are
+    those of every query term.
+    """
+    frequencies = {t: n for t, n in held.items() if n and t in weighted}
+    found = {_stem(w) for w in words if any(held.get(t) for t in stems[w])}
+    return frequencies, found, sum(n for n in held.values() if n)
+
+
 def _match(words: Sequence[str]) -> str:
     """The FTS5 query matching any of ``words`` (each quoted: no FTS5 syntax is read)."""
     return " OR ".join(f'"{word}"' for word in words)
@@ -438,6 +468,7 @@ def recall(
     if not words or filters["session_ids"] == [] or filters["roles"] == []:
         return []
     stems = {word: terms(word) for word in words}
+    weights: dict[str, int] | None = None
     query_terms = list(dict.fromkeys(t for ts in stems.values() for t in ts))
     corpus = _Corpus(store.recall_stats(query_terms))
     pool = max(100, ranking.candidates * limit)
@@ -453,16 +484,24 @@ def recall(
                 for t in query_terms
                 if t in looked and corpus.docs.get(t)
             }
-            rows = store.recall_rows(weights, pool, **filters) if weights else []
+            if weights:
+                # The common words held by some message ride along with weight 0: they do
+                # not choose the candidates, but the postings give their frequencies too
+                # (the keywords a candidate holds, below).
+                asked = {t: weights.get(t, 0) for t in query_terms if corpus.docs.get(t)}
+                rows = store.recall_rows(asked, pool, **filters)
+            else:
+                rows = []
         else:
             rows = store.recall_rows(_match(searched), pool, **filters)
     if not rows:
         return []
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
+    spoken = _phrase(phrase)
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
-    prefixes = Matcher((), crude)
+    weighted = set(weights) if weights is not None else set()
     candidates: dict[_Key, _Candidate] = {}
     sessions: dict[str, _Session] = {}
     for row in rows:
@@ -473,9 +512,8 @@ def recall(
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
         if row.frequencies is None:
             counted = matcher.count(row.text)
-        else:  # the postings counted the terms: only the start is read for the crude stems
-            _, found, occurrences = prefixes.count(row.text[:SCAN_CHARS])
-            counted = ({t: n for t, n in row.frequencies.items() if n}, found, occurrences)
+        else:  # the postings counted the terms: the text is not read
+            counted = _from_postings(row.frequencies, weighted, words, stems)
         candidates[key] = _Candidate(row.role, row.text, row.length, *counted)
     idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))
     average = corpus.average_length(c.length for c in candidates.values())
@@ -483,13 +521,12 @@ def recall(
     quoted: set[_Key] = set()
     for key, c in candidates.items():
         value = _bm25(c.frequencies, c.length / average, idf, ranking.k1, ranking.b)
-        lowered = c.body.lower()
-        said = len(c.found) == len(crude) and " " in phrase and phrase in _SPACE.sub(" ", lowered)
+        said = len(c.found) == len(crude) and spoken is not None and _says(c.body, spoken)
         if said:
             quoted.add(key)
         if ranking.classic:
             value += ranking.classic * _classic(
-                lowered, c.found, c.occurrences, said, sessions[key[0]].titled
+                c.body.count(" "), c.found, c.occurrences, said, sessions[key[0]].titled
             )
         if ranking.speaker:
             label = _LABEL.match(c.body)

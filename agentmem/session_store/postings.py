@@ -265,18 +265,36 @@ def frequencies(
 
 def score_docs(cur: Cursor, weights: Mapping[str, int], docs: Sequence[int]) -> dict[int, int]:
     """The exact score of each of ``docs`` (sum of weight x impact; 0 for no query term)."""
+    return _scored(cur, weights, docs, None)
+
+
+def _scored(
+    cur: Cursor,
+    weights: Mapping[str, int],
+    docs: Sequence[int],
+    held: dict[int, dict[str, int]] | None,
+) -> dict[int, int]:
+    """:func:`score_docs`, filling ``held`` (when given) with :func:`frequencies`' answer
+    from the same rows (one read of each message's postings of the terms)."""
     out = dict.fromkeys(docs, 0)
+    if held is not None:
+        for doc in docs:
+            held[doc] = {}
     names = list(weights)
+    if not names:
+        return out
     term_marks = ", ".join("?" * len(names))
     for chunk in _chunks(list(docs)):
         marks = ", ".join("?" * len(chunk))
         rows = cur.execute(
-            f"SELECT doc, term, impact FROM recall_postings "
+            f"SELECT doc, term, tf, impact FROM recall_postings "
             f"WHERE doc IN ({marks}) AND term IN ({term_marks})",
             [*chunk, *names],
         ).fetchall()
-        for doc, term, value in rows:
+        for doc, term, tf, value in rows:
             out[int(doc)] += weights[str(term)] * int(value)
+            if held is not None:
+                held[int(doc)][str(term)] = int(tf)
     return out
 
 
@@ -293,23 +311,25 @@ class _List:
         self.done = False
         self.block = _FIRST_BLOCK
 
-    def head(self, cur: Cursor) -> int:
-        """Weight x the impact of the next unread posting (0 when the list is read)."""
+    def head(self, cur: Cursor, cap: int) -> int:
+        """Weight x the impact of the next unread posting (0 when the list is read);
+        a block read here holds at most ``cap`` postings."""
         if not self.buffer and not self.done:
+            size = max(1, min(self.block, cap))
             if self.last is None:
                 rows = cur.execute(
                     "SELECT impact, doc FROM recall_postings WHERE term = ? "
                     "ORDER BY impact DESC, doc DESC LIMIT ?",
-                    (self.term, self.block),
+                    (self.term, size),
                 ).fetchall()
             else:
                 rows = cur.execute(
                     "SELECT impact, doc FROM recall_postings WHERE term = ? "
                     "AND (impact, doc) < (?, ?) ORDER BY impact DESC, doc DESC LIMIT ?",
-                    (self.term, *self.last, self.block),
+                    (self.term, *self.last, size),
                 ).fetchall()
             self.buffer = rows
-            self.done = len(rows) < self.block
+            self.done = len(rows) < size
             self.block = min(_MAX_BLOCK, self.block * 2)
             if rows:
                 self.last = rows[-1]
@@ -328,6 +348,7 @@ def top_k(
     accept: Callable[[list[int]], Iterable[int]] | None = None,
     *,
     budget: int | None = None,
+    held: dict[int, dict[str, int]] | None = None,
 ) -> list[tuple[int, int]]:
     """The ``k`` best messages for the query terms ``weights`` (term: weight), best first.
 
@@ -345,7 +366,9 @@ def top_k(
     exact scores are read by message (one query). ``budget`` (postings read) bounds
     the work whatever the lists hold: once it is spent the k best partial scores are
     taken (exact in every test corpus that does not spend it; see ``docs/recall.md``
-    for how often a real query does).
+    for how often a real query does). ``held``, when given, receives each returned
+    message's :func:`frequencies` of the terms (read with the exact scores: a term of
+    weight 0 is not searched but its frequencies are given).
     """
     lists = [_List(term, w) for term, w in sorted(weights.items()) if w > 0]
     if k <= 0 or not lists:
@@ -356,7 +379,9 @@ def top_k(
     read = 0
     complete = False
     while True:
-        heads = [lst.head(cur) for lst in lists]
+        # A block never takes the postings read past the budget (a block is at least 1).
+        cap = _MAX_BLOCK if budget is None else budget - read
+        heads = [lst.head(cur, cap) for lst in lists]
         threshold = sum(heads)
         if threshold == 0:
             complete = True  # every list read: the partial scores are the scores
@@ -385,7 +410,11 @@ def top_k(
         best += heapq.nlargest(k - len(best), (d for d, v in partial.items() if v == kth))
     else:
         best = list(partial)
-    exact = partial if complete else score_docs(cur, weights, best)
+    if complete and held is None:
+        exact = partial
+    else:
+        scores = _scored(cur, weights, best, held)
+        exact = partial if complete else scores
     return sorted(((exact[doc], doc) for doc in best), reverse=True)
 
 

@@ -595,6 +595,7 @@ class SessionsSQL:
             rows = self.conn.execute(passing.format(marks=marks), [*docs, *params])
             return [int(r[0]) for r in rows]
 
+        held: dict[int, dict[str, int]] = {}  # each best message's frequencies of the terms
         if scope is not None:
             sids = list(scope)
             marks = ", ".join("?" * len(sids))
@@ -614,6 +615,7 @@ class SessionsSQL:
                 limit,
                 accept if clauses else None,
                 budget=postings.BUDGET,
+                held=held,
             )
         if not best:
             return []
@@ -626,7 +628,8 @@ class SessionsSQL:
             marks = ", ".join("?" * len(chunk))
             rows.extend(self.conn.execute(_SQL_RECALL_BY_DOC.format(marks=marks), chunk))
         rows.sort(key=lambda r: order[int(r[0])])
-        held = postings.frequencies(self.conn, list(weights), ids)
+        if scope is not None:
+            held = postings.frequencies(self.conn, list(weights), ids)
         return [
             (
                 *row[1:4],
