@@ -70,6 +70,11 @@ STOPWORDS: Final = frozenset(
 )
 """Words dropped from a query: they match nearly every message and rank nothing."""
 
+PREVIEW_MARGIN: Final = 1024
+"""Characters scrubbed on each side of a preview's first keyword (``scrub_near``'s margin:
+longer than any key, and than the preview, which starts just before that keyword; a PEM
+block is found whole whatever the margin)."""
+
 SESSION_BM25: Final = (1.2, 0.75)
 """BM25's k1 and b for a session taken as one document (FTS5's own values)."""
 
@@ -360,19 +365,26 @@ def _says(text: str, spoken: re.Pattern[str]) -> bool:
 
 
 def _from_postings(
-    held: Mapping[str, int], weighted: set[str], words: Sequence[str], stems: Mapping[str, list[str]]
+    held: Mapping[str, int], weighted: set[str], crude_of: Mapping[str, set[str]]
 ) -> tuple[dict[str, int], set[str], int]:
     """A candidate's term frequencies, keywords found and keyword occurrences, from the
     postings' frequencies ``held`` of the query terms (the text is not read).
 
     The frequencies BM25 reads are those of the ``weighted`` terms (the searched ones);
     a keyword is found (by its crude stem, as :meth:`Matcher.count` reports it) when the
-    message holds one of its porter terms, common words included; the occurrences are
-    those of every query term.
+    message holds one of its porter terms (``crude_of``: each term's keywords' crude
+    stems), common words included; the occurrences are those of every query term.
     """
-    frequencies = {t: n for t, n in held.items() if n and t in weighted}
-    found = {_stem(w) for w in words if any(held.get(t) for t in stems[w])}
-    return frequencies, found, sum(n for n in held.values() if n)
+    frequencies: dict[str, int] = {}
+    found: set[str] = set()
+    occurrences = 0
+    for term, n in held.items():
+        if n:
+            occurrences += n
+            found |= crude_of[term]
+            if term in weighted:
+                frequencies[term] = n
+    return frequencies, found, occurrences
 
 
 def _match(words: Sequence[str]) -> str:
@@ -381,7 +393,7 @@ def _match(words: Sequence[str]) -> str:
 
 
 def _preview(text: str, words: Sequence[str]) -> str:
-    flat = _SPACE.sub(" ", scrub_near(text, words)).strip()
+    flat = _SPACE.sub(" ", scrub_near(text, words, PREVIEW_MARGIN)).strip()
     if len(flat) <= PREVIEW_CHARS:
         return flat
     lowered = flat.lower()
@@ -501,7 +513,11 @@ def recall(
     spoken = _phrase(phrase)
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
-    weighted = set(weights) if weights is not None else set()
+    weighted = {t for t, w in weights.items() if w} if weights is not None else set()
+    crude_of: dict[str, set[str]] = defaultdict(set)
+    for word in words:
+        for term in stems[word]:
+            crude_of[term].add(_stem(word))
     candidates: dict[_Key, _Candidate] = {}
     sessions: dict[str, _Session] = {}
     for row in rows:
@@ -513,7 +529,7 @@ def recall(
         if row.frequencies is None:
             counted = matcher.count(row.text)
         else:  # the postings counted the terms: the text is not read
-            counted = _from_postings(row.frequencies, weighted, words, stems)
+            counted = _from_postings(row.frequencies, weighted, crude_of)
         candidates[key] = _Candidate(row.role, row.text, row.length, *counted)
     idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))
     average = corpus.average_length(c.length for c in candidates.values())
