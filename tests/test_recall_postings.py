@@ -22,7 +22,9 @@ from profiles import scaled
 
 import agentmem
 from agentmem.session_store import SessionStore, postings
+from agentmem.recall import Ranking, recall
 from agentmem.session_store.postings import TABLES, add, top_k
+from agentmem.session_store.sql import POST_BACKLOG, POST_PER_WRITE
 
 VOCAB = ["ax", "by", "cz", "dq", "ew", "fv", "gu", "ht"]
 
@@ -195,20 +197,35 @@ def test_rebuild_from_the_messages_gives_the_same_postings_and_results(tmp_path:
     mem.close()
 
 
-def test_appends_post_in_their_own_transaction(tmp_path: Path) -> None:
-    """The postings of a batch are written by the append that indexed it: nothing is left
-    queued once an append returns."""
+def test_appends_post_a_bounded_share_of_the_queue(tmp_path: Path) -> None:
+    """The batch an append indexes is posted over the next appends, a bounded number of
+    messages each (no append pays for a whole batch), the queue never holds more than
+    one batch, a large append posts all but one batch itself, and a search sees every
+    message whatever is still queued."""
     store = SessionStore(tmp_path / "s.sqlite", durability="normal")
     sid = store.create(name="x").id
     writer = store.writer(sid)
     conn = store._conn
     assert conn is not None
+    posted = "SELECT count(DISTINCT doc) FROM recall_postings"
+    queued = "SELECT count(*) FROM recall_unposted"
     for n in range(200):
+        before = conn.execute(posted).fetchone()[0]
         writer.on_append([{"role": "user", "content": f"message {n} about parquet"}])
-        assert not postings.unposted(conn)
+        assert conn.execute(posted).fetchone()[0] - before <= POST_PER_WRITE
+        assert conn.execute(queued).fetchone()[0] <= POST_BACKLOG
     indexed = conn.execute("SELECT count(*) FROM recall_docs").fetchone()[0]
-    posted = conn.execute("SELECT count(DISTINCT doc) FROM recall_postings").fetchone()[0]
-    assert indexed == posted == 192  # three batches of 64; the rest still in the queue
+    assert indexed == 192  # three batches of 64; the rest still in the FTS5 queue
+    assert conn.execute(posted).fetchone()[0] + conn.execute(queued).fetchone()[0] == indexed
+    writer.on_append(
+        [{"role": "user", "content": f"bulk {n} about arrow"} for n in range(1_000)]
+    )
+    assert 0 < conn.execute(queued).fetchone()[0] <= POST_BACKLOG
+    hits = recall(store, "message 199 parquet", max_results=1, ranking=Ranking(every_match=0))
+    assert [(h.index, h.preview) for h in hits] == [(199, "message 199 about parquet")]
+    assert recall(store, "bulk 999 arrow", max_results=1)[0].index == 1_199
+    assert not postings.unposted(conn)  # the search posted the rest first
+    assert store.check_recall_index(repair=False) == []
     store.close()
 
 

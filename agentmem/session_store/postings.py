@@ -181,11 +181,17 @@ def add(cur: Cursor, docs: Iterable[tuple[int, str]]) -> int:
     for doc, text in docs:
         tokens = index_terms(text)
         length = len(tokens)
-        for term, tf in Counter(tokens).items():
-            rows.append((term, doc, tf, impact(tf, length)))
-            held[term] += 1
+        counts = Counter(tokens)
+        values: dict[int, int] = {}  # tf: impact, for this length (most tf are 1 or 2)
+        for term, tf in counts.items():
+            value = values.get(tf)
+            if value is None:
+                value = values[tf] = impact(tf, length)
+            rows.append((term, doc, tf, value))
+        held.update(counts.keys())
         count += 1
     if rows:
+        rows.sort()  # by term: the by-impact index is written in order, page by page
         cur.executemany(
             "INSERT INTO recall_postings (term, doc, tf, impact) VALUES (?, ?, ?, ?)", rows
         )
@@ -209,17 +215,19 @@ def unposted(cur: Cursor) -> bool:
     return cur.execute("SELECT 1 FROM recall_unposted LIMIT 1").fetchone() is not None
 
 
-def post(cur: Cursor, batch: int = 500) -> int:
-    """Post every queued message (``recall_unposted``), ``batch`` at a time; returns how many.
+def post(cur: Cursor, batch: int = 500, *, limit: int | None = None) -> int:
+    """Post the queued messages (``recall_unposted``), oldest first, ``batch`` at a time;
+    returns how many.
 
-    Runs inside the caller's write transaction.
+    Every one, or at most ``limit`` of them. Runs inside the caller's write transaction.
     """
     done = 0
-    while True:
+    while limit is None or done < limit:
+        size = batch if limit is None else min(batch, limit - done)
         rows = cur.execute(
             "SELECT u.doc, d.text FROM recall_unposted AS u "
             "LEFT JOIN recall_docs AS d ON d.docid = u.doc ORDER BY u.doc LIMIT ?",
-            (batch,),
+            (size,),
         ).fetchall()
         if not rows:
             return done
@@ -227,7 +235,9 @@ def post(cur: Cursor, batch: int = 500) -> int:
         for chunk in _chunks(ids):
             marks = ", ".join("?" * len(chunk))
             cur.execute(f"DELETE FROM recall_unposted WHERE doc IN ({marks})", chunk)
-        done += add(cur, ((int(doc), _decoded(text)) for doc, text in rows if text is not None))
+        add(cur, ((int(doc), _decoded(text)) for doc, text in rows if text is not None))
+        done += len(rows)
+    return done
 
 
 def doc_frequencies(cur: Cursor, query_terms: Sequence[str]) -> dict[str, int]:
