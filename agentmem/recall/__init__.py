@@ -78,10 +78,12 @@ block is found whole whatever the margin)."""
 SESSION_BM25: Final = (1.2, 0.75)
 """BM25's k1 and b for a session taken as one document (FTS5's own values)."""
 
-SCAN_CHARS: Final = 2000
-"""Of a candidate whose term frequencies the postings give, only the first this many
-characters are read for the classic rules' keyword stems and density (a long tool
-output costs no more than a page of text)."""
+SCAN_CHARS: Final = 400
+"""A candidate whose term frequencies the postings give is read for the keywords it
+holds (the crude stems that start its words, as on a small store) only when its text is
+at most this long (a chat turn); a longer one's (a tool output, code) come from the
+postings (:func:`_from_postings`): reading it would cost more than the rest of the
+ranking."""
 
 COMMON_MIN_MESSAGES: Final = 200
 """Below this many messages every keyword is searched (see ``Ranking.common``)."""
@@ -513,6 +515,7 @@ def recall(
     spoken = _phrase(phrase)
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
+    prefixes = Matcher((), crude)
     weighted = {t for t, w in weights.items() if w} if weights is not None else set()
     crude_of: dict[str, set[str]] = defaultdict(set)
     for word in words:
@@ -528,7 +531,14 @@ def recall(
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
         if row.frequencies is None:
             counted = matcher.count(row.text)
-        else:  # the postings counted the terms: the text is not read
+        elif len(row.text) <= SCAN_CHARS:  # the postings counted the terms
+            _, found, occurrences = prefixes.count(row.text)
+            counted = (
+                {t: n for t, n in row.frequencies.items() if n and t in weighted},
+                found,
+                occurrences,
+            )
+        else:  # ... and the text is not read
             counted = _from_postings(row.frequencies, weighted, crude_of)
         candidates[key] = _Candidate(row.role, row.text, row.length, *counted)
     idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))

@@ -325,7 +325,7 @@ class _List:
         """Weight x the impact of the next unread posting (0 when the list is read);
         a block read here holds at most ``cap`` postings."""
         if not self.buffer and not self.done:
-            size = max(1, min(self.block, cap))
+            size = min(self.block, cap)
             if self.last is None:
                 rows = cur.execute(
                     "SELECT impact, doc FROM recall_postings WHERE term = ? "
@@ -389,7 +389,9 @@ def top_k(
     read = 0
     complete = False
     while True:
-        # A block never takes the postings read past the budget (a block is at least 1).
+        if budget is not None and read >= budget:
+            break
+        # A block never takes the postings read past the budget.
         cap = _MAX_BLOCK if budget is None else budget - read
         heads = [lst.head(cur, cap) for lst in lists]
         threshold = sum(heads)
@@ -397,8 +399,6 @@ def top_k(
             complete = True  # every list read: the partial scores are the scores
             break
         if len(partial) >= k and _settled(partial, seen_in, lists, heads, k):
-            break
-        if budget is not None and read >= budget:
             break
         at = max(range(len(lists)), key=heads.__getitem__)
         rows = lists[at].take()
