@@ -264,7 +264,7 @@ _SQL_RECALL_PENDING: Final = "SELECT 1 FROM recall_pending LIMIT 1"
 _SQL_RECALL_AVERAGES: Final = "SELECT block FROM recall_fts_data WHERE id = 1"
 _SQL_RECALL_SESSIONS: Final = "SELECT count(*) FROM sessions"
 _SQL_RECALL_UNPOSTED_COUNT: Final = "SELECT count(*) FROM recall_unposted"
-POST_PER_WRITE: Final = 4
+POST_PER_WRITE: Final = 16
 """Index rows a write transaction posts at least (when queued): see ``recall_post``."""
 POST_BACKLOG: Final = 64
 """Index rows left queued for the next writes at most (``RECALL_BATCH``): see ``recall_post``."""
