@@ -361,13 +361,15 @@ def bench_append(sizes: list[int], turns: int, durability: Durability) -> None:
                 store.close()
             shutil.rmtree(tmp, ignore_errors=True)
         r = results[size]
-        p90 = {f: pct(v, 0.9) * 1e3 for f, v in samples.items()}
+        p95 = {f: pct(v, 0.95) * 1e3 for f, v in samples.items()}
+        p99 = {f: pct(v, 0.99) * 1e3 for f, v in samples.items()}
         mean = {f: statistics.fmean(v) * 1e6 for f, v in samples.items()}
         print(
             f"append into a {size:>7,}-message session: indexed {r[True]:8.0f} us   "
             f"unindexed {r[False]:8.0f} us   ratio {r[True] / r[False]:.3f}\n"
-            f"    p90 {p90[True]:.0f} / {p90[False]:.0f} us   mean {mean[True]:.0f} / "
-            f"{mean[False]:.0f} us   CPU {cpu[True] / turns * 1e6:.0f} / "
+            f"    p95 {p95[True]:.0f} / {p95[False]:.0f} us   p99 {p99[True]:.0f} / "
+            f"{p99[False]:.0f} us   mean {mean[True]:.0f} / {mean[False]:.0f} us "
+            f"(ratio {mean[True] / mean[False]:.2f})   CPU {cpu[True] / turns * 1e6:.0f} / "
             f"{cpu[False] / turns * 1e6:.0f} us   WAL frames per commit "
             f"{frames[True]:.2f} / {frames[False]:.2f}"
         )

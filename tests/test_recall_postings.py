@@ -21,8 +21,10 @@ from hypothesis import strategies as st
 from profiles import scaled
 
 import agentmem
+from agentmem.recall import Ranking, recall
 from agentmem.session_store import SessionStore, postings
 from agentmem.session_store.postings import TABLES, add, top_k
+from agentmem.session_store.sql import POST_BACKLOG, POST_PER_WRITE
 
 VOCAB = ["ax", "by", "cz", "dq", "ew", "fv", "gu", "ht"]
 
@@ -195,20 +197,33 @@ def test_rebuild_from_the_messages_gives_the_same_postings_and_results(tmp_path:
     mem.close()
 
 
-def test_appends_post_in_their_own_transaction(tmp_path: Path) -> None:
-    """The postings of a batch are written by the append that indexed it: nothing is left
-    queued once an append returns."""
+def test_appends_post_a_bounded_share_of_the_queue(tmp_path: Path) -> None:
+    """The batch an append indexes is posted over the next appends, a bounded number of
+    messages each (no append pays for a whole batch), the queue never holds more than
+    one batch, a large append posts all but one batch itself, and a search sees every
+    message whatever is still queued."""
     store = SessionStore(tmp_path / "s.sqlite", durability="normal")
     sid = store.create(name="x").id
     writer = store.writer(sid)
     conn = store._conn
     assert conn is not None
+    posted = "SELECT count(DISTINCT doc) FROM recall_postings"
+    queued = "SELECT count(*) FROM recall_unposted"
     for n in range(200):
+        before = conn.execute(posted).fetchone()[0]
         writer.on_append([{"role": "user", "content": f"message {n} about parquet"}])
-        assert not postings.unposted(conn)
+        assert conn.execute(posted).fetchone()[0] - before <= POST_PER_WRITE
+        assert conn.execute(queued).fetchone()[0] <= POST_BACKLOG
     indexed = conn.execute("SELECT count(*) FROM recall_docs").fetchone()[0]
-    posted = conn.execute("SELECT count(DISTINCT doc) FROM recall_postings").fetchone()[0]
-    assert indexed == posted == 192  # three batches of 64; the rest still in the queue
+    assert indexed == 192  # three batches of 64; the rest still in the FTS5 queue
+    assert conn.execute(posted).fetchone()[0] + conn.execute(queued).fetchone()[0] == indexed
+    writer.on_append([{"role": "user", "content": f"bulk {n} about arrow"} for n in range(1_000)])
+    assert 0 < conn.execute(queued).fetchone()[0] <= POST_BACKLOG
+    hits = recall(store, "message 199 parquet", max_results=1, ranking=Ranking(every_match=0))
+    assert [(h.index, h.preview) for h in hits] == [(199, "message 199 about parquet")]
+    assert recall(store, "bulk 999 arrow", max_results=1)[0].index == 1_199
+    assert not postings.unposted(conn)  # the search posted the rest first
+    assert store.check_recall_index(repair=False) == []
     store.close()
 
 
@@ -320,3 +335,83 @@ def test_an_old_store_with_a_damaged_index_migrates_and_is_rebuilt(
     }
     assert len(store.load("golden-main").messages) == 7
     store.close()
+
+
+@settings(max_examples=scaled(150))
+@given(
+    docs=_corpus,
+    weights=st.dictionaries(st.sampled_from(VOCAB), st.integers(0, 400), min_size=1, max_size=5),
+    k=st.integers(1, 12),
+    budget=st.sampled_from([None, 1, 7, 40]),
+)
+def test_top_k_gives_the_frequencies_with_the_scores(
+    docs: dict[int, list[str]], weights: dict[str, int], k: int, budget: int | None
+) -> None:
+    """``held`` receives each returned message's frequencies of every term (weight 0
+    included: not searched, but counted), and asking for them changes no result."""
+    conn = _index(docs)
+    held: dict[int, dict[str, int]] = {}
+    best = top_k(conn, weights, k, budget=budget, held=held)
+    assert best == top_k(conn, weights, k, budget=budget)
+    if budget is None:
+        searched = {t: w for t, w in weights.items() if w}
+        assert best == _reference_top(docs, searched, k, lambda _: True)
+    returned = [doc for _, doc in best]
+    assert sorted(held) == sorted(returned) or not best
+    for doc in returned:
+        expected = {t: docs[doc].count(t) for t in weights if t in docs[doc]}
+        assert held[doc] == expected
+
+
+@settings(max_examples=scaled(60))
+@given(docs=_corpus, weights=_weights, budget=st.integers(1, 60))
+def test_top_k_reads_within_its_budget(
+    docs: dict[int, list[str]], weights: dict[str, int], budget: int
+) -> None:
+    """A block read never takes the postings read past the budget: with one list, at
+    most ``budget`` postings are fetched; with several, at most one budget per list."""
+    conn = _index(docs)
+    fetched = 0
+
+    class Counting:
+        def execute(self, sql: str, parameters: tuple[object, ...] = ()) -> object:
+            nonlocal fetched
+            cursor = conn.execute(sql, parameters)
+            if "ORDER BY impact DESC" not in sql:
+                return cursor
+            rows = cursor.fetchall()
+            fetched += len(rows)
+            return _Rows(rows)
+
+        def executemany(self, sql: str, parameters: object) -> object:
+            raise AssertionError("top_k writes nothing")
+
+    top_k(Counting(), weights, 3, budget=budget)
+    assert fetched <= budget * len(weights)
+    if len(weights) == 1:
+        assert fetched <= budget
+
+
+class _Rows:
+    def __init__(self, rows: list[tuple[object, ...]]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        return self._rows
+
+
+def test_post_with_a_limit_posts_the_oldest_first(tmp_path: Path) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE recall_docs (docid INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+    for statement in TABLES:
+        conn.execute(statement)
+    for doc in range(1, 11):
+        conn.execute("INSERT INTO recall_docs VALUES (?, ?)", (doc, f"word{doc} common"))
+        conn.execute("INSERT INTO recall_unposted VALUES (?)", (doc,))
+    assert postings.post(conn, limit=4) == 4
+    posted = [d for (d,) in conn.execute("SELECT DISTINCT doc FROM recall_postings ORDER BY doc")]
+    assert posted == [1, 2, 3, 4]
+    assert conn.execute("SELECT docs FROM recall_terms WHERE term = 'common'").fetchone() == (4,)
+    assert postings.post(conn, batch=3) == 6  # every one left, three at a time
+    assert not postings.unposted(conn)
+    assert postings.problems(conn) == []

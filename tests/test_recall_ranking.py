@@ -226,3 +226,64 @@ def test_small_store_ranks_every_match_even_common_words(tmp_path: Path) -> None
     hits = recall(store, "zebra quartz", 5, ranking=DEFAULT_RANKING)
     assert len(hits) == 5
     assert {h.preview for h in hits[:2]} == {"quartz one", "quartz two"}
+
+
+_TEXT_ALPHABET = st.sampled_from(list("abtesrun _-.\n\t\u00e9\u00c9AB12"))
+
+
+def _reference_prefix_count(text: str, prefixes: list[str]) -> tuple[set[str], int]:
+    """The prefix count as it was: every token starting like a prefix, one at a time."""
+    import re
+
+    from agentmem.session_store import postings_terms
+
+    alternatives = "|".join(map(re.escape, sorted(set(prefixes), key=len, reverse=True)))
+    pattern = re.compile(rf"(?<![^\W_])(?:{alternatives})[^\W_]*")
+    started: set[str] = set()
+    hits = 0
+    for token in pattern.findall(postings_terms._fold(text)):
+        hit = False
+        for prefix in prefixes:
+            if token.startswith(prefix):
+                started.add(prefix)
+                hit = True
+        hits += hit
+    return started, hits
+
+
+@settings(max_examples=300)
+@given(
+    text=st.text(_TEXT_ALPHABET, max_size=80),
+    prefixes=st.lists(
+        st.text(st.sampled_from(list("abtesrun\u00e9_")), min_size=1, max_size=4),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_prefix_count_finds_what_the_token_scan_found(text: str, prefixes: list[str]) -> None:
+    """``Matcher((), prefixes).count`` (a search for the prefixes, kept where a token
+    starts) reports the prefixes and the tokens a scan of every token reports, prefixes
+    of one another included."""
+    _, started, hits = _porter.Matcher((), prefixes).count(text)
+    assert (started, hits) == _reference_prefix_count(text, list(dict.fromkeys(prefixes)))
+
+
+@settings(max_examples=300)
+@given(
+    text=st.text(_TEXT_ALPHABET, max_size=80),
+    query=st.text(st.sampled_from(list("abtes \t\n.")), min_size=1, max_size=12),
+)
+def test_phrase_pattern_is_the_collapsed_substring(text: str, query: str) -> None:
+    """The verbatim and phrase check (a pattern of the query's words separated by runs of
+    whitespace) is ``phrase in`` the text lowercased with its whitespace runs collapsed."""
+    import re
+
+    from agentmem import recall as recall_module
+
+    space = re.compile(r"\s+")
+    phrase = space.sub(" ", query.lower()).strip()
+    spoken = recall_module._phrase(phrase)
+    if spoken is None:
+        assert " " not in phrase
+        return
+    assert recall_module._says(text, spoken) == (phrase in space.sub(" ", text.lower()))

@@ -282,6 +282,7 @@ def test_append_touches_only_new_rows(store: SessionStore) -> None:
     short, long = store.create().id, store.create().id
     store.writer(short).on_append([user("m0")])
     store.writer(long).on_append([user(f"m{i}") for i in range(500)])
+    store.check_recall_index(repair=False)  # posts what the bulk append left queued
     appended = changes(long, lambda w: w.on_append([assistant("new")]))
     assert appended == changes(short, lambda w: w.on_append([assistant("new")]))
     assert 1 <= appended <= 16  # the row and its recall queue row

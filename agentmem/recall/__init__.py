@@ -70,13 +70,20 @@ STOPWORDS: Final = frozenset(
 )
 """Words dropped from a query: they match nearly every message and rank nothing."""
 
+PREVIEW_MARGIN: Final = 1024
+"""Characters scrubbed on each side of a preview's first keyword (``scrub_near``'s margin:
+longer than any key, and than the preview, which starts just before that keyword; a PEM
+block is found whole whatever the margin)."""
+
 SESSION_BM25: Final = (1.2, 0.75)
 """BM25's k1 and b for a session taken as one document (FTS5's own values)."""
 
-SCAN_CHARS: Final = 2000
-"""Of a candidate whose term frequencies the postings give, only the first this many
-characters are read for the classic rules' keyword stems and density (a long tool
-output costs no more than a page of text)."""
+SCAN_CHARS: Final = 400
+"""A candidate whose term frequencies the postings give is read for the keywords it
+holds (the crude stems that start its words, as on a small store) only when its text is
+at most this long (a chat turn); a longer one's (a tool output, code) come from the
+postings (:func:`_from_postings`): reading it would cost more than the rest of the
+ranking."""
 
 COMMON_MIN_MESSAGES: Final = 200
 """Below this many messages every keyword is searched (see ``Ranking.common``)."""
@@ -197,17 +204,17 @@ def _stem(word: str) -> str:
     return word
 
 
-def _classic(lowered: str, found: set[str], occurrences: int, said: bool, titled: bool) -> float:
+def _classic(spaces: int, found: set[str], occurrences: int, said: bool, titled: bool) -> float:
     """The classic rules: exact phrase +3, +1 per keyword, density +1.5, title +0.5.
 
-    ``lowered``: the message's text in lowercase; ``found``: the keyword stems it holds
+    ``spaces``: the spaces in the message's text; ``found``: the keyword stems it holds
     (``occurrences`` times in all); ``said``: it holds the query's words as a phrase;
     ``titled``: its session's name holds a keyword.
     """
     score = float(len(found))
     if said:
         score += 3.0
-    if found and occurrences / max(1, lowered.count(" ") + 1) >= 0.1:
+    if found and occurrences / max(1, spaces + 1) >= 0.1:
         score += 1.5
     if titled:
         score += 0.5
@@ -345,13 +352,50 @@ def _informative(
     return kept if any(held[w] for w in kept) else words
 
 
+def _phrase(phrase: str) -> re.Pattern[str] | None:
+    """The query's words (``phrase``: lowercase, single spaces) as a pattern matching them
+    separated by any runs of whitespace, or ``None`` for a single word."""
+    if " " not in phrase:
+        return None
+    return re.compile(r"\s+".join(re.escape(part) for part in phrase.split(" ")))
+
+
+def _says(text: str, spoken: re.Pattern[str]) -> bool:
+    """Whether ``text`` holds the query's phrase (case and runs of whitespace aside): as
+    ``phrase in _SPACE.sub(" ", text.lower())``, without building the collapsed copy."""
+    return spoken.search(text.lower()) is not None
+
+
+def _from_postings(
+    held: Mapping[str, int], weighted: set[str], crude_of: Mapping[str, set[str]]
+) -> tuple[dict[str, int], set[str], int]:
+    """A candidate's term frequencies, keywords found and keyword occurrences, from the
+    postings' frequencies ``held`` of the query terms (the text is not read).
+
+    The frequencies BM25 reads are those of the ``weighted`` terms (the searched ones);
+    a keyword is found (by its crude stem, as :meth:`Matcher.count` reports it) when the
+    message holds one of its porter terms (``crude_of``: each term's keywords' crude
+    stems), common words included; the occurrences are those of every query term.
+    """
+    frequencies: dict[str, int] = {}
+    found: set[str] = set()
+    occurrences = 0
+    for term, n in held.items():
+        if n:
+            occurrences += n
+            found |= crude_of[term]
+            if term in weighted:
+                frequencies[term] = n
+    return frequencies, found, occurrences
+
+
 def _match(words: Sequence[str]) -> str:
     """The FTS5 query matching any of ``words`` (each quoted: no FTS5 syntax is read)."""
     return " OR ".join(f'"{word}"' for word in words)
 
 
 def _preview(text: str, words: Sequence[str]) -> str:
-    flat = _SPACE.sub(" ", scrub_near(text, words)).strip()
+    flat = _SPACE.sub(" ", scrub_near(text, words, PREVIEW_MARGIN)).strip()
     if len(flat) <= PREVIEW_CHARS:
         return flat
     lowered = flat.lower()
@@ -438,6 +482,7 @@ def recall(
     if not words or filters["session_ids"] == [] or filters["roles"] == []:
         return []
     stems = {word: terms(word) for word in words}
+    weights: dict[str, int] | None = None
     query_terms = list(dict.fromkeys(t for ts in stems.values() for t in ts))
     corpus = _Corpus(store.recall_stats(query_terms))
     pool = max(100, ranking.candidates * limit)
@@ -453,16 +498,29 @@ def recall(
                 for t in query_terms
                 if t in looked and corpus.docs.get(t)
             }
-            rows = store.recall_rows(weights, pool, **filters) if weights else []
+            if weights:
+                # The common words held by some message ride along with weight 0: they do
+                # not choose the candidates, but the postings give their frequencies too
+                # (the keywords a candidate holds, below).
+                asked = {t: weights.get(t, 0) for t in query_terms if corpus.docs.get(t)}
+                rows = store.recall_rows(asked, pool, **filters)
+            else:
+                rows = []
         else:
             rows = store.recall_rows(_match(searched), pool, **filters)
     if not rows:
         return []
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
+    spoken = _phrase(phrase)
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
     prefixes = Matcher((), crude)
+    weighted = {t for t, w in weights.items() if w} if weights is not None else set()
+    crude_of: dict[str, set[str]] = defaultdict(set)
+    for word in words:
+        for term in stems[word]:
+            crude_of[term].add(_stem(word))
     candidates: dict[_Key, _Candidate] = {}
     sessions: dict[str, _Session] = {}
     for row in rows:
@@ -473,9 +531,15 @@ def recall(
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
         if row.frequencies is None:
             counted = matcher.count(row.text)
-        else:  # the postings counted the terms: only the start is read for the crude stems
-            _, found, occurrences = prefixes.count(row.text[:SCAN_CHARS])
-            counted = ({t: n for t, n in row.frequencies.items() if n}, found, occurrences)
+        elif len(row.text) <= SCAN_CHARS:  # the postings counted the terms
+            _, found, occurrences = prefixes.count(row.text)
+            counted = (
+                {t: n for t, n in row.frequencies.items() if n and t in weighted},
+                found,
+                occurrences,
+            )
+        else:  # ... and the text is not read
+            counted = _from_postings(row.frequencies, weighted, crude_of)
         candidates[key] = _Candidate(row.role, row.text, row.length, *counted)
     idf = corpus.idf(query_terms, (c.frequencies for c in candidates.values()))
     average = corpus.average_length(c.length for c in candidates.values())
@@ -483,13 +547,12 @@ def recall(
     quoted: set[_Key] = set()
     for key, c in candidates.items():
         value = _bm25(c.frequencies, c.length / average, idf, ranking.k1, ranking.b)
-        lowered = c.body.lower()
-        said = len(c.found) == len(crude) and " " in phrase and phrase in _SPACE.sub(" ", lowered)
+        said = len(c.found) == len(crude) and spoken is not None and _says(c.body, spoken)
         if said:
             quoted.add(key)
         if ranking.classic:
             value += ranking.classic * _classic(
-                lowered, c.found, c.occurrences, said, sessions[key[0]].titled
+                c.body.count(" "), c.found, c.occurrences, said, sessions[key[0]].titled
             )
         if ranking.speaker:
             label = _LABEL.match(c.body)

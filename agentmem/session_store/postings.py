@@ -181,11 +181,17 @@ def add(cur: Cursor, docs: Iterable[tuple[int, str]]) -> int:
     for doc, text in docs:
         tokens = index_terms(text)
         length = len(tokens)
-        for term, tf in Counter(tokens).items():
-            rows.append((term, doc, tf, impact(tf, length)))
-            held[term] += 1
+        counts = Counter(tokens)
+        values: dict[int, int] = {}  # tf: impact, for this length (most tf are 1 or 2)
+        for term, tf in counts.items():
+            value = values.get(tf)
+            if value is None:
+                value = values[tf] = impact(tf, length)
+            rows.append((term, doc, tf, value))
+        held.update(counts.keys())
         count += 1
     if rows:
+        rows.sort()  # by term: the by-impact index is written in order, page by page
         cur.executemany(
             "INSERT INTO recall_postings (term, doc, tf, impact) VALUES (?, ?, ?, ?)", rows
         )
@@ -209,17 +215,19 @@ def unposted(cur: Cursor) -> bool:
     return cur.execute("SELECT 1 FROM recall_unposted LIMIT 1").fetchone() is not None
 
 
-def post(cur: Cursor, batch: int = 500) -> int:
-    """Post every queued message (``recall_unposted``), ``batch`` at a time; returns how many.
+def post(cur: Cursor, batch: int = 500, *, limit: int | None = None) -> int:
+    """Post the queued messages (``recall_unposted``), oldest first, ``batch`` at a time;
+    returns how many.
 
-    Runs inside the caller's write transaction.
+    Every one, or at most ``limit`` of them. Runs inside the caller's write transaction.
     """
     done = 0
-    while True:
+    while limit is None or done < limit:
+        size = batch if limit is None else min(batch, limit - done)
         rows = cur.execute(
             "SELECT u.doc, d.text FROM recall_unposted AS u "
             "LEFT JOIN recall_docs AS d ON d.docid = u.doc ORDER BY u.doc LIMIT ?",
-            (batch,),
+            (size,),
         ).fetchall()
         if not rows:
             return done
@@ -227,7 +235,9 @@ def post(cur: Cursor, batch: int = 500) -> int:
         for chunk in _chunks(ids):
             marks = ", ".join("?" * len(chunk))
             cur.execute(f"DELETE FROM recall_unposted WHERE doc IN ({marks})", chunk)
-        done += add(cur, ((int(doc), _decoded(text)) for doc, text in rows if text is not None))
+        add(cur, ((int(doc), _decoded(text)) for doc, text in rows if text is not None))
+        done += len(rows)
+    return done
 
 
 def doc_frequencies(cur: Cursor, query_terms: Sequence[str]) -> dict[str, int]:
@@ -265,18 +275,36 @@ def frequencies(
 
 def score_docs(cur: Cursor, weights: Mapping[str, int], docs: Sequence[int]) -> dict[int, int]:
     """The exact score of each of ``docs`` (sum of weight x impact; 0 for no query term)."""
+    return _scored(cur, weights, docs, None)
+
+
+def _scored(
+    cur: Cursor,
+    weights: Mapping[str, int],
+    docs: Sequence[int],
+    held: dict[int, dict[str, int]] | None,
+) -> dict[int, int]:
+    """:func:`score_docs`, filling ``held`` (when given) with :func:`frequencies`' answer
+    from the same rows (one read of each message's postings of the terms)."""
     out = dict.fromkeys(docs, 0)
+    if held is not None:
+        for doc in docs:
+            held[doc] = {}
     names = list(weights)
+    if not names:
+        return out
     term_marks = ", ".join("?" * len(names))
     for chunk in _chunks(list(docs)):
         marks = ", ".join("?" * len(chunk))
         rows = cur.execute(
-            f"SELECT doc, term, impact FROM recall_postings "
+            f"SELECT doc, term, tf, impact FROM recall_postings "
             f"WHERE doc IN ({marks}) AND term IN ({term_marks})",
             [*chunk, *names],
         ).fetchall()
-        for doc, term, value in rows:
+        for doc, term, tf, value in rows:
             out[int(doc)] += weights[str(term)] * int(value)
+            if held is not None:
+                held[int(doc)][str(term)] = int(tf)
     return out
 
 
@@ -293,23 +321,25 @@ class _List:
         self.done = False
         self.block = _FIRST_BLOCK
 
-    def head(self, cur: Cursor) -> int:
-        """Weight x the impact of the next unread posting (0 when the list is read)."""
+    def head(self, cur: Cursor, cap: int) -> int:
+        """Weight x the impact of the next unread posting (0 when the list is read);
+        a block read here holds at most ``cap`` postings."""
         if not self.buffer and not self.done:
+            size = min(self.block, cap)
             if self.last is None:
                 rows = cur.execute(
                     "SELECT impact, doc FROM recall_postings WHERE term = ? "
                     "ORDER BY impact DESC, doc DESC LIMIT ?",
-                    (self.term, self.block),
+                    (self.term, size),
                 ).fetchall()
             else:
                 rows = cur.execute(
                     "SELECT impact, doc FROM recall_postings WHERE term = ? "
                     "AND (impact, doc) < (?, ?) ORDER BY impact DESC, doc DESC LIMIT ?",
-                    (self.term, *self.last, self.block),
+                    (self.term, *self.last, size),
                 ).fetchall()
             self.buffer = rows
-            self.done = len(rows) < self.block
+            self.done = len(rows) < size
             self.block = min(_MAX_BLOCK, self.block * 2)
             if rows:
                 self.last = rows[-1]
@@ -328,6 +358,7 @@ def top_k(
     accept: Callable[[list[int]], Iterable[int]] | None = None,
     *,
     budget: int | None = None,
+    held: dict[int, dict[str, int]] | None = None,
 ) -> list[tuple[int, int]]:
     """The ``k`` best messages for the query terms ``weights`` (term: weight), best first.
 
@@ -345,7 +376,9 @@ def top_k(
     exact scores are read by message (one query). ``budget`` (postings read) bounds
     the work whatever the lists hold: once it is spent the k best partial scores are
     taken (exact in every test corpus that does not spend it; see ``docs/recall.md``
-    for how often a real query does).
+    for how often a real query does). ``held``, when given, receives each returned
+    message's :func:`frequencies` of the terms (read with the exact scores: a term of
+    weight 0 is not searched but its frequencies are given).
     """
     lists = [_List(term, w) for term, w in sorted(weights.items()) if w > 0]
     if k <= 0 or not lists:
@@ -356,14 +389,16 @@ def top_k(
     read = 0
     complete = False
     while True:
-        heads = [lst.head(cur) for lst in lists]
+        if budget is not None and read >= budget:
+            break
+        # A block never takes the postings read past the budget.
+        cap = _MAX_BLOCK if budget is None else budget - read
+        heads = [lst.head(cur, cap) for lst in lists]
         threshold = sum(heads)
         if threshold == 0:
             complete = True  # every list read: the partial scores are the scores
             break
         if len(partial) >= k and _settled(partial, seen_in, lists, heads, k):
-            break
-        if budget is not None and read >= budget:
             break
         at = max(range(len(lists)), key=heads.__getitem__)
         rows = lists[at].take()
@@ -385,7 +420,11 @@ def top_k(
         best += heapq.nlargest(k - len(best), (d for d, v in partial.items() if v == kth))
     else:
         best = list(partial)
-    exact = partial if complete else score_docs(cur, weights, best)
+    if complete and held is None:
+        exact = partial
+    else:
+        scores = _scored(cur, weights, best, held)
+        exact = partial if complete else scores
     return sorted(((exact[doc], doc) for doc in best), reverse=True)
 
 

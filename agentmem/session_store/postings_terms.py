@@ -209,7 +209,7 @@ class Matcher:
     last two letters (all of it, for a term of two letters or fewer).
     """
 
-    __slots__ = ("_pattern", "_prefixes", "_wanted")
+    __slots__ = ("_pattern", "_prefixes", "_starts", "_wanted")
 
     def __init__(self, wanted: Iterable[str], prefixes: Iterable[str] = ()) -> None:
         self._wanted = frozenset(wanted)
@@ -218,6 +218,15 @@ class Matcher:
         starts.update(self._prefixes)
         alternatives = "|".join(map(re.escape, sorted(starts, key=len, reverse=True)))
         self._pattern = re.compile(rf"(?<![^\W_])(?:{alternatives})[^\W_]*") if starts else None
+        # Prefixes only: the longest prefix at each place, kept where a token starts (a
+        # pattern without a look-behind first is searched for by its first letters: ~3x
+        # faster on long texts).
+        longest = sorted(self._prefixes, key=len, reverse=True)
+        self._starts = (
+            re.compile("|".join(map(re.escape, longest)))
+            if longest and not self._wanted and all(p.isalnum() for p in longest)
+            else None
+        )
 
     def count(self, text: str) -> tuple[dict[str, int], set[str], int]:
         """How many times each wanted term occurs in ``text`` (absent terms left out),
@@ -226,6 +235,20 @@ class Matcher:
         started: set[str] = set()
         hits = 0
         if self._pattern is None:
+            return counts, started, hits
+        if self._starts is not None:
+            # A token starting with several prefixes starts with the longest of them, and
+            # every other one is a prefix of that longest one.
+            folded = _fold(text)
+            heads: set[str] = set()
+            for match in self._starts.finditer(folded):
+                at = match.start()
+                # A token starts here: no letter or digit before it ([^\W_] is isalnum()).
+                if at == 0 or not folded[at - 1].isalnum():
+                    heads.add(match.group())
+                    hits += 1
+            for head in heads:
+                started.update(p for p in self._prefixes if head.startswith(p))
             return counts, started, hits
         wanted = self._wanted
         prefixes = self._prefixes

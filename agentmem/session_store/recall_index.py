@@ -34,9 +34,10 @@ how damage to it is repaired: never by setting the messages aside.
   :meth:`~agentmem.session_store.SessionStore.check_recall_index`, O(messages), finds.
 * **Postings** (migration ``0006_recall_postings``, :func:`add_postings`): a new
   ``recall_docs`` row is queued in ``recall_unposted`` by a trigger and posted by
-  :func:`.postings.post` in Python (the tokenizer is Python), at the end of the
-  write transaction that queued it (and by :func:`flush`); a deleted row's
-  postings go in the deleting statement.
+  :func:`.postings.post` in Python (the tokenizer is Python): a few at the end of
+  each write transaction (``SessionsSQL.recall_post``: the queue holds at most one
+  batch), the rest by :func:`flush` before a search; a deleted row's postings go in
+  the deleting statement.
 * **Rebuild** (:func:`rebuild`): drop every index object and create them again
   from their one definition, then index and post every message. An index object whose
   pages are too damaged to drop is removed from the schema instead and the file

@@ -263,6 +263,11 @@ _SQL_RECALL_PENDING: Final = "SELECT 1 FROM recall_pending LIMIT 1"
 # then the number of tokens in them; what its own bm25() normalises lengths with.
 _SQL_RECALL_AVERAGES: Final = "SELECT block FROM recall_fts_data WHERE id = 1"
 _SQL_RECALL_SESSIONS: Final = "SELECT count(*) FROM sessions"
+_SQL_RECALL_UNPOSTED_COUNT: Final = "SELECT count(*) FROM recall_unposted"
+POST_PER_WRITE: Final = 16
+"""Index rows a write transaction posts at least (when queued): see ``recall_post``."""
+POST_BACKLOG: Final = 64
+"""Index rows left queued for the next writes at most (``RECALL_BATCH``): see ``recall_post``."""
 # How many messages each of the sessions (a JSON array of ids) holds: its last seq + 1, one
 # index lookup per session.
 _SQL_RECALL_SESSION_SIZES: Final = """
@@ -595,6 +600,7 @@ class SessionsSQL:
             rows = self.conn.execute(passing.format(marks=marks), [*docs, *params])
             return [int(r[0]) for r in rows]
 
+        held: dict[int, dict[str, int]] = {}  # each best message's frequencies of the terms
         if scope is not None:
             sids = list(scope)
             marks = ", ".join("?" * len(sids))
@@ -614,6 +620,7 @@ class SessionsSQL:
                 limit,
                 accept if clauses else None,
                 budget=postings.BUDGET,
+                held=held,
             )
         if not best:
             return []
@@ -626,7 +633,8 @@ class SessionsSQL:
             marks = ", ".join("?" * len(chunk))
             rows.extend(self.conn.execute(_SQL_RECALL_BY_DOC.format(marks=marks), chunk))
         rows.sort(key=lambda r: order[int(r[0])])
-        held = postings.frequencies(self.conn, list(weights), ids)
+        if scope is not None:
+            held = postings.frequencies(self.conn, list(weights), ids)
         return [
             (
                 *row[1:4],
@@ -644,11 +652,19 @@ class SessionsSQL:
         return {str(sid): int(size or 0) for sid, size in rows}
 
     def recall_post(self) -> None:
-        """Post the index rows the recall triggers queued (:func:`.postings.post`); one
-        row read when there are none (every write transaction ends with it, so the
-        postings are written in the transaction of the append that indexed the batch)."""
-        if postings.unposted(self.conn):
-            postings.post(self.conn)
+        """Post some of the index rows the recall triggers queued (:func:`.postings.post`);
+        one row read when there are none. Every write transaction ends with it.
+
+        A write posts :data:`POST_PER_WRITE` queued rows, and more when over
+        :data:`POST_BACKLOG` wait (a large append posts what it indexed but the last
+        batch): the batch of ``RECALL_BATCH`` rows the FTS5 flush queues is posted over the
+        next few appends, not all by the one that flushed (a bounded cost per append); a
+        search posts what is left first (``recall_queued``), so it sees every message.
+        """
+        if not postings.unposted(self.conn):
+            return
+        queued = int(self.conn.execute(_SQL_RECALL_UNPOSTED_COUNT).fetchone()[0])
+        postings.post(self.conn, limit=max(POST_PER_WRITE, queued - POST_BACKLOG))
 
     def recall_queued(self) -> bool:
         """Whether message changes wait in the recall index's queue, or index rows wait
