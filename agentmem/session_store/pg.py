@@ -424,6 +424,7 @@ class PgSessionsSQL:
             rows = self.conn.execute(passing.format(marks=marks), [*docs, *params])
             return [int(r[0]) for r in rows]
 
+        held: dict[int, dict[str, int]] = {}  # the best messages' frequencies (top_k's)
         if scope is not None:
             docs = (
                 [
@@ -449,9 +450,11 @@ class PgSessionsSQL:
                 limit,
                 accept if params else None,  # no filter: every message passes
                 budget=postings.BUDGET,
+                held=held,
             )
         ranked = [(doc, float(value)) for value, doc in best]
-        held = postings.frequencies(_portable(self.conn), list(weights), [doc for doc, _ in ranked])
+        if scope is not None:
+            held = postings.frequencies(_portable(self.conn), list(weights), [d for d, _ in ranked])
         return [(*row[:-1], held[row[-1]]) for row in self._recall_by_doc(ranked)]
 
     def _recall_by_doc(self, ranked: Sequence[tuple[int, float]]) -> list[tuple[Any, ...]]:
