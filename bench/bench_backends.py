@@ -14,7 +14,8 @@ size gets a fresh database. Everything goes through the public facade,
 committed, and fsynced, when it returns).
 
 For each backend and store size (messages in 100-message sessions, seeded in
-bulk, not measured) it measures, per call:
+bulk, not measured; on PostgreSQL followed by ``VACUUM ANALYZE``, what
+autovacuum does soon after a bulk load) it measures, per call:
 
 * **append**: ``s.append(message)`` on an open session, p50 and p95 of 200;
 * **context**: ``s.context()`` with a 32k-token window after each append, p50;
@@ -23,7 +24,9 @@ bulk, not measured) it measures, per call:
 * **LTM add**: ``mem.ltm.add_discovery(text)`` of a new entry, p50 of 50;
 
 and, with 1 and 8 writer processes each appending to its own session for
-``--seconds`` seconds, the aggregate append throughput. It prints the ratios
+``--seconds`` seconds, the aggregate append throughput and the CPU time an append
+took: in the writer processes, and (for a cluster the bench started, read from
+``/proc``) in the server's processes. It prints the ratios
 the issue targets: largest/smallest size (flat = bounded per-call cost) and
 8 writers / 1 writer.
 """
@@ -49,6 +52,7 @@ import agentmem
 from agentmem import Memory
 
 HERE = Path(__file__).resolve().parent
+_PG_DATA: Path | None = None  # the data directory of our throwaway cluster (its CPU is read)
 WINDOW = 32_000
 PER_SESSION = 100
 COMMON = [
@@ -171,10 +175,27 @@ def _server(dsn: str | None, wanted: bool) -> Iterator[str | None]:
         yield None
         return
     cluster = script.start()
+    global _PG_DATA
+    _PG_DATA = Path(cluster.data)
     try:
         yield cluster.dsn
     finally:
+        _PG_DATA = None
         script.stop(cluster.directory)
+
+
+def _uri(dsn: str) -> str:
+    """The ``postgresql://`` URI of a libpq DSN (``Memory(backend=)`` takes a URI)."""
+    import urllib.parse
+
+    import psycopg
+
+    if dsn.startswith(("postgresql://", "postgres://")):
+        return dsn
+    p = psycopg.conninfo.conninfo_to_dict(dsn)
+    query = {k: str(p[k]) for k in ("host", "port", "password") if p.get(k)}
+    user = urllib.parse.quote(str(p.get("user") or ""))
+    return f"postgresql://{user}@/{p['dbname']}?{urllib.parse.urlencode(query)}"
 
 
 @contextlib.contextmanager
@@ -185,7 +206,7 @@ def _database(admin: str) -> Iterator[str]:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield str(psycopg.conninfo.make_conninfo(admin, dbname=name))
+        yield _uri(str(psycopg.conninfo.make_conninfo(admin, dbname=name)))
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -214,6 +235,17 @@ def _seed(mem: Memory, n: int, rng: random.Random) -> None:
         writer.on_append([agentmem.normalize_message(m)[0] for m in rows])
 
 
+def _settle(dsn: str) -> None:
+    """``VACUUM ANALYZE`` after the bulk seed: what autovacuum does within a minute of a
+    bulk load. Without it the first measurements run beside autovacuum's own pass over
+    the new rows (on 2 cores: append p50 x6, recall p95 x20 at 100k) and, before its
+    ANALYZE, on plans made without statistics."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+
+
 def measure(backend: str, admin: str | None, size: int) -> dict[str, float]:
     rng = random.Random(size)
     with _memory_args(backend, admin) as args:
@@ -222,6 +254,8 @@ def measure(backend: str, admin: str | None, size: int) -> dict[str, float]:
             t0 = time.perf_counter()
             _seed(mem, size, rng)
             seeded = time.perf_counter() - t0
+            if "backend" in args:
+                _settle(args["backend"])
             s = mem.session(context_window=WINDOW)
             appends, contexts = [], []
             for i in range(200):
@@ -258,16 +292,40 @@ def _writer(args: dict[str, Any], seconds: float, start: float, out: Any) -> Non
         time.sleep(0.001)
     done = 0
     deadline = start + seconds
+    cpu = time.process_time()
     while time.time() < deadline:
         s.append(_message(rng, done))
         done += 1
+    cpu = time.process_time() - cpu
     s.close()
     mem.close()
-    out.put(done)
+    out.put((done, cpu))
 
 
-def throughput(backend: str, admin: str | None, writers: int, seconds: float) -> float:
-    """Appends per second, all writers together."""
+def _server_cpu() -> float | None:
+    """CPU seconds used so far by our cluster's processes (Linux ``/proc``), or ``None``."""
+    if _PG_DATA is None or not Path("/proc/stat").exists():
+        return None
+    postmaster = int((_PG_DATA / "postmaster.pid").read_text().split()[0])
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(pid) == postmaster:  # its own time, and that of its children that exited
+            total += sum(int(f) for f in fields[11:15])
+        elif int(fields[1]) == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def throughput(
+    backend: str, admin: str | None, writers: int, seconds: float
+) -> tuple[float, float, float | None]:
+    """Appends per second, all writers together, and the CPU milliseconds an append
+    took in the writer processes and (our own cluster's) in the server."""
     ctx = mp.get_context("spawn")
     with _memory_args(backend, admin) as args:
         Memory(**args).close()  # create and migrate once, outside the timed part
@@ -278,10 +336,17 @@ def throughput(backend: str, admin: str | None, writers: int, seconds: float) ->
         ]
         for p in procs:
             p.start()
-        total = sum(out.get(timeout=seconds + 120) for _ in procs)
+        time.sleep(max(0.0, start - time.time()))
+        before = _server_cpu() if backend == "postgresql" else None
+        time.sleep(seconds)
+        after = _server_cpu() if backend == "postgresql" else None
+        results = [out.get(timeout=seconds + 120) for _ in procs]
         for p in procs:
             p.join()
-    return total / seconds
+    total = sum(done for done, _ in results)
+    client = sum(cpu for _, cpu in results) * 1000 / max(1, total)
+    server = None if before is None or after is None else (after - before) * 1000 / max(1, total)
+    return total / seconds, client, server
 
 
 # ------------------------------------------------------------------ main
@@ -331,13 +396,17 @@ def main() -> None:
                 )
         print("\nappend throughput, writer processes each on its own session:")
         for backend in backends:
-            rates = {w: throughput(backend, admin, w, opts.seconds) for w in opts.writers}
-            base = rates[min(opts.writers)]
-            print(
-                f"  {backend:>10}: "
-                + "  ".join(f"{w} writers {r:8.0f}/s (x{r / base:.2f})" for w, r in rates.items()),
-                flush=True,
-            )
+            runs = {w: throughput(backend, admin, w, opts.seconds) for w in opts.writers}
+            base = runs[min(opts.writers)][0]
+            for w, (rate, client, server) in runs.items():
+                cpu = f"client {client:.2f} ms" + (
+                    "" if server is None else f", server {server:.2f} ms"
+                )
+                print(
+                    f"  {backend:>10}: {w} writers {rate:8.0f}/s (x{rate / base:.2f}); "
+                    f"CPU per append: {cpu}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

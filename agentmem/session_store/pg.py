@@ -7,8 +7,9 @@ are the SQLite store's (``sessions``, ``messages``, ``billing`` with its cache c
 ``threads``, ``quarantine``), typed the PostgreSQL way (``TEXT``, ``BIGINT``,
 ``DOUBLE PRECISION``, ``BYTEA``, generated ids), in the database's ``agentmem``
 schema, created by migrations named like the SQLite ones that mean the same
-(``0001_initial``, ``0002_row_checksums``, ``0005_billing_cache_tokens``; the recall
-index's ``0003``/``0004`` are SQLite's FTS5 and have no counterpart here).
+(``0001_initial``, ``0002_row_checksums``, ``0005_billing_cache_tokens``,
+``0006_recall_postings``; the recall index's ``0003``/``0004`` are SQLite's FTS5 and
+have no counterpart here).
 
 :class:`PgEngine` runs them (:mod:`agentmem._storage.postgres`): reads and writes on
 a connection pool, one transaction each, committed when the call returns; a lost
@@ -22,9 +23,9 @@ writer whose lock was lost (a server restart drops every lock) cannot write afte
 another process took the session; it takes the lock again or gets
 :class:`~agentmem.errors.StoreLockedError`.
 
-The recall index (the ``recall_*`` methods) is not on PostgreSQL yet: they raise
-StorageError. That is the seam where a portable index plugs in, written in the same
-transactions as the messages.
+The recall index (:mod:`.pg_recall`: the impact-ordered postings of :mod:`.postings`,
+migration ``0006_recall_postings``) is written by the message-changing methods in the
+same transaction as the messages, and read by the ``recall_*`` methods.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final, cast
 
 from agentmem._storage.postgres import (
     AdvisoryLock,
@@ -46,13 +47,14 @@ from agentmem._storage.postgres import (
     migrate,
 )
 from agentmem.errors import InvalidArgumentError, SessionNotFoundError, StorageError
+from agentmem.session_store import pg_recall, postings
 from agentmem.session_store.engine import SessionTables
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import FORMAT_NAME, Row
 
 __all__ = ["PG_FORMAT_VERSION", "PG_MIGRATIONS", "PgEngine", "PgSessionsSQL"]
 
-PG_FORMAT_VERSION: Final = 1
+PG_FORMAT_VERSION: Final = 2
 """The sessions schema on PostgreSQL this code writes and the newest it reads
 (``agentmem_meta`` row ``(agentmem.sessions, version)``). Bump it with every migration."""
 
@@ -137,7 +139,16 @@ PG_MIGRATIONS: Final = (
             "ALTER TABLE billing ADD COLUMN cache_write_tokens BIGINT NOT NULL DEFAULT 0",
         ),
     ),
+    # The recall index (agentmem.session_store.pg_recall), every stored message indexed.
+    Migration("0006_recall_postings", lambda cur: _create_recall_index(cur)),
 )
+
+
+def _create_recall_index(cur: PgCursor) -> None:
+    for statement in pg_recall.TABLES:
+        cur.execute(statement)
+    pg_recall.rebuild(cur)
+
 
 _FOREIGN_KEY_VIOLATION: Final = "23503"
 _UNIQUE_VIOLATION: Final = "23505"
@@ -165,9 +176,6 @@ _SQL_SAVE_STATE: Final = "UPDATE sessions SET state = ?, updated_at = ? WHERE id
 _SQL_RESET_STATE: Final = "UPDATE sessions SET state = '{}' WHERE id = ?"
 # The primary key (session_id, seq) answers MAX(seq) with one backward index descent.
 _SQL_NEXT_SEQ: Final = "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE session_id = ?"
-_SQL_INSERT_MESSAGE: Final = (
-    "INSERT INTO messages (session_id, seq, role, body, crc) VALUES (?, ?, ?, ?, ?)"
-)
 _SQL_REPLACE_MESSAGE: Final = (
     "UPDATE messages SET role = ?, body = ?, crc = ? WHERE session_id = ? AND seq = ?"
 )
@@ -261,6 +269,7 @@ class PgSessionsSQL:
             raise
 
     def delete(self, sid: str) -> bool:
+        pg_recall.forget_from(self.conn, sid, 0)
         return self.conn.execute(_SQL_DELETE_SESSION, (sid,)).rowcount > 0
 
     def rename(self, sid: str, name: str | None) -> bool:
@@ -295,15 +304,9 @@ class PgSessionsSQL:
         Raises:
             SessionNotFoundError: the session does not exist (its foreign key refused).
         """
-        try:
-            if len(rows) == 1:
-                role, body, crc = rows[0]
-                self.conn.execute(_SQL_INSERT_MESSAGE, (sid, start, role, body, crc))
-                return
-            self.conn.executemany(
-                _SQL_INSERT_MESSAGE,
-                [(sid, start + i, role, body, crc) for i, (role, body, crc) in enumerate(rows)],
-            )
+        messages = [(start + i, str(role), body) for i, (role, body, _) in enumerate(rows)]
+        try:  # the rows and their index in one statement (pg_recall.index)
+            pg_recall.index(self.conn, sid, messages, crcs=[crc for _, _, crc in rows])
         except ConstraintViolation as exc:
             if exc.sqlstate == _FOREIGN_KEY_VIOLATION:
                 raise SessionNotFoundError(sid) from None
@@ -317,7 +320,10 @@ class PgSessionsSQL:
 
     def replace_message(self, sid: str, seq: int, row: Row) -> bool:
         role, body, crc = row
-        return self.conn.execute(_SQL_REPLACE_MESSAGE, (role, body, crc, sid, seq)).rowcount > 0
+        if self.conn.execute(_SQL_REPLACE_MESSAGE, (role, body, crc, sid, seq)).rowcount == 0:
+            return False
+        pg_recall.reindex(self.conn, sid, [seq])
+        return True
 
     def set_crc(self, sid: str, thread_id: str | None, seq: int, crc: int | None) -> None:
         if thread_id is None:
@@ -326,6 +332,7 @@ class PgSessionsSQL:
             self.conn.execute(_SQL_SET_THREAD_CRC, (crc, sid, thread_id, seq))
 
     def truncate(self, sid: str, start: int) -> None:
+        pg_recall.forget_from(self.conn, sid, start)
         self.conn.execute(_SQL_TRUNCATE, (sid, start))
 
     def message_rows(self, sid: str) -> list[tuple[Any, bytes, Any]]:
@@ -340,6 +347,8 @@ class PgSessionsSQL:
 
     def delete_row(self, sid: str, thread_id: str | None, seq: Any) -> None:
         if thread_id is None:
+            if type(seq) is int:
+                pg_recall.forget(self.conn, sid, [seq])
             self.conn.execute(_SQL_DELETE_MESSAGE, (sid, seq))
         else:
             self.conn.execute(_SQL_DELETE_THREAD_ROW, (sid, thread_id, seq))
@@ -356,6 +365,9 @@ class PgSessionsSQL:
         low = min([0, *(old for old in kept if type(old) is int)]) - 1
         self.conn.executemany(sql, [(low - i, *key, old) for i, (old, _) in enumerate(moves)])
         self.conn.executemany(sql, [(new, *key, low - i) for i, (_, new) in enumerate(moves)])
+        if thread_id is None and moves:
+            pg_recall.forget(self.conn, sid, [s for m in moves for s in m if type(s) is int])
+            pg_recall.reindex(self.conn, sid, [new for _, new in moves])
 
     def quarantine(
         self,
@@ -381,37 +393,190 @@ class PgSessionsSQL:
     def delete_billing(self, row_id: int) -> None:
         self.conn.execute(_SQL_DELETE_BILLING, (row_id,))
 
-    # -- the recall index: not on PostgreSQL yet (the seam where it plugs in)
+    # -- the recall index (agentmem.session_store.pg_recall; agentmem.recall ranks)
 
-    def recall_rows(self, match: str, limit: int, **filters: Any) -> list[tuple[Any, ...]]:
-        _no_recall_index()
+    def recall_rows(
+        self,
+        match: str,
+        limit: int,
+        *,
+        session_ids: Sequence[str] | None = None,
+        **filters: Any,
+    ) -> list[tuple[Any, ...]]:
+        """The ``limit`` best matches of ``match`` (FTS5's query syntax as
+        :mod:`agentmem.recall` writes it: quoted words ORed) that pass the filters, by
+        FTS5's BM25 computed from the postings (:func:`.pg_recall.match_rows`). Rows as
+        :meth:`.sql.SessionsSQL.recall_rows`'."""
+        passing, params, _ = _recall_filters(self.conn, dict(filters, session_ids=session_ids))
+        best = pg_recall.match_rows(self.conn, match, passing, params)[:limit]
+        return [row[:-1] for row in self._recall_by_doc(best)]
 
     def recall_top(
         self, weights: dict[str, int], limit: int, **filters: Any
     ) -> list[tuple[Any, ...]]:
-        _no_recall_index()  # agentmem.session_store.postings runs here unchanged (docs/recall.md)
+        """The ``limit`` best messages by the postings' score that pass the filters: as
+        :meth:`.sql.SessionsSQL.recall_top` (the same :func:`.postings.top_k`), rows
+        ending with the query terms' frequencies."""
+        passing, params, scope = _recall_filters(self.conn, filters)
+
+        def accept(docs: list[int]) -> list[int]:
+            marks = ", ".join("?" * len(docs))
+            rows = self.conn.execute(passing.format(marks=marks), [*docs, *params])
+            return [int(r[0]) for r in rows]
+
+        held: dict[int, dict[str, int]] = {}  # the best messages' frequencies (top_k's)
+        if scope is not None:
+            docs = (
+                [
+                    int(r[0])
+                    for r in self.conn.execute(
+                        "SELECT docid FROM recall_docs WHERE session_id IN "
+                        f"({', '.join('?' * len(scope))})",
+                        scope,
+                    )
+                ]
+                if scope
+                else []
+            )
+            scored = postings.score_docs(
+                _portable(self.conn), weights, accept(docs) if docs else []
+            )
+            best = sorted(((v, d) for d, v in scored.items() if v > 0), key=lambda p: (-p[0], p[1]))
+            best = best[:limit]
+        else:
+            best = postings.top_k(
+                _portable(self.conn),
+                weights,
+                limit,
+                accept if params else None,  # no filter: every message passes
+                budget=postings.BUDGET,
+                held=held,
+            )
+        ranked = [(doc, float(value)) for value, doc in best]
+        if scope is not None:
+            held = postings.frequencies(_portable(self.conn), list(weights), [d for d, _ in ranked])
+        return [(*row[:-1], held[row[-1]]) for row in self._recall_by_doc(ranked)]
+
+    def _recall_by_doc(self, ranked: Sequence[tuple[int, float]]) -> list[tuple[Any, ...]]:
+        """Rows ``(session_id, seq, role, score, text, session name, created_at,
+        updated_at, length, docid)`` of ``ranked`` ``(docid, score)``, in its order."""
+        score = dict(ranked)
+        found: dict[int, Any] = {}
+        ids = list(score)
+        for start in range(0, len(ids), 400):
+            chunk = ids[start : start + 400]
+            for row in self.conn.execute(
+                _SQL_RECALL_BY_DOC.format(marks=", ".join("?" * len(chunk))), chunk
+            ):
+                found[int(row[0])] = row
+        return [(*found[doc][1:4], score[doc], *found[doc][4:], doc) for doc in ids if doc in found]
 
     def recall_stats(self, terms: Sequence[str]) -> tuple[dict[str, int], int, int, int]:
-        _no_recall_index()
+        """BM25's corpus statistics, as :meth:`.sql.SessionsSQL.recall_stats`: the term
+        counts and the totals from ``recall_terms`` and ``recall_counts``."""
+        docs = pg_recall.doc_frequencies(self.conn, terms) if terms else {}
+        messages, tokens = pg_recall.totals(self.conn)
+        row = self.conn.execute("SELECT count(*) FROM sessions").fetchone()
+        return docs, messages, tokens, int(row[0]) if row is not None else 0
 
     def recall_session_sizes(self, sids: Sequence[str]) -> dict[str, int]:
-        _no_recall_index()
+        """How many messages each of the sessions ``sids`` holds (0 for none)."""
+        out = dict.fromkeys((str(s) for s in sids), 0)
+        if out:
+            for sid, size in self.conn.execute(_SQL_RECALL_SESSION_SIZES, (list(out),)):
+                out[str(sid)] = int(size or 0)
+        return out
 
     def recall_queued(self) -> bool:
-        _no_recall_index()
+        """Always false: the index is written with the messages, nothing is queued."""
+        return False
 
     def recall_texts(self, sid: str, first: int, last: int) -> dict[int, Any]:
-        _no_recall_index()
+        """Indexed text of the messages ``first..last`` of a session, by seq."""
+        rows = self.conn.execute(
+            "SELECT seq, text FROM recall_docs WHERE session_id = ? AND seq BETWEEN ? AND ?",
+            (sid, first, last),
+        ).fetchall()
+        return {int(seq): text for seq, text in rows}
 
     def recall_problems(self) -> list[str]:
-        _no_recall_index()
+        """What is wrong with the recall index (:func:`.pg_recall.problems`; O(messages))."""
+        return pg_recall.problems(self.conn)
+
+    def recall_rebuild(self) -> str:
+        """Index every message again (:func:`.pg_recall.rebuild`); ``""`` (nothing to say
+        beyond it, as SQLite's plain rebuild)."""
+        pg_recall.rebuild(self.conn)
+        return ""
 
 
-def _no_recall_index() -> NoReturn:
-    raise StorageError(
-        "recall is not available on the PostgreSQL backend yet: its recall index is not "
-        "implemented (sessions, messages, state, billing and threads are)"
+_SQL_RECALL_BY_DOC: Final = """
+    SELECT d.docid, d.session_id, d.seq, d.role, d.text, s.name, s.created_at, s.updated_at,
+           d.length
+    FROM recall_docs AS d JOIN sessions AS s ON s.id = d.session_id
+    WHERE d.docid IN ({marks})
+"""
+# One backward index descent per session (recall_docs' unique (session_id, seq)).
+_SQL_RECALL_SESSION_SIZES: Final = """
+    SELECT j.sid, (SELECT seq + 1 FROM recall_docs WHERE session_id = j.sid
+                   ORDER BY seq DESC LIMIT 1)
+    FROM unnest(?::text[]) AS j (sid)
+"""
+_FEW_SESSIONS: Final = 50
+
+
+def _portable(cursor: PgCursor) -> postings.Cursor:
+    """The cursor as :mod:`.postings` types it (its ``executemany`` takes a sequence)."""
+    return cast(postings.Cursor, cursor)
+
+
+"""``max_sessions`` up to this many: their messages are scored (as on SQLite)."""
+
+
+def _recall_filters(
+    cur: PgCursor, filters: dict[str, Any]
+) -> tuple[str, list[Any], list[str] | None]:
+    """The query keeping the docids (its ``{marks}``) that pass ``filters``, its
+    parameters after the docids, and the sessions to score when a few are asked for."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    session_ids = filters.get("session_ids")
+    roles = filters.get("roles")
+    max_sessions = filters.get("max_sessions")
+    if roles is not None:
+        clauses.append(f"d.role IN ({', '.join('?' * len(roles))})")
+        params.extend(roles)
+    if filters.get("since") is not None:
+        clauses.append("s.updated_at >= ?")
+        params.append(filters["since"])
+    if filters.get("until") is not None:
+        clauses.append("s.created_at <= ?")
+        params.append(filters["until"])
+    if filters.get("exclude_session") is not None:
+        clauses.append("d.session_id != ?")
+        params.append(filters["exclude_session"])
+    scope = None if session_ids is None else [str(s) for s in session_ids]
+    if scope is None and max_sessions is not None and max_sessions <= _FEW_SESSIONS:
+        scope = [
+            str(r[0])
+            for r in cur.execute(
+                "SELECT id FROM sessions ORDER BY updated_at DESC, ord DESC LIMIT ?",
+                (max_sessions,),
+            )
+        ]
+    elif max_sessions is not None:
+        clauses.append(
+            "d.session_id IN (SELECT id FROM sessions ORDER BY updated_at DESC, ord DESC LIMIT ?)"
+        )
+        params.append(max_sessions)
+    if scope is not None:
+        clauses.append(f"d.session_id IN ({', '.join('?' * len(scope))})" if scope else "FALSE")
+        params.extend(scope)
+    passing = (
+        "SELECT d.docid FROM recall_docs AS d JOIN sessions AS s ON s.id = d.session_id "
+        "WHERE d.docid IN ({marks})" + "".join(f" AND {c}" for c in clauses)
     )
+    return passing, params, scope
 
 
 class _RegisteredLock:

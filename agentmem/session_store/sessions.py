@@ -160,8 +160,6 @@ class SessionStore:
             ConfigurationError: psycopg is missing (``pip install 'agentmem[postgres]'``).
             StorageError: the server cannot be reached or refused the connection.
             FormatVersionError: the database was written by a newer agentmem.
-
-        Not yet: the recall index (the ``recall_*`` methods raise StorageError).
         """
         from agentmem.session_store.pg import PgEngine
 
@@ -169,7 +167,7 @@ class SessionStore:
         store._setup(durability, clock, reporter, purge)
         store._path = None
         store._engine = PgEngine(database, durability=durability)
-        store._lock = threading.Lock()  # a recall index on PostgreSQL plugs in here
+        store._lock = threading.Lock()
         return store
 
     def _setup(
@@ -220,7 +218,7 @@ class SessionStore:
     def _sqlite(self) -> SqliteEngine:
         """The SQLite engine, for what only SQLite has (the recall index's maintenance)."""
         if not isinstance(self._engine, SqliteEngine):
-            raise StorageError(f"recall on PostgreSQL ({self._engine.where}) is not there yet")
+            raise StorageError(f"{self._engine.where} is not a SQLite file (SQLite maintenance)")
         return self._engine
 
     @property
@@ -605,7 +603,9 @@ class SessionStore:
         try:
             self._flush_recall_index()
             with self._read("check the recall index", snapshot=True) as sql:
-                problems = recall_index.quick_problems(sql.conn) + sql.recall_problems()
+                on_sqlite = isinstance(self._engine, SqliteEngine)  # else PostgreSQL
+                problems = recall_index.quick_problems(sql.conn) if on_sqlite else []
+                problems += sql.recall_problems()
         except StorageError as exc:
             if is_busy(exc):
                 raise
@@ -675,12 +675,15 @@ class SessionStore:
             flush_recall_index(sql.conn)
 
     def _rebuild_recall_index(self, why: str) -> None:
-        with self._lock, self._rebuilding(why):
-            conn = self._require_open()
-            try:
-                done = recall_index.rebuild(conn)
-            except sqlite3.Error as exc:
-                raise self._error("rebuild the recall index", exc) from exc
+        if not isinstance(self._engine, SqliteEngine):  # PostgreSQL (.pg_recall.rebuild)
+            with self._rebuilding(why), self._write("rebuild the recall index") as sql:
+                done = sql.recall_rebuild()  # type: ignore[attr-defined]
+        else:
+            with self._lock, self._rebuilding(why):
+                try:
+                    done = recall_index.rebuild(self._require_open())
+                except sqlite3.Error as exc:
+                    raise self._error("rebuild the recall index", exc) from exc
         self._report_recall_rebuild(why + (f"; {done}" if done else ""))
 
     def _rebuilding(self, why: str) -> AbstractContextManager[dict[str, Any]]:
