@@ -1,19 +1,23 @@
 """Which backend a memory's stores run on, and the embedded file layout.
 
-A :class:`Backend` hands each document store its :class:`~agentmem._storage.documents.Documents`
-by namespace: ``"ltm"`` (long-term memory, one document), ``"notes"`` (one
-document per key) and ``"topics"`` (one per topic). The stores and the facade
-never know which backend they run on.
+A :class:`Backend` hands each store where it lives: the document stores their
+:class:`~agentmem._storage.documents.Documents` by namespace (``"ltm"``: long-term
+memory, one document; ``"notes"``: one document per key; ``"topics"``: one per
+topic), and the sessions store its database (:meth:`Backend.sessions_database`:
+messages, state, billing, threads and the recall index). Semantic memory follows
+the memory's backend (:class:`~agentmem.semantic.LocalMemoryClient` reads
+``Memory.backend``). The stores and the facade never know which backend they run on.
 
-* :class:`EmbeddedBackend` (the default): the hand-editable files under the
-  memory root, exactly as they have always been: ``<root>/ltm.json``,
-  ``<root>/memory/<key>.json``, ``<root>/memories/<topic>.md``, each store
-  locked by its file in ``<root>/locks/`` (:func:`ltm_files`,
+* :class:`EmbeddedBackend` (the default): ``<root>/sessions.sqlite`` and the
+  hand-editable files under the memory root, exactly as they have always been:
+  ``<root>/ltm.json``, ``<root>/memory/<key>.json``, ``<root>/memories/<topic>.md``,
+  each store locked by its file in ``<root>/locks/`` (:func:`ltm_files`,
   :func:`note_files`, :func:`topic_files`).
-* :class:`PostgresBackend`: every namespace is rows of one table in a
-  PostgreSQL database (:mod:`agentmem._storage.pg_documents`), for several
-  agent hosts sharing one memory. psycopg is imported only when one is made,
-  so ``import agentmem`` never needs it.
+* :class:`PostgresBackend`: one PostgreSQL database for several agent hosts
+  sharing one memory; every store shares its one connection pool
+  (:mod:`agentmem._storage.postgres`); the documents are rows of one table
+  (:mod:`agentmem._storage.pg_documents`). psycopg is imported only when one is
+  made, so ``import agentmem`` never needs it.
 
 :func:`open_backend` chooses: ``None``, ``"embedded"`` or ``"sqlite"`` is the
 embedded backend; a ``postgresql://`` or ``postgres://`` DSN is PostgreSQL;
@@ -21,10 +25,8 @@ with ``backend=None`` the ``AGENTMEM_BACKEND`` environment variable decides.
 Anything else raises :class:`~agentmem.errors.ConfigurationError` naming the
 value with its password masked.
 
-What a backend does not hold yet: the sessions database (messages, recall
-index, billing, threads) and semantic memory stay SQLite files under the
-root on both backends; the time machine's blobs stay under the root by
-design (they describe that disk).
+On every backend the time machine's blobs and the trim checkpoint stay under
+the root by design: they describe that disk.
 """
 
 from __future__ import annotations
