@@ -51,6 +51,7 @@ from agentmem.session_store import pg_recall, postings
 from agentmem.session_store.engine import SessionTables
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.records import FORMAT_NAME, Row
+from agentmem.session_store.sql_shared import SharedSessionsSQL
 
 __all__ = ["PG_FORMAT_VERSION", "PG_MIGRATIONS", "PgEngine", "PgSessionsSQL"]
 
@@ -163,44 +164,27 @@ _SQL_INFO: Final = _INFO_COLUMNS + " WHERE s.id = ?"
 # LIMIT NULL is no limit.
 _SQL_LIST: Final = _INFO_COLUMNS + " ORDER BY s.updated_at DESC, s.ord DESC LIMIT ?"
 _SQL_LIST_ALL: Final = _INFO_COLUMNS + " ORDER BY s.updated_at DESC, s.ord DESC"
-_SQL_EXISTS: Final = "SELECT 1 FROM sessions WHERE id = ?"
 _SQL_CREATE: Final = (
     "INSERT INTO sessions (id, name, created_at, updated_at, working_directory, model, "
     "context_window) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_DELETE_SESSION: Final = "DELETE FROM sessions WHERE id = ?"
-_SQL_RENAME: Final = "UPDATE sessions SET name = ? WHERE id = ?"
-_SQL_TOUCH: Final = "UPDATE sessions SET updated_at = ? WHERE id = ?"
 _SQL_STATE: Final = "SELECT state FROM sessions WHERE id = ?"
-_SQL_SAVE_STATE: Final = "UPDATE sessions SET state = ?, updated_at = ? WHERE id = ?"
-_SQL_RESET_STATE: Final = "UPDATE sessions SET state = '{}' WHERE id = ?"
 # The primary key (session_id, seq) answers MAX(seq) with one backward index descent.
 _SQL_NEXT_SEQ: Final = "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE session_id = ?"
 _SQL_REPLACE_MESSAGE: Final = (
     "UPDATE messages SET role = ?, body = ?, crc = ? WHERE session_id = ? AND seq = ?"
 )
-_SQL_SET_CRC: Final = "UPDATE messages SET crc = ? WHERE session_id = ? AND seq = ?"
-_SQL_SET_THREAD_CRC: Final = (
-    "UPDATE threads SET crc = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
-)
 _SQL_TRUNCATE: Final = "DELETE FROM messages WHERE session_id = ? AND seq >= ?"
 _SQL_MESSAGES: Final = "SELECT seq, body, crc FROM messages WHERE session_id = ? ORDER BY seq"
 _SQL_DELETE_MESSAGE: Final = "DELETE FROM messages WHERE session_id = ? AND seq = ?"
 _SQL_RENUMBER_MESSAGE: Final = "UPDATE messages SET seq = ? WHERE session_id = ? AND seq = ?"
-_SQL_INSERT_BILLING: Final = (
-    "INSERT INTO billing (session_id, at, kind, model, prompt_tokens, completion_tokens, "
-    "cost_usd, cached_prompt_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
 _SQL_BILLING: Final = (
     "SELECT id, at, kind, model, prompt_tokens, completion_tokens, cost_usd, "
     "cached_prompt_tokens, cache_write_tokens FROM billing WHERE session_id = ? ORDER BY id"
 )
-_SQL_DELETE_BILLING: Final = "DELETE FROM billing WHERE id = ?"
 _SQL_NEXT_THREAD_SEQ: Final = (
     "SELECT COALESCE(MAX(seq), -1) + 1 FROM threads WHERE session_id = ? AND thread_id = ?"
-)
-_SQL_INSERT_THREAD: Final = (
-    "INSERT INTO threads (session_id, thread_id, seq, body, crc) VALUES (?, ?, ?, ?, ?)"
 )
 _SQL_THREADS: Final = (
     "SELECT thread_id, seq, body, crc FROM threads WHERE session_id = ? ORDER BY thread_id, seq"
@@ -211,13 +195,9 @@ _SQL_DELETE_THREAD_ROW: Final = (
 _SQL_RENUMBER_THREAD_ROW: Final = (
     "UPDATE threads SET seq = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
 )
-_SQL_QUARANTINE: Final = (
-    "INSERT INTO quarantine (session_id, thread_id, seq, body, reason, at) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
-)
 
 
-class PgSessionsSQL:
+class PgSessionsSQL(SharedSessionsSQL[PgCursor]):
     """The SQL of a sessions store on PostgreSQL, over one cursor in one transaction.
 
     The same methods as :class:`~.sql.SessionsSQL` (see :class:`~.engine.SessionTables`).
@@ -225,15 +205,12 @@ class PgSessionsSQL:
     message bodies and the state as ``bytes``, as the loader expects.
     """
 
-    __slots__ = ("conn",)
+    __slots__ = ()
 
     def __init__(self, cursor: PgCursor) -> None:
-        self.conn = cursor
+        super().__init__(cursor)
 
     # -- sessions
-
-    def exists(self, sid: str) -> bool:
-        return self.conn.execute(_SQL_EXISTS, (sid,)).fetchone() is not None
 
     def info_row(self, sid: str) -> tuple[Any, ...] | None:
         return self.conn.execute(_SQL_INFO, (sid,)).fetchone()
@@ -272,21 +249,9 @@ class PgSessionsSQL:
         pg_recall.forget_from(self.conn, sid, 0)
         return self.conn.execute(_SQL_DELETE_SESSION, (sid,)).rowcount > 0
 
-    def rename(self, sid: str, name: str | None) -> bool:
-        return self.conn.execute(_SQL_RENAME, (name, sid)).rowcount > 0
-
-    def touch(self, sid: str, now: float) -> bool:
-        return self.conn.execute(_SQL_TOUCH, (now, sid)).rowcount > 0
-
     def state(self, sid: str) -> bytes:
         row = self.conn.execute(_SQL_STATE, (sid,)).fetchone()
         return b"{}" if row is None or row[0] is None else str(row[0]).encode("utf-8")
-
-    def save_state(self, sid: str, text: str, now: float) -> bool:
-        return self.conn.execute(_SQL_SAVE_STATE, (text, now, sid)).rowcount > 0
-
-    def reset_state(self, sid: str) -> None:
-        self.conn.execute(_SQL_RESET_STATE, (sid,))
 
     # -- messages and side threads (thread_id None is the main history)
 
@@ -312,24 +277,12 @@ class PgSessionsSQL:
                 raise SessionNotFoundError(sid) from None
             raise
 
-    def insert_thread_rows(self, sid: str, thread_id: str, start: int, rows: Sequence[Row]) -> None:
-        self.conn.executemany(
-            _SQL_INSERT_THREAD,
-            [(sid, thread_id, start + i, body, crc) for i, (_, body, crc) in enumerate(rows)],
-        )
-
     def replace_message(self, sid: str, seq: int, row: Row) -> bool:
         role, body, crc = row
         if self.conn.execute(_SQL_REPLACE_MESSAGE, (role, body, crc, sid, seq)).rowcount == 0:
             return False
         pg_recall.reindex(self.conn, sid, [seq])
         return True
-
-    def set_crc(self, sid: str, thread_id: str | None, seq: int, crc: int | None) -> None:
-        if thread_id is None:
-            self.conn.execute(_SQL_SET_CRC, (crc, sid, seq))
-        else:
-            self.conn.execute(_SQL_SET_THREAD_CRC, (crc, sid, thread_id, seq))
 
     def truncate(self, sid: str, start: int) -> None:
         pg_recall.forget_from(self.conn, sid, start)
@@ -369,29 +322,12 @@ class PgSessionsSQL:
             pg_recall.forget(self.conn, sid, [s for m in moves for s in m if type(s) is int])
             pg_recall.reindex(self.conn, sid, [new for _, new in moves])
 
-    def quarantine(
-        self,
-        sid: str,
-        thread_id: str | None,
-        seq: Any,
-        body: bytes,
-        reason: str,
-        now: float,
-    ) -> None:
-        self.conn.execute(_SQL_QUARANTINE, (sid, thread_id, seq, body, reason, now))
-
     # -- billing
-
-    def insert_billing(self, sid: str, values: tuple[Any, ...]) -> None:
-        self.conn.execute(_SQL_INSERT_BILLING, (sid, *values))
 
     def billing_rows(self, sid: str) -> list[tuple[Any, ...]]:
         """``(row id, at, kind, model, prompt_tokens, completion_tokens, cost_usd,
         cached_prompt_tokens, cache_write_tokens)``."""
         return self.conn.execute(_SQL_BILLING, (sid,)).fetchall()
-
-    def delete_billing(self, row_id: int) -> None:
-        self.conn.execute(_SQL_DELETE_BILLING, (row_id,))
 
     # -- the recall index (agentmem.session_store.pg_recall; agentmem.recall ranks)
 

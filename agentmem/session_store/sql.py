@@ -28,6 +28,7 @@ from agentmem.session_store.recall_index import (
     upgrade_to_v2,
 )
 from agentmem.session_store.records import Row
+from agentmem.session_store.sql_shared import SharedSessionsSQL
 
 __all__ = [
     "MIGRATIONS",
@@ -169,17 +170,12 @@ _INFO_COLUMNS: Final = f"""
 """
 _SQL_INFO: Final = _INFO_COLUMNS + " WHERE s.id = ?"
 _SQL_LIST: Final = _INFO_COLUMNS + " ORDER BY s.updated_at DESC, s.rowid DESC LIMIT ?"
-_SQL_EXISTS: Final = "SELECT 1 FROM sessions WHERE id = ?"
 _SQL_CREATE: Final = (
     "INSERT INTO sessions (id, name, created_at, updated_at, working_directory, model, "
     "context_window) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_DELETE_SESSION: Final = "DELETE FROM sessions WHERE id = ?"
-_SQL_RENAME: Final = "UPDATE sessions SET name = ? WHERE id = ?"
-_SQL_TOUCH: Final = "UPDATE sessions SET updated_at = ? WHERE id = ?"
 _SQL_STATE: Final = "SELECT CAST(state AS BLOB) FROM sessions WHERE id = ?"
-_SQL_SAVE_STATE: Final = "UPDATE sessions SET state = ?, updated_at = ? WHERE id = ?"
-_SQL_RESET_STATE: Final = "UPDATE sessions SET state = '{}' WHERE id = ?"
 # With the (session_id, seq) primary key, MAX(seq) is one B-tree descent, not a scan.
 _SQL_NEXT_SEQ: Final = "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE session_id = ?"
 _SQL_INSERT_MESSAGE: Final = (
@@ -188,10 +184,6 @@ _SQL_INSERT_MESSAGE: Final = (
 _SQL_REPLACE_MESSAGE: Final = (
     "UPDATE messages SET role = ?, body = ?, crc = ? WHERE session_id = ? AND seq = ?"
 )
-_SQL_SET_CRC: Final = "UPDATE messages SET crc = ? WHERE session_id = ? AND seq = ?"
-_SQL_SET_THREAD_CRC: Final = (
-    "UPDATE threads SET crc = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
-)
 _SQL_TRUNCATE: Final = "DELETE FROM messages WHERE session_id = ? AND seq >= ?"
 # CAST: read raw bytes, so a body that is not valid UTF-8 is quarantined, not a failed load.
 _SQL_MESSAGES: Final = (
@@ -199,22 +191,14 @@ _SQL_MESSAGES: Final = (
 )
 _SQL_DELETE_MESSAGE: Final = "DELETE FROM messages WHERE session_id = ? AND seq = ?"
 _SQL_RENUMBER_MESSAGE: Final = "UPDATE messages SET seq = ? WHERE session_id = ? AND seq = ?"
-_SQL_INSERT_BILLING: Final = (
-    "INSERT INTO billing (session_id, at, kind, model, prompt_tokens, completion_tokens, "
-    "cost_usd, cached_prompt_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
 _SQL_BILLING: Final = (
     f"SELECT id, {_raw('at')}, {_raw('kind')}, {_raw('model')}, {_raw('prompt_tokens')}, "
     f"{_raw('completion_tokens')}, {_raw('cost_usd')}, {_raw('cached_prompt_tokens')}, "
     f"{_raw('cache_write_tokens')} FROM billing "
     "WHERE session_id = ? ORDER BY id"
 )
-_SQL_DELETE_BILLING: Final = "DELETE FROM billing WHERE id = ?"
 _SQL_NEXT_THREAD_SEQ: Final = (
     "SELECT COALESCE(MAX(seq), -1) + 1 FROM threads WHERE session_id = ? AND thread_id = ?"
-)
-_SQL_INSERT_THREAD: Final = (
-    "INSERT INTO threads (session_id, thread_id, seq, body, crc) VALUES (?, ?, ?, ?, ?)"
 )
 _SQL_THREADS: Final = (
     "SELECT thread_id, seq, CAST(body AS BLOB), crc FROM threads WHERE session_id = ? "
@@ -225,10 +209,6 @@ _SQL_DELETE_THREAD_ROW: Final = (
 )
 _SQL_RENUMBER_THREAD_ROW: Final = (
     "UPDATE threads SET seq = ? WHERE session_id = ? AND thread_id = ? AND seq = ?"
-)
-_SQL_QUARANTINE: Final = (
-    "INSERT INTO quarantine (session_id, thread_id, seq, body, reason, at) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
 )
 
 # -- recall (agentmem.recall ranks; these only fetch)
@@ -324,22 +304,19 @@ def _token_count(size: object) -> int:
     return values[0] if values else 0
 
 
-class SessionsSQL:
+class SessionsSQL(SharedSessionsSQL[sqlite3.Connection]):
     """The SQL of a sessions store, over one connection the caller guards and transacts.
 
     Rows cross this seam as plain tuples and ``bytes``; no method commits,
     and none validates beyond what the schema enforces.
     """
 
-    __slots__ = ("conn",)
+    __slots__ = ()
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+        super().__init__(conn)
 
     # -- sessions
-
-    def exists(self, sid: str) -> bool:
-        return self.conn.execute(_SQL_EXISTS, (sid,)).fetchone() is not None
 
     def info_row(self, sid: str) -> tuple[Any, ...] | None:
         row = self.conn.execute(_SQL_INFO, (sid,)).fetchone()
@@ -365,21 +342,9 @@ class SessionsSQL:
     def delete(self, sid: str) -> bool:
         return self.conn.execute(_SQL_DELETE_SESSION, (sid,)).rowcount > 0
 
-    def rename(self, sid: str, name: str | None) -> bool:
-        return self.conn.execute(_SQL_RENAME, (name, sid)).rowcount > 0
-
-    def touch(self, sid: str, now: float) -> bool:
-        return self.conn.execute(_SQL_TOUCH, (now, sid)).rowcount > 0
-
     def state(self, sid: str) -> bytes:
         row = self.conn.execute(_SQL_STATE, (sid,)).fetchone()
         return b"{}" if row is None or row[0] is None else bytes(row[0])
-
-    def save_state(self, sid: str, text: str, now: float) -> bool:
-        return self.conn.execute(_SQL_SAVE_STATE, (text, now, sid)).rowcount > 0
-
-    def reset_state(self, sid: str) -> None:
-        self.conn.execute(_SQL_RESET_STATE, (sid,))
 
     # -- messages and side threads (thread_id None is the main history)
 
@@ -408,21 +373,9 @@ class SessionsSQL:
                 raise SessionNotFoundError(sid) from None
             raise
 
-    def insert_thread_rows(self, sid: str, thread_id: str, start: int, rows: Sequence[Row]) -> None:
-        self.conn.executemany(
-            _SQL_INSERT_THREAD,
-            [(sid, thread_id, start + i, body, crc) for i, (_, body, crc) in enumerate(rows)],
-        )
-
     def replace_message(self, sid: str, seq: int, row: Row) -> bool:
         role, body, crc = row
         return self.conn.execute(_SQL_REPLACE_MESSAGE, (role, body, crc, sid, seq)).rowcount > 0
-
-    def set_crc(self, sid: str, thread_id: str | None, seq: int, crc: int | None) -> None:
-        if thread_id is None:
-            self.conn.execute(_SQL_SET_CRC, (crc, sid, seq))
-        else:
-            self.conn.execute(_SQL_SET_THREAD_CRC, (crc, sid, thread_id, seq))
 
     def truncate(self, sid: str, start: int) -> None:
         self.conn.execute(_SQL_TRUNCATE, (sid, start))
@@ -456,29 +409,12 @@ class SessionsSQL:
         self.conn.executemany(sql, [(low - i, *key, old) for i, (old, _) in enumerate(moves)])
         self.conn.executemany(sql, [(new, *key, low - i) for i, (_, new) in enumerate(moves)])
 
-    def quarantine(
-        self,
-        sid: str,
-        thread_id: str | None,
-        seq: Any,
-        body: bytes,
-        reason: str,
-        now: float,
-    ) -> None:
-        self.conn.execute(_SQL_QUARANTINE, (sid, thread_id, seq, body, reason, now))
-
     # -- billing
-
-    def insert_billing(self, sid: str, values: tuple[Any, ...]) -> None:
-        self.conn.execute(_SQL_INSERT_BILLING, (sid, *values))
 
     def billing_rows(self, sid: str) -> list[tuple[Any, ...]]:
         """``(row id, at, kind, model, prompt_tokens, completion_tokens, cost_usd,
         cached_prompt_tokens, cache_write_tokens)``, raw."""
         return [tuple(row) for row in self.conn.execute(_SQL_BILLING, (sid,))]
-
-    def delete_billing(self, row_id: int) -> None:
-        self.conn.execute(_SQL_DELETE_BILLING, (row_id,))
 
     # -- recall index
 
