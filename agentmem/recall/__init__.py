@@ -323,12 +323,15 @@ def _session_text(
     document frequencies count sessions (among the candidates': exact when every match
     is a candidate); k1 and b are FTS5's (:data:`SESSION_BM25`).
     """
-    per_session: dict[str, Counter[str]] = defaultdict(Counter)
+    per_session: dict[str, dict[str, int]] = {}
     for (sid, _), candidate in candidates.items():
-        per_session[sid].update(candidate.frequencies)
+        count = per_session.setdefault(sid, {})
+        for term, n in candidate.frequencies.items():
+            count[term] = count.get(term, 0) + n
     sizes = store.recall_session_sizes(sorted(per_session))
     total = max(corpus.sessions, len(per_session))
-    idf = {t: _idf(total, sum(1 for c in per_session.values() if t in c)) for t in query_terms}
+    held = Counter(t for count in per_session.values() for t in count)
+    idf = {t: _idf(total, held[t]) for t in query_terms}
     mean = max(1.0, (corpus.messages or sum(sizes.values())) / max(1, total))
     return {
         sid: _bm25(count, max(1, sizes.get(sid, 1)) / mean, idf, *SESSION_BM25)
@@ -527,7 +530,7 @@ def recall(
         key = (row.session_id, row.seq)
         if key[0] not in sessions:
             title = row.session_name
-            titled = bool(title and matcher.count(title)[1])
+            titled = bool(title and prefixes.count(title)[1])
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
         if row.frequencies is None:
             counted = matcher.count(row.text)

@@ -209,15 +209,19 @@ class Matcher:
     last two letters (all of it, for a term of two letters or fewer).
     """
 
-    __slots__ = ("_pattern", "_prefixes", "_starts", "_wanted")
+    __slots__ = ("_alternatives", "_pattern", "_prefixes", "_starts", "_wanted")
 
     def __init__(self, wanted: Iterable[str], prefixes: Iterable[str] = ()) -> None:
         self._wanted = frozenset(wanted)
         self._prefixes = tuple(dict.fromkeys(p for p in prefixes if p))
         starts = {t if len(t) <= 2 else t[: max(2, len(t) - 2)] for t in self._wanted}
         starts.update(self._prefixes)
-        alternatives = "|".join(map(re.escape, sorted(starts, key=len, reverse=True)))
-        self._pattern = re.compile(rf"(?<![^\W_])(?:{alternatives})[^\W_]*") if starts else None
+        # Compiled when first needed (a query's patterns are new each time, and compiling
+        # one costs more than counting in a chat turn): ``None`` when there is none.
+        self._alternatives = (
+            "|".join(map(re.escape, sorted(starts, key=len, reverse=True))) if starts else None
+        )
+        self._pattern: re.Pattern[str] | None = None
         # Prefixes only: the longest prefix at each place, kept where a token starts (a
         # pattern without a look-behind first is searched for by its first letters: ~3x
         # faster on long texts).
@@ -234,7 +238,7 @@ class Matcher:
         counts: dict[str, int] = {}
         started: set[str] = set()
         hits = 0
-        if self._pattern is None:
+        if self._alternatives is None:
             return counts, started, hits
         if self._starts is not None:
             # A token starting with several prefixes starts with the longest of them, and
@@ -250,6 +254,8 @@ class Matcher:
             for head in heads:
                 started.update(p for p in self._prefixes if head.startswith(p))
             return counts, started, hits
+        if self._pattern is None:
+            self._pattern = re.compile(rf"(?<![^\W_])(?:{self._alternatives})[^\W_]*")
         wanted = self._wanted
         prefixes = self._prefixes
         for token in self._pattern.findall(_fold(text)):
