@@ -209,7 +209,7 @@ class Matcher:
     last two letters (all of it, for a term of two letters or fewer).
     """
 
-    __slots__ = ("_alternatives", "_pattern", "_prefixes", "_starts", "_wanted")
+    __slots__ = ("_alternatives", "_covers", "_pattern", "_prefixes", "_starts", "_wanted")
 
     def __init__(self, wanted: Iterable[str], prefixes: Iterable[str] = ()) -> None:
         self._wanted = frozenset(wanted)
@@ -231,6 +231,11 @@ class Matcher:
             if longest and not self._wanted and all(p.isalnum() for p in longest)
             else None
         )
+        # The prefixes each prefix starts with (a head the pattern above finds is one).
+        self._covers = {
+            head: frozenset(p for p in self._prefixes if head.startswith(p))
+            for head in (self._prefixes if self._starts is not None else ())
+        }
 
     def count(self, text: str) -> tuple[dict[str, int], set[str], int]:
         """How many times each wanted term occurs in ``text`` (absent terms left out),
@@ -252,7 +257,7 @@ class Matcher:
                     heads.add(match.group())
                     hits += 1
             for head in heads:
-                started.update(p for p in self._prefixes if head.startswith(p))
+                started |= self._covers[head]
             return counts, started, hits
         if self._pattern is None:
             self._pattern = re.compile(rf"(?<![^\W_])(?:{self._alternatives})[^\W_]*")
