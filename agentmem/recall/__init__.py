@@ -369,6 +369,15 @@ def _says(text: str, spoken: re.Pattern[str]) -> bool:
     return spoken.search(text.lower()) is not None
 
 
+def _asks(text: str) -> bool:
+    """Whether ``text`` ends with a question mark, trailing whitespace aside (as
+    ``text.rstrip().endswith("?")``, without copying a long text)."""
+    end = len(text) - 1
+    while end >= 0 and text[end].isspace():
+        end -= 1
+    return end >= 0 and text[end] == "?"
+
+
 def _from_postings(
     held: Mapping[str, int], weighted: set[str], crude_of: Mapping[str, set[str]]
 ) -> tuple[dict[str, int], set[str], int]:
@@ -515,7 +524,7 @@ def recall(
         return []
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
-    spoken = _phrase(phrase)
+    spoken: re.Pattern[str] | None = None  # compiled for the first message holding every keyword
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
     prefixes = Matcher((), crude)
@@ -550,7 +559,11 @@ def recall(
     quoted: set[_Key] = set()
     for key, c in candidates.items():
         value = _bm25(c.frequencies, c.length / average, idf, ranking.k1, ranking.b)
-        said = len(c.found) == len(crude) and spoken is not None and _says(c.body, spoken)
+        said = False
+        if len(c.found) == len(crude) and " " in phrase:
+            if spoken is None:
+                spoken = _phrase(phrase)
+            said = spoken is not None and _says(c.body, spoken)
         if said:
             quoted.add(key)
         if ranking.classic:
@@ -566,8 +579,10 @@ def recall(
     final = dict(score)
     if ranking.window:
         for (sid, seq), c in candidates.items():
-            beside = (candidates.get((sid, seq + d)) for d in (-1, 1))
-            covered = c.found.union(*(n.found for n in beside if n is not None))
+            covered = c.found
+            for beside in (candidates.get((sid, seq - 1)), candidates.get((sid, seq + 1))):
+                if beside is not None:
+                    covered = covered | beside.found
             final[(sid, seq)] += ranking.window * len(covered)
     if ranking.neighbours:
         for sid, seq in score:
@@ -592,7 +607,7 @@ def recall(
             final[key] += ranking.length * math.log1p(c.length)
         if ranking.opening and key[1] == 0:
             final[key] += ranking.opening
-        if ranking.question and c.body.rstrip().endswith("?"):
+        if ranking.question and _asks(c.body):
             final[key] -= ranking.question
         if ranking.verbatim and key in quoted:
             final[key] += ranking.verbatim * len(words)
