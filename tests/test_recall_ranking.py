@@ -317,3 +317,26 @@ def test_asks_is_a_question_mark_before_trailing_whitespace(text: str) -> None:
     from agentmem import recall as recall_module
 
     assert recall_module._asks(text) == text.rstrip().endswith("?")
+
+
+@settings(max_examples=300)
+@given(
+    texts=st.lists(st.text(_TEXT_ALPHABET, max_size=30), max_size=5),
+    prefixes=st.lists(
+        st.text(st.sampled_from(list("abtesrun\u00e9_")), min_size=1, max_size=4),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_absent_prefixes_are_absent_from_every_text(texts: list[str], prefixes: list[str]) -> None:
+    """One search of the session names together (``Matcher.absent``) says no name holds
+    a keyword only when counting in each finds none; when every text lacks every
+    prefix's letters it does say so."""
+    matcher = _porter.Matcher((), prefixes)
+    if matcher.absent(texts):
+        assert all(matcher.count(text)[1:] == (set(), 0) for text in texts)
+    from agentmem.session_store import postings_terms
+
+    folded = [postings_terms._fold(t) for t in texts]
+    if all(p.isalnum() for p in prefixes) and not any(p in t for p in prefixes for t in folded):
+        assert matcher.absent(texts)

@@ -535,11 +535,13 @@ def recall(
             crude_of[term].add(_stem(word))
     candidates: dict[_Key, _Candidate] = {}
     sessions: dict[str, _Session] = {}
+    # Session names rarely hold a keyword: one search of them all usually settles it.
+    untitled = prefixes.absent({row.session_name or "" for row in rows})
     for row in rows:
         key = (row.session_id, row.seq)
         if key[0] not in sessions:
             title = row.session_name
-            titled = bool(title and prefixes.count(title)[1])
+            titled = not untitled and bool(title and prefixes.count(title)[1])
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
         if row.frequencies is None:
             counted = matcher.count(row.text)

@@ -237,6 +237,14 @@ class Matcher:
             for head in (self._prefixes if self._starts is not None else ())
         }
 
+    def absent(self, texts: Iterable[str]) -> bool:
+        """Whether no prefix occurs anywhere in ``texts`` (so :meth:`count` finds none in
+        any of them), by one search of them all; ``False`` when it cannot tell cheaply."""
+        if self._starts is None:
+            return False
+        # Apart by a newline: no prefix holds one (they are letters and digits).
+        return self._starts.search("\n".join(map(_fold, texts))) is None
+
     def count(self, text: str) -> tuple[dict[str, int], set[str], int]:
         """How many times each wanted term occurs in ``text`` (absent terms left out),
         which of the prefixes start one of its tokens, and how many tokens start so."""
