@@ -287,3 +287,56 @@ def test_phrase_pattern_is_the_collapsed_substring(text: str, query: str) -> Non
         assert " " not in phrase
         return
     assert recall_module._says(text, spoken) == (phrase in space.sub(" ", text.lower()))
+
+
+@settings(max_examples=300)
+@given(
+    text=st.text(_TEXT_ALPHABET, max_size=80),
+    wanted=st.lists(st.text(st.sampled_from(list("abtesrun")), min_size=1, max_size=5), max_size=3),
+    prefixes=st.lists(
+        st.text(st.sampled_from(list("abtesrun\u00e9_")), min_size=1, max_size=4),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_prefix_matcher_finds_the_prefixes_the_full_matcher_finds(
+    text: str, wanted: list[str], prefixes: list[str]
+) -> None:
+    """A session's name is checked for the keywords by the prefix-only matcher (no pattern
+    of the query's terms compiled for it): it reports the prefixes the matcher of terms
+    and prefixes together reports."""
+    full = _porter.Matcher(wanted, prefixes).count(text)
+    assert _porter.Matcher((), prefixes).count(text)[1:] == full[1:]
+
+
+@settings(max_examples=300)
+@given(st.text(st.sampled_from(list("a? \t\n\r\x0b\x0c\u00a0\u2003\u3000\x1c")), max_size=12))
+def test_asks_is_a_question_mark_before_trailing_whitespace(text: str) -> None:
+    """The question penalty's check reads the text's tail only; it says what
+    ``text.rstrip().endswith("?")`` says, for every kind of whitespace."""
+    from agentmem import recall as recall_module
+
+    assert recall_module._asks(text) == text.rstrip().endswith("?")
+
+
+@settings(max_examples=300)
+@given(
+    texts=st.lists(st.text(_TEXT_ALPHABET, max_size=30), max_size=5),
+    prefixes=st.lists(
+        st.text(st.sampled_from(list("abtesrun\u00e9_")), min_size=1, max_size=4),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_absent_prefixes_are_absent_from_every_text(texts: list[str], prefixes: list[str]) -> None:
+    """One search of the session names together (``Matcher.absent``) says no name holds
+    a keyword only when counting in each finds none; when every text lacks every
+    prefix's letters it does say so."""
+    matcher = _porter.Matcher((), prefixes)
+    if matcher.absent(texts):
+        assert all(matcher.count(text)[1:] == (set(), 0) for text in texts)
+    from agentmem.session_store import postings_terms
+
+    folded = [postings_terms._fold(t) for t in texts]
+    if all(p.isalnum() for p in prefixes) and not any(p in t for p in prefixes for t in folded):
+        assert matcher.absent(texts)

@@ -323,12 +323,15 @@ def _session_text(
     document frequencies count sessions (among the candidates': exact when every match
     is a candidate); k1 and b are FTS5's (:data:`SESSION_BM25`).
     """
-    per_session: dict[str, Counter[str]] = defaultdict(Counter)
+    per_session: dict[str, dict[str, int]] = {}
     for (sid, _), candidate in candidates.items():
-        per_session[sid].update(candidate.frequencies)
+        count = per_session.setdefault(sid, {})
+        for term, n in candidate.frequencies.items():
+            count[term] = count.get(term, 0) + n
     sizes = store.recall_session_sizes(sorted(per_session))
     total = max(corpus.sessions, len(per_session))
-    idf = {t: _idf(total, sum(1 for c in per_session.values() if t in c)) for t in query_terms}
+    held = Counter(t for count in per_session.values() for t in count)
+    idf = {t: _idf(total, held[t]) for t in query_terms}
     mean = max(1.0, (corpus.messages or sum(sizes.values())) / max(1, total))
     return {
         sid: _bm25(count, max(1, sizes.get(sid, 1)) / mean, idf, *SESSION_BM25)
@@ -364,6 +367,15 @@ def _says(text: str, spoken: re.Pattern[str]) -> bool:
     """Whether ``text`` holds the query's phrase (case and runs of whitespace aside): as
     ``phrase in _SPACE.sub(" ", text.lower())``, without building the collapsed copy."""
     return spoken.search(text.lower()) is not None
+
+
+def _asks(text: str) -> bool:
+    """Whether ``text`` ends with a question mark, trailing whitespace aside (as
+    ``text.rstrip().endswith("?")``, without copying a long text)."""
+    end = len(text) - 1
+    while end >= 0 and text[end].isspace():
+        end -= 1
+    return end >= 0 and text[end] == "?"
 
 
 def _from_postings(
@@ -512,7 +524,7 @@ def recall(
         return []
 
     phrase = _SPACE.sub(" ", query.lower()).strip()
-    spoken = _phrase(phrase)
+    spoken: re.Pattern[str] | None = None  # compiled for the first message holding every keyword
     crude = list(dict.fromkeys(_stem(w) for w in words))
     matcher = Matcher(query_terms, crude)
     prefixes = Matcher((), crude)
@@ -523,11 +535,13 @@ def recall(
             crude_of[term].add(_stem(word))
     candidates: dict[_Key, _Candidate] = {}
     sessions: dict[str, _Session] = {}
+    # Session names rarely hold a keyword: one search of them all usually settles it.
+    untitled = prefixes.absent({row.session_name or "" for row in rows})
     for row in rows:
         key = (row.session_id, row.seq)
         if key[0] not in sessions:
             title = row.session_name
-            titled = bool(title and matcher.count(title)[1])
+            titled = not untitled and bool(title and prefixes.count(title)[1])
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
         if row.frequencies is None:
             counted = matcher.count(row.text)
@@ -547,7 +561,11 @@ def recall(
     quoted: set[_Key] = set()
     for key, c in candidates.items():
         value = _bm25(c.frequencies, c.length / average, idf, ranking.k1, ranking.b)
-        said = len(c.found) == len(crude) and spoken is not None and _says(c.body, spoken)
+        said = False
+        if len(c.found) == len(crude) and " " in phrase:
+            if spoken is None:
+                spoken = _phrase(phrase)
+            said = spoken is not None and _says(c.body, spoken)
         if said:
             quoted.add(key)
         if ranking.classic:
@@ -563,8 +581,10 @@ def recall(
     final = dict(score)
     if ranking.window:
         for (sid, seq), c in candidates.items():
-            beside = (candidates.get((sid, seq + d)) for d in (-1, 1))
-            covered = c.found.union(*(n.found for n in beside if n is not None))
+            covered = c.found
+            for beside in (candidates.get((sid, seq - 1)), candidates.get((sid, seq + 1))):
+                if beside is not None:
+                    covered = covered | beside.found
             final[(sid, seq)] += ranking.window * len(covered)
     if ranking.neighbours:
         for sid, seq in score:
@@ -589,7 +609,7 @@ def recall(
             final[key] += ranking.length * math.log1p(c.length)
         if ranking.opening and key[1] == 0:
             final[key] += ranking.opening
-        if ranking.question and c.body.rstrip().endswith("?"):
+        if ranking.question and _asks(c.body):
             final[key] -= ranking.question
         if ranking.verbatim and key in quoted:
             final[key] += ranking.verbatim * len(words)

@@ -301,10 +301,14 @@ def _scored(
             f"WHERE doc IN ({marks}) AND term IN ({term_marks})",
             [*chunk, *names],
         ).fetchall()
-        for doc, term, tf, value in rows:
-            out[int(doc)] += weights[str(term)] * int(value)
-            if held is not None:
-                held[int(doc)][str(term)] = int(tf)
+        if held is None:
+            for doc, term, _, value in rows:
+                out[int(doc)] += weights[str(term)] * int(value)
+        else:
+            for doc, term, tf, value in rows:
+                number, name = int(doc), str(term)
+                out[number] += weights[name] * int(value)
+                held[number][name] = int(tf)
     return out
 
 

@@ -209,15 +209,19 @@ class Matcher:
     last two letters (all of it, for a term of two letters or fewer).
     """
 
-    __slots__ = ("_pattern", "_prefixes", "_starts", "_wanted")
+    __slots__ = ("_alternatives", "_covers", "_pattern", "_prefixes", "_starts", "_wanted")
 
     def __init__(self, wanted: Iterable[str], prefixes: Iterable[str] = ()) -> None:
         self._wanted = frozenset(wanted)
         self._prefixes = tuple(dict.fromkeys(p for p in prefixes if p))
         starts = {t if len(t) <= 2 else t[: max(2, len(t) - 2)] for t in self._wanted}
         starts.update(self._prefixes)
-        alternatives = "|".join(map(re.escape, sorted(starts, key=len, reverse=True)))
-        self._pattern = re.compile(rf"(?<![^\W_])(?:{alternatives})[^\W_]*") if starts else None
+        # Compiled when first needed (a query's patterns are new each time, and compiling
+        # one costs more than counting in a chat turn): ``None`` when there is none.
+        self._alternatives = (
+            "|".join(map(re.escape, sorted(starts, key=len, reverse=True))) if starts else None
+        )
+        self._pattern: re.Pattern[str] | None = None
         # Prefixes only: the longest prefix at each place, kept where a token starts (a
         # pattern without a look-behind first is searched for by its first letters: ~3x
         # faster on long texts).
@@ -227,6 +231,19 @@ class Matcher:
             if longest and not self._wanted and all(p.isalnum() for p in longest)
             else None
         )
+        # The prefixes each prefix starts with (a head the pattern above finds is one).
+        self._covers = {
+            head: frozenset(p for p in self._prefixes if head.startswith(p))
+            for head in (self._prefixes if self._starts is not None else ())
+        }
+
+    def absent(self, texts: Iterable[str]) -> bool:
+        """Whether no prefix occurs anywhere in ``texts`` (so :meth:`count` finds none in
+        any of them), by one search of them all; ``False`` when it cannot tell cheaply."""
+        if self._starts is None:
+            return False
+        # Apart by a newline: no prefix holds one (they are letters and digits).
+        return self._starts.search("\n".join(map(_fold, texts))) is None
 
     def count(self, text: str) -> tuple[dict[str, int], set[str], int]:
         """How many times each wanted term occurs in ``text`` (absent terms left out),
@@ -234,7 +251,7 @@ class Matcher:
         counts: dict[str, int] = {}
         started: set[str] = set()
         hits = 0
-        if self._pattern is None:
+        if self._alternatives is None:
             return counts, started, hits
         if self._starts is not None:
             # A token starting with several prefixes starts with the longest of them, and
@@ -248,8 +265,10 @@ class Matcher:
                     heads.add(match.group())
                     hits += 1
             for head in heads:
-                started.update(p for p in self._prefixes if head.startswith(p))
+                started |= self._covers[head]
             return counts, started, hits
+        if self._pattern is None:
+            self._pattern = re.compile(rf"(?<![^\W_])(?:{self._alternatives})[^\W_]*")
         wanted = self._wanted
         prefixes = self._prefixes
         for token in self._pattern.findall(_fold(text)):
