@@ -304,6 +304,31 @@ def _token_count(size: object) -> int:
     return values[0] if values else 0
 
 
+def _recall_filters(
+    roles: Sequence[str] | None,
+    since: float | None,
+    until: float | None,
+    exclude_session: str | None,
+) -> tuple[list[str], list[Any]]:
+    """The SQL clauses (over ``recall_docs AS d`` joined to ``sessions AS s``) and their
+    parameters for recall's role, time-range and excluded-session filters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if roles is not None:
+        clauses.append(f"d.role IN ({', '.join('?' * len(roles))})")
+        params.extend(roles)
+    if since is not None:
+        clauses.append("s.updated_at >= ?")
+        params.append(since)
+    if until is not None:
+        clauses.append("s.created_at <= ?")
+        params.append(until)
+    if exclude_session is not None:
+        clauses.append("d.session_id != ?")
+        params.append(exclude_session)
+    return clauses, params
+
+
 class SessionsSQL(SharedSessionsSQL[sqlite3.Connection]):
     """The SQL of a sessions store, over one connection the caller guards and transacts.
 
@@ -442,18 +467,9 @@ class SessionsSQL(SharedSessionsSQL[sqlite3.Connection]):
         if session_ids is not None:
             clauses.append(f"d.session_id IN ({', '.join('?' * len(session_ids))})")
             params.extend(session_ids)
-        if roles is not None:
-            clauses.append(f"d.role IN ({', '.join('?' * len(roles))})")
-            params.extend(roles)
-        if since is not None:
-            clauses.append("s.updated_at >= ?")
-            params.append(since)
-        if until is not None:
-            clauses.append("s.created_at <= ?")
-            params.append(until)
-        if exclude_session is not None:
-            clauses.append("d.session_id != ?")
-            params.append(exclude_session)
+        more, values = _recall_filters(roles, since, until, exclude_session)
+        clauses += more
+        params += values
         if max_sessions is not None:
             clauses.append(
                 "d.session_id IN (SELECT id FROM sessions "
@@ -502,20 +518,7 @@ class SessionsSQL(SharedSessionsSQL[sqlite3.Connection]):
         ``session_ids`` (or a few ``max_sessions``), the messages of those sessions are
         scored instead.
         """
-        clauses: list[str] = []
-        params: list[Any] = []
-        if roles is not None:
-            clauses.append(f"d.role IN ({', '.join('?' * len(roles))})")
-            params.extend(roles)
-        if since is not None:
-            clauses.append("s.updated_at >= ?")
-            params.append(since)
-        if until is not None:
-            clauses.append("s.created_at <= ?")
-            params.append(until)
-        if exclude_session is not None:
-            clauses.append("d.session_id != ?")
-            params.append(exclude_session)
+        clauses, params = _recall_filters(roles, since, until, exclude_session)
         scope = session_ids
         if scope is None and max_sessions is not None and max_sessions <= _FEW_SESSIONS:
             scope = [str(r[0]) for r in self.conn.execute(_SQL_RECENT_SESSIONS, (max_sessions,))]
