@@ -256,21 +256,9 @@ def frequencies(
     cur: Cursor, query_terms: Sequence[str], docs: Sequence[int]
 ) -> dict[int, dict[str, int]]:
     """How many times each of ``docs`` holds each of ``query_terms`` (absent ones left out)."""
-    out: dict[int, dict[str, int]] = {doc: {} for doc in docs}
-    names = list(query_terms)
-    if not names:
-        return out
-    term_marks = ", ".join("?" * len(names))
-    for chunk in _chunks(list(docs)):
-        marks = ", ".join("?" * len(chunk))
-        rows = cur.execute(
-            f"SELECT doc, term, tf FROM recall_postings "
-            f"WHERE doc IN ({marks}) AND term IN ({term_marks})",
-            [*chunk, *names],
-        ).fetchall()
-        for doc, term, tf in rows:
-            out[int(doc)][str(term)] = int(tf)
-    return out
+    held: dict[int, dict[str, int]] = {}
+    _scored(cur, dict.fromkeys(query_terms, 0), docs, held)
+    return held
 
 
 def score_docs(cur: Cursor, weights: Mapping[str, int], docs: Sequence[int]) -> dict[int, int]:
