@@ -6,6 +6,7 @@ this machine and asserts nothing about wall-clock time.
     python bench/bench_backends.py                        # 1k and 100k messages, 1 and 8 writers
     python bench/bench_backends.py --sizes 1000 10000 --seconds 3   # quicker
     python bench/bench_backends.py --dsn postgresql://me@db/bench  # a server of yours
+    python bench/bench_backends.py --backends postgresql --baseline ../main  # A/B in one run
 
 Without ``--dsn`` (or ``AGENTMEM_BENCH_PG_DSN``) a throwaway PostgreSQL cluster
 is started with ``scripts/pg_test_cluster.py`` and removed at the end; every
@@ -28,7 +29,16 @@ and, with 1 and 8 writer processes each appending to its own session for
 took: in the writer processes, and (for a cluster the bench started, read from
 ``/proc``) in the server's processes. It prints the ratios
 the issue targets: largest/smallest size (flat = bounded per-call cost) and
-8 writers / 1 writer.
+8 writers / 1 writer, and what bounds the latter: one writer's wall time per
+append over its CPU time (client and server), times the cores, is how far more
+writers can scale before the cores are busy.
+
+On PostgreSQL, when ``pgbench`` is found (beside the cluster's binaries, in
+``/usr/lib/postgresql/*/bin`` or on ``PATH``), the same figures for the peer:
+pgbench committing a one-row INSERT of a 60-word text per transaction, 1 and 8
+clients (``-j 2``), on the same server with the same fsync (run as ``postgres``
+when we are root). ``--baseline DIR`` measures the append throughput with the
+``agentmem`` of another checkout too (the code before a change), in the same run.
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ def test_appended_rows_load_back_and_pass_the_full_check(
         writer = store.writer(sid)
         for batch in batches:
             writer.on_append(batch)
-        with store._engine.read("rows") as sql:  # every row checksummed (a NULL one is set by a load)
+        # Every row checksummed (before a load, which would set a NULL one).
+        with store._engine.read("rows") as sql:
             rows = sql.message_rows(sid)
         assert [crc for _, _, crc in rows] == [row_crc(seq, body) for seq, body, _ in rows]
         record = store.load(sid)
