@@ -297,11 +297,14 @@ def measure(backend: str, admin: str | None, size: int) -> dict[str, float]:
 # ------------------------------------------------------------------ concurrent writers
 
 
-def _writer(args: dict[str, Any], seconds: float, start: float) -> tuple[int, float]:
-    """Append to a new session from ``start`` for ``seconds``: ``(appends, CPU seconds)``."""
+def _writer(args: dict[str, Any], seconds: float) -> tuple[int, float]:
+    """Open a new session, say ``ready`` on stdout, read the start time from stdin, and
+    append from then for ``seconds``: ``(appends, CPU seconds)``."""
     rng = random.Random(os.getpid())
     mem = Memory(**args)
     s = mem.session(context_window=WINDOW)
+    print("ready", flush=True)
+    start = float(sys.stdin.readline())
     while time.time() < start:
         time.sleep(0.001)
     done = 0
@@ -316,18 +319,17 @@ def _writer(args: dict[str, Any], seconds: float, start: float) -> tuple[int, fl
     return done, cpu
 
 
-def _spawn_writer(
-    args: dict[str, Any], seconds: float, start: float, code: str | None
-) -> subprocess.Popen[str]:
+def _spawn_writer(args: dict[str, Any], seconds: float, code: str | None) -> subprocess.Popen[str]:
     """A writer process running this script with ``--writer``; ``code``: the directory
     its ``agentmem`` is imported from (another checkout), else this process's."""
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = code
-    job = json.dumps({"args": args, "seconds": seconds, "start": start})
+    job = json.dumps({"args": args, "seconds": seconds})
     return subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--writer", job],
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -360,8 +362,16 @@ def throughput(
     the writers with the ``agentmem`` of that directory (see ``--baseline``)."""
     with _memory_args(backend, admin) as args:
         Memory(**args).close()  # create and migrate once, outside the timed part
-        start = time.time() + 2.0 + 0.2 * writers  # every process started and connected
-        procs = [_spawn_writer(args, seconds, start, code) for _ in range(writers)]
+        procs = [_spawn_writer(args, seconds, code) for _ in range(writers)]
+        for p in procs:  # every process started, connected, its session created
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError("a writer process failed to start")
+        start = time.time() + 0.2
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{start}\n")
+            p.stdin.flush()
         time.sleep(max(0.0, start - time.time()))
         before = _server_cpu() if backend == "postgresql" else None
         time.sleep(seconds)
@@ -455,7 +465,7 @@ def main() -> None:
     opts = parser.parse_args()
     if opts.writer:
         job = json.loads(opts.writer)
-        print(json.dumps(_writer(job["args"], job["seconds"], job["start"])))
+        print(json.dumps(_writer(job["args"], job["seconds"])))
         return
     print(
         f"agentmem {agentmem.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} cores"
