@@ -245,9 +245,7 @@ def _post(
         sql = _SQL_POST_INDEX
     else:
         sql = _SQL_POST_APPEND
-        stored, crcs = messages
-        if [r[0] for r in stored] != [d[1] for d in docs]:
-            raise ValueError("the messages and their index rows must have the same seqs")
+        stored, crcs = messages  # the rows of docs (index: same seqs and roles)
         bodies = [r[2] for r in stored]
         rows += [bodies, _spaced("N" if crc is None else crc for crc in crcs), sid]
     row = cur.execute(
