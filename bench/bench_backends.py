@@ -6,6 +6,7 @@ this machine and asserts nothing about wall-clock time.
     python bench/bench_backends.py                        # 1k and 100k messages, 1 and 8 writers
     python bench/bench_backends.py --sizes 1000 10000 --seconds 3   # quicker
     python bench/bench_backends.py --dsn postgresql://me@db/bench  # a server of yours
+    python bench/bench_backends.py --backends postgresql --baseline ../main  # A/B in one run
 
 Without ``--dsn`` (or ``AGENTMEM_BENCH_PG_DSN``) a throwaway PostgreSQL cluster
 is started with ``scripts/pg_test_cluster.py`` and removed at the end; every
@@ -28,7 +29,16 @@ and, with 1 and 8 writer processes each appending to its own session for
 took: in the writer processes, and (for a cluster the bench started, read from
 ``/proc``) in the server's processes. It prints the ratios
 the issue targets: largest/smallest size (flat = bounded per-call cost) and
-8 writers / 1 writer.
+8 writers / 1 writer, and what bounds the latter: one writer's wall time per
+append over its CPU time (client and server), times the cores, is how far more
+writers can scale before the cores are busy.
+
+On PostgreSQL, when ``pgbench`` is found (beside the cluster's binaries, in
+``/usr/lib/postgresql/*/bin`` or on ``PATH``), the same figures for the peer:
+pgbench committing a one-row INSERT of a 60-word text per transaction, 1 and 8
+clients (``-j 2``), on the same server with the same fsync (run as ``postgres``
+when we are root). ``--baseline DIR`` measures the append throughput with the
+``agentmem`` of another checkout too (the code before a change), in the same run.
 """
 
 from __future__ import annotations
@@ -36,9 +46,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import multiprocessing as mp
+import json
 import os
 import random
+import resource
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -284,10 +297,17 @@ def measure(backend: str, admin: str | None, size: int) -> dict[str, float]:
 # ------------------------------------------------------------------ concurrent writers
 
 
-def _writer(args: dict[str, Any], seconds: float, start: float, out: Any) -> None:
+_GRACE_S = 0.5
+
+
+def _writer(args: dict[str, Any], seconds: float) -> tuple[int, float]:
+    """Open a new session, say ``ready`` on stdout, read the start time from stdin, and
+    append from then for ``seconds``: ``(appends, CPU seconds)``."""
     rng = random.Random(os.getpid())
     mem = Memory(**args)
     s = mem.session(context_window=WINDOW)
+    print("ready", flush=True)
+    start = float(sys.stdin.readline())
     while time.time() < start:
         time.sleep(0.001)
     done = 0
@@ -297,9 +317,31 @@ def _writer(args: dict[str, Any], seconds: float, start: float, out: Any) -> Non
         s.append(_message(rng, done))
         done += 1
     cpu = time.process_time() - cpu
+    # Keep appending a little longer: the server's CPU is read at the deadline, and a
+    # backend exiting while /proc is read would have its time counted nowhere.
+    n = done
+    while time.time() < deadline + _GRACE_S:
+        s.append(_message(rng, n))
+        n += 1
     s.close()
     mem.close()
-    out.put((done, cpu))
+    return done, cpu
+
+
+def _spawn_writer(args: dict[str, Any], seconds: float, code: str | None) -> subprocess.Popen[str]:
+    """A writer process running this script with ``--writer``; ``code``: the directory
+    its ``agentmem`` is imported from (another checkout), else this process's."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = code
+    job = json.dumps({"args": args, "seconds": seconds})
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--writer", job],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _server_cpu() -> float | None:
@@ -322,31 +364,94 @@ def _server_cpu() -> float | None:
 
 
 def throughput(
-    backend: str, admin: str | None, writers: int, seconds: float
+    backend: str, admin: str | None, writers: int, seconds: float, code: str | None = None
 ) -> tuple[float, float, float | None]:
     """Appends per second, all writers together, and the CPU milliseconds an append
-    took in the writer processes and (our own cluster's) in the server."""
-    ctx = mp.get_context("spawn")
+    took in the writer processes and (our own cluster's) in the server. ``code``: run
+    the writers with the ``agentmem`` of that directory (see ``--baseline``)."""
     with _memory_args(backend, admin) as args:
         Memory(**args).close()  # create and migrate once, outside the timed part
-        out = ctx.Queue()
-        start = time.time() + 2.0 + 0.2 * writers  # every process started and connected
-        procs = [
-            ctx.Process(target=_writer, args=(args, seconds, start, out)) for _ in range(writers)
-        ]
+        procs = [_spawn_writer(args, seconds, code) for _ in range(writers)]
+        for p in procs:  # every process started, connected, its session created
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError("a writer process failed to start")
+        start = time.time() + 0.2
         for p in procs:
-            p.start()
+            assert p.stdin is not None
+            p.stdin.write(f"{start}\n")
+            p.stdin.flush()
         time.sleep(max(0.0, start - time.time()))
         before = _server_cpu() if backend == "postgresql" else None
         time.sleep(seconds)
         after = _server_cpu() if backend == "postgresql" else None
-        results = [out.get(timeout=seconds + 120) for _ in procs]
-        for p in procs:
-            p.join()
+        outs = [p.communicate(timeout=seconds + 120)[0] for p in procs]
+        if any(p.returncode for p in procs):
+            raise RuntimeError(f"a writer process failed: {[p.returncode for p in procs]}")
+        results = [json.loads(out.strip().splitlines()[-1]) for out in outs]
     total = sum(done for done, _ in results)
     client = sum(cpu for _, cpu in results) * 1000 / max(1, total)
     server = None if before is None or after is None else (after - before) * 1000 / max(1, total)
     return total / seconds, client, server
+
+
+# ------------------------------------------------------------------ the peer: pgbench
+
+PGBENCH_TABLE = "CREATE TABLE pgbench_append (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL)"
+
+
+def _pgbench() -> Path | None:
+    """pgbench: beside our cluster's binaries, in /usr/lib/postgresql/*/bin, or on PATH."""
+    found = [
+        *([] if _PG_DATA is None else [_cluster_script().find_bin()]),
+        *sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True),
+    ]
+    for directory in found:
+        if directory is not None and (Path(directory) / "pgbench").exists():
+            return Path(directory) / "pgbench"
+    on_path = shutil.which("pgbench")
+    return None if on_path is None else Path(on_path)
+
+
+def pgbench(
+    admin: str, clients: int, seconds: float, words: int = 60
+) -> tuple[float, float, float | None]:
+    """The peer of an append: pgbench committing a one-row INSERT of ``words`` words of
+    text per transaction, ``clients`` connections (``-j 2``), on the same server with
+    the same fsync. ``(transactions per second, pgbench's CPU ms per transaction, the
+    server's CPU ms per transaction (our cluster))``."""
+    import psycopg
+
+    binary = _pgbench()
+    assert binary is not None
+    text = _sentence(random.Random(words), words).replace("'", "''")
+    with tempfile.TemporaryDirectory(prefix="agentmem-pgbench-") as tmp, _database(admin) as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(PGBENCH_TABLE)
+        script = Path(tmp) / "append.sql"
+        script.write_text(f"INSERT INTO pgbench_append (body) VALUES ('{text}');\n")
+        os.chmod(tmp, 0o755)  # pgbench runs as the server's user when we are root
+        os.chmod(script, 0o644)
+        command = [str(binary), "-n", "-f", str(script), "-c", str(clients)]
+        command += ["-j", str(min(2, clients)), "-T", str(max(1, round(seconds))), dsn]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = _server_cpu()
+        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp)
+        after = _server_cpu()
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"pgbench failed ({done.returncode}): {done.stderr.strip()}")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("tps = ")]
+    processed = [line for line in done.stdout.splitlines() if "transactions actually" in line]
+    if not lines or not processed:
+        raise RuntimeError(f"cannot read pgbench's output:\n{done.stdout}")
+    tps = float(lines[-1].split()[2])
+    count = max(1, int(processed[-1].split(":")[1].split()[0]))
+    client = (now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime) * 1000 / count
+    server = None if before is None or after is None else (after - before) * 1000 / count
+    return tps, client, server
 
 
 # ------------------------------------------------------------------ main
@@ -359,7 +464,18 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--dsn", default=os.environ.get("AGENTMEM_BENCH_PG_DSN"))
     parser.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also measure the append throughput with the agentmem of this checkout "
+        "(the code before a change: A/B in one run, on the same server)",
+    )
+    parser.add_argument("--writer", help=argparse.SUPPRESS)  # a writer process's job
     opts = parser.parse_args()
+    if opts.writer:
+        job = json.loads(opts.writer)
+        print(json.dumps(_writer(job["args"], job["seconds"])))
+        return
     print(
         f"agentmem {agentmem.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} cores"
     )
@@ -395,18 +511,50 @@ def main() -> None:
                     )
                 )
         print("\nappend throughput, writer processes each on its own session:")
+        cores = os.cpu_count() or 1
+        codes: list[tuple[str, str | None]] = [("", None)]
+        if opts.baseline:
+            codes.insert(0, (f" [baseline {opts.baseline}]", str(Path(opts.baseline).resolve())))
         for backend in backends:
-            runs = {w: throughput(backend, admin, w, opts.seconds) for w in opts.writers}
-            base = runs[min(opts.writers)][0]
-            for w, (rate, client, server) in runs.items():
-                cpu = f"client {client:.2f} ms" + (
-                    "" if server is None else f", server {server:.2f} ms"
-                )
-                print(
-                    f"  {backend:>10}: {w} writers {rate:8.0f}/s (x{rate / base:.2f}); "
-                    f"CPU per append: {cpu}",
-                    flush=True,
-                )
+            for label, code in codes:
+                runs = {w: throughput(backend, admin, w, opts.seconds, code) for w in opts.writers}
+                _print_scaling(f"{backend}{label}", runs, cores, "writers", "append")
+        if "postgresql" in backends and admin is not None and _pgbench() is not None:
+            print(
+                "\npeer on the same server: pgbench, a one-row INSERT of a 60-word text per "
+                "transaction (one commit, fsynced):"
+            )
+            peer = {c: pgbench(admin, c, opts.seconds) for c in opts.writers}
+            _print_scaling("pgbench", peer, cores, "clients", "transaction")
+
+
+def _print_scaling(
+    name: str,
+    runs: dict[int, tuple[float, float, float | None]],
+    cores: int,
+    unit: str,
+    what: str,
+) -> None:
+    """Rates of ``runs`` (by process count) with their ratio to the fewest's, the CPU
+    per call, and what bounds the scaling: one process's wall time per call over its
+    CPU time (client and server), times the cores."""
+    fewest = min(runs)
+    base = runs[fewest][0]
+    for n, (rate, client, server) in runs.items():
+        cpu = f"client {client:.3f} ms" + ("" if server is None else f", server {server:.3f} ms")
+        print(
+            f"  {name:>10}: {n} {unit} {rate:8.0f}/s (x{rate / base:.2f}); CPU per {what}: {cpu}",
+            flush=True,
+        )
+    rate, client, server = runs[fewest]
+    if server is not None and rate > 0:
+        wall = 1000 / rate * fewest
+        ratio = wall / (client + server)
+        print(
+            f"  {name:>10}: {fewest} {unit}: wall {wall:.3f} ms per {what} / CPU "
+            f"{client + server:.3f} ms = {ratio:.2f}; CPU ceiling of the scaling on "
+            f"{cores} cores: x{cores * ratio:.2f}"
+        )
 
 
 if __name__ == "__main__":

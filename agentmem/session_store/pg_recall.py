@@ -155,26 +155,59 @@ def index(
 
 # One round trip: the index rows, their postings and the count changes (data-modifying
 # CTEs run to completion whether the main query reads them or not); returns the docids.
+# The numbers and the index terms travel as one text parameter each, split by the server
+# (string_to_array on " ": terms are runs of [^\W_], never holding a space; a crc "N" is
+# NULL): psycopg dumps a list element by element in Python, a joined string in C.
 _SQL_POST: Final = """
-    WITH {messages}d AS (
+    WITH r AS (
+        SELECT * FROM unnest(
+            string_to_array(?, ' ')::bigint[], ?::text[], ?::text[],
+            string_to_array(?, ' ')::bigint[]{columns}
+        ) AS r (seq, role, text, length{names})
+    ), {messages}d AS (
         INSERT INTO recall_docs (session_id, seq, role, text, length)
-        SELECT ?, * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[])
+        SELECT ?, seq, role, text, length FROM r
         RETURNING docid, seq
     ), p AS (
         INSERT INTO recall_postings (term, doc, tf, impact)
         SELECT t.term, d.docid, t.tf, t.impact
-        FROM unnest(?::bigint[], ?::text[], ?::int[], ?::int[]) AS t (seq, term, tf, impact)
+        FROM unnest(
+            string_to_array(?, ' ')::bigint[], string_to_array(?, ' '),
+            string_to_array(?, ' ')::int[], string_to_array(?, ' ')::int[]
+        ) AS t (seq, term, tf, impact)
         JOIN d ON d.seq = t.seq
     ), c AS (
         INSERT INTO recall_counts (term, docs, tokens)
-        SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[])
+        SELECT * FROM unnest(
+            array_prepend('', string_to_array(?, ' ')),
+            string_to_array(?, ' ')::bigint[], string_to_array(?, ' ')::bigint[]
+        )
     )
     SELECT MIN(docid), MAX(docid) FROM d
 """
-_SQL_POST_MESSAGES: Final = """m AS (
+_SQL_POST_INDEX: Final = _SQL_POST.format(columns="", names="", messages="")
+_SQL_POST_APPEND: Final = _SQL_POST.format(
+    columns=", ?::text[], string_to_array(?, ' ', 'N')::bigint[]",
+    names=", body, crc",
+    messages="""m AS (
         INSERT INTO messages (session_id, seq, role, body, crc)
-        SELECT ?, * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::bigint[])
-    ), """
+        SELECT ?, seq, role, body, crc FROM r
+    ), """,
+)
+
+
+def _spaced(words: Iterable[object]) -> str:
+    """``words`` joined by single spaces, for ``string_to_array(?, ' ')``."""
+    return " ".join(map(str, words))
+
+
+def _spaced_terms(terms: Sequence[str]) -> str:
+    """Index terms joined by single spaces (refuses a term holding one: it cannot be split
+    back, and no term of :func:`.postings_terms.terms` does)."""
+    joined = " ".join(terms)
+    if joined.count(" ") != max(len(terms) - 1, 0) or (terms and "" in terms):
+        raise ValueError(f"index terms cannot be empty or hold a space: {terms!r}")
+    return joined
 
 
 def _post(
@@ -202,27 +235,31 @@ def _post(
             held[term] += 1
         length += len(tokens)
     counted = sorted(held.items())
-    prefix: list[Any] = []
-    if messages is not None:
-        rows, crcs = messages
-        prefix = [sid, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], crcs]
-    sql = _SQL_POST.format(messages="" if messages is None else _SQL_POST_MESSAGES)
+    rows: list[Any] = [
+        _spaced(d[1] for d in docs),
+        [d[2] for d in docs],
+        [d[3] for d in docs],
+        _spaced(d[4] for d in docs),
+    ]
+    if messages is None:
+        sql = _SQL_POST_INDEX
+    else:
+        sql = _SQL_POST_APPEND
+        stored, crcs = messages  # the rows of docs (index: same seqs and roles)
+        bodies = [r[2] for r in stored]
+        rows += [bodies, _spaced("N" if crc is None else crc for crc in crcs), sid]
     row = cur.execute(
         sql,
         (
-            *prefix,
+            *rows,
             sid,
-            [d[1] for d in docs],
-            [d[2] for d in docs],
-            [d[3] for d in docs],
-            [d[4] for d in docs],
-            seqs,
-            terms,
-            tfs,
-            impacts,
-            [_TOTAL, *(t for t, _ in counted)],
-            [len(docs), *(n for _, n in counted)],
-            [length, *(0 for _ in counted)],
+            _spaced(seqs),
+            _spaced_terms(terms),
+            _spaced(tfs),
+            _spaced(impacts),
+            _spaced_terms([t for t, _ in counted]),
+            _spaced([len(docs), *(n for _, n in counted)]),
+            _spaced([length, *(0 for _ in counted)]),
         ),
     ).fetchone()
     first, last = int(row[0]), int(row[1])
