@@ -633,6 +633,40 @@ def test_the_updaters_topics_and_the_next_sessions_prompt(make_memory: MakeMemor
     assert later.topics.read("prefs") is None
 
 
+# ---------------------------------------------------------------- TopicStore.delete and .locked
+
+
+def test_topic_store_delete_and_locked(make_memory: MakeMemory, backend: str) -> None:
+    topics = make_memory().topics
+    topics.write("a", "A")
+    assert topics.delete("a.md") is True  # the suffix is the file's, as for write
+    assert topics.delete("a") is False
+    assert topics.read("a") is None
+    with pytest.raises(agentmem.UnsafePathError):
+        topics.delete("../a")
+    # locked(): another thread's write waits for the block to end
+    topics.write("b", "B")
+    done = threading.Event()
+    writer = threading.Thread(target=lambda: (topics.write("b", "other"), done.set()))
+    with topics.locked():
+        text = topics.read("b")
+        writer.start()
+        writer.join(timeout=0.3)
+        assert not done.is_set()  # blocked: the lock is held
+        topics.write("b", f"{text}+edit")
+    writer.join()
+    assert topics.read("b") == "other"  # it wrote after the block, never in the middle
+    # on PostgreSQL the block is one transaction: an error undoes all of it
+    with pytest.raises(RuntimeError), topics.locked():
+        topics.write("c", "C")
+        topics.delete("b")
+        raise RuntimeError("midway")
+    if backend == "embedded":
+        assert (topics.read("b"), topics.read("c")) == (None, "C")
+    else:
+        assert (topics.read("b"), topics.read("c")) == ("other", None)
+
+
 # ---------------------------------------------------------------- concurrency
 
 
