@@ -32,9 +32,15 @@ import pytest
 from anthropic import Anthropic, AsyncAnthropic
 from anthropic.lib.tools import ToolError
 from anthropic.tools.memory import BetaLocalFilesystemMemoryTool
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 from pg import child_env
 from profiles import scaled
 
@@ -415,33 +421,62 @@ class ToolMachine(RuleBasedStateMachine):
         expected = self.model.apply(command)
         assert ours == theirs, command
         assert (ours[0] == "ok") == expected, (command, ours)
+        event(f"{command['command']}: {ours[0]}")  # --hypothesis-show-statistics
+
+    def pick(
+        self, data: st.DataObject, kind: str, other: st.SearchStrategy[str] = ANY_PATHS
+    ) -> str:
+        """Mostly an existing path of ``kind`` ("file", "dir", "any"), else one of ``other``."""
+        files = sorted(self.model.files)
+        dirs = sorted({p.rsplit("/", 1)[0] for p in files} - {"/memories"})
+        existing = {"file": files, "dir": dirs, "any": files + dirs}[kind]
+        if existing and not data.draw(st.sampled_from([False, False, False, True])):
+            return data.draw(st.sampled_from(existing))
+        return data.draw(other)
+
+    @initialize(files=st.lists(st.tuples(FILE_PATHS, TEXT), max_size=4))
+    def some_files(self, files: list[tuple[str, str]]) -> None:
+        for path, text in files:
+            self.step(create(path, text))
 
     @rule(path=FILE_PATHS, text=TEXT)
     def create(self, path: str, text: str) -> None:
         self.step(create(path, text))
 
     @rule(
-        path=ANY_PATHS, view_range=st.none() | st.lists(st.integers(-1, 5), min_size=2, max_size=2)
+        data=st.data(), view_range=st.none() | st.lists(st.integers(-1, 5), min_size=2, max_size=2)
     )
-    def view(self, path: str, view_range: list[int] | None) -> None:
-        self.step(view(path, view_range))
+    def view(self, data: st.DataObject, view_range: list[int] | None) -> None:
+        self.step(view(self.pick(data, "any"), view_range))
 
-    @rule(path=ANY_PATHS, old=st.text(alphabet="ab\n", max_size=3), new=TEXT)
-    def str_replace(self, path: str, old: str, new: str) -> None:
+    @rule(data=st.data(), new=TEXT)
+    def str_replace(self, data: st.DataObject, new: str) -> None:
+        path = self.pick(data, "file")
+        content = self.model.files.get(path, "")
+        how = data.draw(st.sampled_from(["whole", "piece", "random"]))
+        if content and how == "whole":  # unique
+            old = content
+        elif content and how == "piece":  # sometimes unique
+            i = data.draw(st.integers(0, len(content) - 1))
+            old = content[i : data.draw(st.integers(i + 1, len(content)))]
+        else:
+            old = data.draw(st.text(alphabet="ab\n", max_size=3))
         self.step(replace(path, old, new))
 
-    @rule(path=ANY_PATHS, line=st.integers(-1, 6), text=TEXT)
-    def insert(self, path: str, line: int, text: str) -> None:
-        self.step(insert(path, line, text))
+    @rule(data=st.data(), text=TEXT)
+    def insert(self, data: st.DataObject, text: str) -> None:
+        path = self.pick(data, "file")
+        lines = self.model.files.get(path, "").count("\n")
+        self.step(insert(path, data.draw(st.integers(-1, lines + 2)), text))
 
-    @rule(path=ANY_PATHS)
-    def delete(self, path: str) -> None:
-        self.step(delete(path))
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        self.step(delete(self.pick(data, "any")))
 
     @rule(files=st.booleans(), data=st.data())
     def rename(self, files: bool, data: st.DataObject) -> None:
         paths = FILE_PATHS if files else DIR_PATHS
-        old, new = data.draw(paths), data.draw(paths)
+        old, new = self.pick(data, "file" if files else "dir", paths), data.draw(paths)
         if not files and new.startswith(old + "/"):
             # the reference raises a bare OSError here (test_a_directory_cannot_move_into_itself)
             assert run(self.tool, rename(old, new))[0] == "error"
@@ -656,11 +691,16 @@ def test_topic_store_delete_and_locked(make_memory: MakeMemory, backend: str) ->
         topics.write("b", f"{text}+edit")
     writer.join()
     assert topics.read("b") == "other"  # it wrote after the block, never in the middle
+
     # on PostgreSQL the block is one transaction: an error undoes all of it
-    with pytest.raises(RuntimeError), topics.locked():
-        topics.write("c", "C")
-        topics.delete("b")
-        raise RuntimeError("midway")
+    def interrupted() -> None:
+        with topics.locked():
+            topics.write("c", "C")
+            topics.delete("b")
+            raise RuntimeError("midway")
+
+    with pytest.raises(RuntimeError):
+        interrupted()
     if backend == "embedded":
         assert (topics.read("b"), topics.read("c")) == (None, "C")
     else:
