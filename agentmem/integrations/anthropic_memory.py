@@ -139,6 +139,8 @@ def _parse(path: object, field: str = "path") -> _Path:
             raise _refuse(shown, f"it contains {SEPARATOR!r} (U+2215), reserved for nested topics")
     if _PERCENT_ESCAPE.search(path):
         raise _refuse(shown, "it contains a percent escape (paths are taken literally)")
+    if "//" in rest:
+        raise _refuse(path, "it has an empty component ('//')")
     body = rest[1:]
     if body.endswith("/"):
         body = body[:-1]
