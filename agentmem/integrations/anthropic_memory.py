@@ -537,13 +537,13 @@ class AgentMemMemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"File {path} exceeds maximum line limit of 999,999 lines.")
         start = 1
         if view_range:
-            if not isinstance(view_range, list) or not all(
-                type(n) is int for n in view_range  # pyright: ignore[reportUnknownVariableType]
-            ):
+            given = view_range if isinstance(view_range, list) else [view_range]
+            bounds: list[int] = [n for n in given if type(n) is int]
+            if not isinstance(view_range, list) or len(bounds) != len(given):
                 raise ToolError(f"`view_range` must be a list of two integers, got {view_range!r}")
-            if len(view_range) == 2:  # pyright: ignore[reportUnknownArgumentType]
-                first: int = max(1, view_range[0]) - 1
-                end: int = len(lines) if view_range[1] == -1 else view_range[1]
+            if len(bounds) == 2:  # as the SDK: any other length shows the whole file
+                first = max(1, bounds[0]) - 1
+                end = len(lines) if bounds[1] == -1 else bounds[1]
                 lines, start = lines[first:end], first + 1
         return f"Here's the content of {path} with line numbers:\n" + _numbered(lines, start)
 
