@@ -588,6 +588,34 @@ def test_any_accepted_path_names_one_topic_inside_memories(parts: list[str], joi
         assert part not in ("", ".", "..") and not part.startswith(".")
 
 
+def test_accepted_paths_write_only_their_own_file(tmp_path: Path) -> None:
+    """Any path from hostile pieces: refused, or one file directly in memories/, nothing else."""
+    root = tmp_path / "root"
+    with agentmem.Memory(root=root) as mem:
+        tool = AgentMemMemoryTool(mem)
+        tool.call(create("/memories/seed.md", "seed"))  # memories/ exists from here on
+
+        @settings(max_examples=scaled(100))
+        @given(parts=st.lists(SEGMENTS, max_size=4), joiner=st.sampled_from(["/", "\\"]))
+        def check(parts: list[str], joiner: str) -> None:
+            path = "/memories" + joiner + joiner.join(parts)
+            before = tree(tmp_path)
+            try:
+                tool.call(create(path, "x"))
+            except ToolError:
+                assert tree(tmp_path) == before
+                return
+            topic = topic_of_path(path)
+            assert topic is not None
+            added = set(tree(tmp_path)) - set(before)
+            assert added <= {f"root/memories/{topic}.md"}  # (already there: "already exists")
+            assert (root / "memories" / f"{topic}.md").read_text() == "x"
+            tool.call(delete(path))
+            assert tree(tmp_path) == {k: v for k, v in before.items() if k not in added}
+
+        check()
+
+
 def test_symlinks_cannot_lead_out(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -745,6 +773,42 @@ def test_threads_editing_at_once_lose_nothing(make_memory: MakeMemory) -> None:
     files = stored(mem)
     assert sorted(files["/memories/shared.md"].split()) == sorted(names)
     assert sorted(files["/memories/team/slots.md"].split()) == sorted(f"done-{n}" for n in names)
+
+
+def test_asyncio_tasks_editing_at_once_lose_nothing(make_memory: MakeMemory) -> None:
+    tool = AsyncAgentMemMemoryTool(make_memory())
+    names = [f"task{i}" for i in range(12)]
+
+    async def main() -> None:
+        await tool.call(create("/memories/log.md", ""))
+        await asyncio.gather(*(tool.call(insert("/memories/log.md", 0, n)) for n in names))
+        assert sorted(tool.sync.topics.read("log").split()) == sorted(names)  # type: ignore[union-attr]
+        await tool.call(create("/memories/gone/x.md", "x"))
+        assert await tool.clear_all_memory() == "All memory cleared"
+
+    asyncio.run(main())
+    assert tool.sync.topics.list() == []
+
+
+def test_clear_all_memory_and_the_view_after_it(make_memory: MakeMemory) -> None:
+    mem = make_memory()
+    tool = AgentMemMemoryTool(mem)
+    tool.call(create("/memories/log.md", "a"))
+    events: list[str] = []
+
+    async def collect() -> None:
+        async_tool = AsyncAgentMemMemoryTool(mem)
+        events.append(str(await async_tool.call(insert("/memories/log.md", 1, "b"))))
+        events.append(str(await async_tool.call(view("/memories/log.md"))))
+
+    asyncio.run(collect())
+    assert events == [
+        "The file /memories/log.md has been edited.",
+        "Here's the content of /memories/log.md with line numbers:\n     1\ta\n     2\tb\n     3\t",
+    ]
+    assert tool.clear_all_memory() == "All memory cleared"
+    assert stored(mem) == {}
+    assert run(tool, view("/memories"))[1].endswith("\n-\t/memories")
 
 
 def test_processes_editing_at_once_lose_nothing(backend: str, tmp_path: Path) -> None:
