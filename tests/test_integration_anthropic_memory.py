@@ -701,6 +701,40 @@ def test_the_updaters_topics_and_the_next_sessions_prompt(make_memory: MakeMemor
     assert later.topics.read("prefs") is None
 
 
+def test_the_memory_updater_and_the_tool_share_the_files(backend: str, tmp_path: Path) -> None:
+    """Claude's file reaches the memory updater; the updater's topic reaches Claude."""
+    from agentmem.testing import ScriptedLLM, tool_call
+
+    nested = f"user{SEPARATOR}prefs"
+    llm = ScriptedLLM(
+        [
+            tool_call("read_memory", {"topic": nested}),
+            tool_call("write_memory", {"topic": "deploy", "content": "Use make deploy.\n"}),
+            {"role": "assistant", "content": "Memory updated."},
+        ]
+    )
+    root = tmp_path / "root"
+    with agentmem.Memory(root=root, backend=backend, llm=llm, durability="normal") as mem:
+        tool = AgentMemMemoryTool(mem)
+        tool.call(create("/memories/user/prefs.md", "prefers staging first\n"))
+        with mem.session(name="task") as s:
+            s.append({"role": "system", "content": "You are a coding agent."})
+            s.start_task("Deploy the app.")
+            for i in range(12):  # a long task, so finish_task runs the updater
+                s.append(tool_call("bash", {"cmd": f"make step{i}"}, call_id=f"c{i}"))
+                s.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"ok {i}"})
+                s.record_usage(100, 10, 0.01)
+            s.append({"role": "assistant", "content": "Deployed."})
+            s.finish_task()
+            result = s.last_memory_update
+        assert result is not None and result.ran and result.error is None, result
+        llm.assert_complete()
+        read_back = [m for m in llm.calls[1][0] if m["role"] == "tool"][-1]["content"]
+        assert "prefers staging first" in str(read_back)  # the updater read Claude's file
+        assert "Use make deploy." in tool.call(view("/memories/deploy.md"))
+        assert "/memories/deploy.md" in tool.call(view("/memories"))
+
+
 # ---------------------------------------------------------------- TopicStore.delete and .locked
 
 
