@@ -174,7 +174,7 @@ def cut_to_tokens(text: str, max_tokens: int, counter: TokenCounter, marker: str
 
 
 class TopicStore:
-    """Topic files: list / read / write, one atomic markdown file per topic.
+    """Topic files: list / read / write / delete, one atomic markdown file per topic.
 
     Args:
         directory: The topics directory (``<root>/memories``), ``None`` to
