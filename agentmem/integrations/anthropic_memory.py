@@ -124,9 +124,9 @@ def _parse(path: object, field: str = "path") -> _Path:
     """``path`` checked and split; :class:`ToolError` naming what is wrong."""
     if not isinstance(path, str):
         raise ToolError(f"`{field}` must be a string, got {type(path).__name__}")
-    if not path.startswith(MEMORIES):
-        raise ToolError(f"Path must start with {MEMORIES}, got: {path}")
     shown = repr(path) if any(unicodedata.category(c) == "Cc" for c in path) else path
+    if not path.startswith(MEMORIES):
+        raise ToolError(f"Path must start with {MEMORIES}, got: {shown}")
     rest = path[len(MEMORIES) :]
     if rest and not rest.startswith("/"):
         raise ToolError(f"Path {shown} would escape {MEMORIES} directory")
