@@ -45,7 +45,9 @@ Guarantees:
 * **Read-merge-write without lost updates.** :meth:`TopicStore.write_if_unchanged`
   writes only if the topic still holds what the caller read (checked under
   the lock), so two agents merging into one topic at once do not silently
-  drop each other's additions: the second is told to read again.
+  drop each other's additions: the second is told to read again. Inside
+  ``with store.locked():`` a caller may read, edit and write (or
+  :meth:`TopicStore.delete`) several topics as one step.
 
 * **Nothing is skipped silently.** An entry of ``memories/`` named like a
   topic file that is not one (a directory, a symlink, an unsafe name), a
@@ -65,6 +67,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,7 +174,7 @@ def cut_to_tokens(text: str, max_tokens: int, counter: TokenCounter, marker: str
 
 
 class TopicStore:
-    """Topic files: list / read / write, one atomic markdown file per topic.
+    """Topic files: list / read / write / delete, one atomic markdown file per topic.
 
     Args:
         directory: The topics directory (``<root>/memories``), ``None`` to
@@ -328,6 +331,36 @@ class TopicStore:
             chars=len(stored),
             content=stored,
         )
+
+    def delete(self, topic: str) -> bool:
+        """Remove ``topic``'s file, under the store's lock; whether it existed.
+
+        Raises:
+            UnsafePathError: the name is not a safe topic name.
+            StorageError: the file exists but could not be removed (it is intact).
+        """
+        topic = check_topic(topic, self._where())
+        with self._lock, self._docs.locked():
+            return self._docs.delete(topic)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the store's cross-process lock for the ``with`` block (re-entrant).
+
+        :meth:`read`, :meth:`write` and :meth:`delete` inside the block see and
+        make changes no other thread or process interleaves with, so a caller can
+        read a topic, edit it and write it back (or move several topics) without
+        losing a concurrent change. On PostgreSQL the block is one transaction:
+        its writes and deletes take effect together, or (on an error) none do.
+        Keep it short: other writers wait for it.
+
+        Raises:
+            StoreLockedError: another holder kept the lock past the timeout.
+            StorageError: the lock cannot be taken, or (PostgreSQL) the block's
+                changes could not be committed.
+        """
+        with self._lock, self._docs.locked():
+            yield
 
     def render_for_prompt(
         self, max_tokens: int, *, token_counter: TokenCounter | None = None
