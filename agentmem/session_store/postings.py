@@ -400,11 +400,12 @@ def top_k(
                 kept = set(accept(new))
                 rejected.update(d for d in new if d not in kept)
         bit, w = 1 << at, lists[at].weight
+        scored, seen = partial.get, seen_in.get
         for value, doc in rows:
-            if doc in rejected:
+            if rejected and doc in rejected:
                 continue
-            partial[doc] = partial.get(doc, 0) + w * value
-            seen_in[doc] = seen_in.get(doc, 0) | bit
+            partial[doc] = scored(doc, 0) + w * value
+            seen_in[doc] = seen(doc, 0) | bit
     best = _members(partial, _kth(partial, k), k) if len(partial) > k else list(partial)
     if complete and held is None:
         exact = partial
