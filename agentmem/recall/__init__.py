@@ -307,7 +307,7 @@ def _bm25(
     """Okapi BM25 of one document: ``count`` its query-term frequencies, ``relative`` its
     length over the average."""
     norm = k1 * (1 - b + b * relative)
-    return sum(idf[t] * f * (k1 + 1) / (f + norm) for t, f in count.items())
+    return sum([idf[t] * f * (k1 + 1) / (f + norm) for t, f in count.items()])
 
 
 def _session_text(
@@ -590,10 +590,13 @@ def recall(
                     covered = covered | beside.found
             final[(sid, seq)] += ranking.window * len(covered)
     if ranking.neighbours:
+        reach = range(1, ranking.reach + 1)
         for sid, seq in score:
             around = sum(
-                (score.get((sid, seq - d), 0.0) + score.get((sid, seq + d), 0.0)) / d
-                for d in range(1, ranking.reach + 1)
+                [
+                    (score.get((sid, seq - d), 0.0) + score.get((sid, seq + d), 0.0)) / d
+                    for d in reach
+                ]
             )
             final[(sid, seq)] += ranking.neighbours * around
     if ranking.session:
