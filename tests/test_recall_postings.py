@@ -415,3 +415,22 @@ def test_post_with_a_limit_posts_the_oldest_first(tmp_path: Path) -> None:
     assert postings.post(conn, batch=3) == 6  # every one left, three at a time
     assert not postings.unposted(conn)
     assert postings.problems(conn) == []
+
+
+@settings(max_examples=scaled(300))
+@given(
+    partial=st.dictionaries(st.integers(1, 300), st.integers(1, 6), min_size=1, max_size=80),
+    k=st.integers(1, 90),
+)
+def test_the_k_best_partial_scores_are_the_k_first_by_score_then_doc(
+    partial: dict[int, int], k: int
+) -> None:
+    """The k best of the partial scores (what a search whose budget ran out returns, and what
+    each stopping check weighs): the first k by score then the larger doc, the last of them
+    the k-th (scores of 1-6: most are tied)."""
+    first = sorted(partial.items(), key=lambda item: (-item[1], -item[0]))[: min(k, len(partial))]
+    kth = postings._kth(partial, min(k, len(partial)))
+    assert kth == first[-1][1]
+    members = postings._members(partial, kth, min(k, len(partial)))
+    assert sorted(members) == sorted(d for d, _ in first)
+    assert members[-1] == first[-1][0]  # the k-th: the stopping check's tie-break

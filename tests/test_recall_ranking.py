@@ -340,3 +340,46 @@ def test_absent_prefixes_are_absent_from_every_text(texts: list[str], prefixes: 
     folded = [postings_terms._fold(t) for t in texts]
     if all(p.isalnum() for p in prefixes) and not any(p in t for p in prefixes for t in folded):
         assert matcher.absent(texts)
+
+
+_SPACES = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2007\u2028\u2029\u202f\u3000"
+
+
+def test_split_and_the_whitespace_pattern_agree_on_every_code_point() -> None:
+    """A preview collapses whitespace with ``str.split``; it is what ``\\s+`` matches (the
+    pattern it replaced), for every code point."""
+    import re
+    import sys
+
+    space = re.compile(r"\s")
+    differ = [
+        c for c in range(sys.maxunicode + 1) if (space.match(chr(c)) is None) == chr(c).isspace()
+    ]
+    assert differ == []
+
+
+@settings(max_examples=300)
+@given(
+    text=st.text(st.sampled_from(list("ab test key=" + _SPACES)), max_size=300),
+    words=st.lists(st.sampled_from(["test", "key", "ab", "zz"]), min_size=1, max_size=3),
+)
+def test_preview_is_the_scrubbed_window_collapsed(text: str, words: list[str]) -> None:
+    """A hit's preview (whitespace runs collapsed with ``str.split``) is the one built with
+    the ``\\s+`` pattern and ``strip`` before it, every kind of whitespace included."""
+    import re
+
+    from agentmem import recall as recall_module
+    from agentmem.scrub import scrub_near
+
+    space = re.compile(r"\s+")
+    flat = space.sub(" ", scrub_near(text, words, recall_module.PREVIEW_MARGIN)).strip()
+    limit = recall_module.PREVIEW_CHARS
+    if len(flat) <= limit:
+        expected = flat
+    else:
+        lowered = flat.lower()
+        at = min((i for i in (lowered.find(w) for w in words) if i >= 0), default=0)
+        start = max(0, min(at - limit // 4, len(flat) - limit))
+        expected = ("…" if start else "") + flat[start : start + limit]
+        expected += "…" if start + limit < len(flat) else ""
+    assert recall_module._preview(text, words) == expected

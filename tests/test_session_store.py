@@ -1181,3 +1181,14 @@ def test_appends_move_updated_at_at_most_once_per_interval(
     store.delete(sid)
     with pytest.raises(SessionNotFoundError):
         w.on_append([user("d")])  # between touches, existence is still checked
+
+
+def test_a_file_store_keeps_a_page_cache_for_its_searches(tmp_path: Path) -> None:
+    """A recall reads a few hundred pages of the index: the connection's page cache holds
+    ``PAGE_CACHE_KIB`` (SQLite's default, 2 MiB, sent most of them back to the OS)."""
+    from agentmem.session_store.sqlite_engine import PAGE_CACHE_KIB
+
+    with SessionStore(tmp_path / "s.sqlite") as store:
+        conn = store._engine.connection
+        assert conn is not None
+        assert conn.execute("PRAGMA cache_size").fetchone()[0] == -PAGE_CACHE_KIB

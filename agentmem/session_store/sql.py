@@ -563,27 +563,23 @@ class SessionsSQL(SharedSessionsSQL[sqlite3.Connection]):
             )
         if not best:
             return []
-        order = {doc: n for n, (_, doc) in enumerate(best)}
-        score = {doc: value for value, doc in best}
-        rows: list[tuple[Any, ...]] = []
-        ids = list(order)
+        ids = [doc for _, doc in best]
+        found: dict[int, tuple[Any, ...]] = {}  # each message's row, by docid
         for start in range(0, len(ids), 400):
             chunk = ids[start : start + 400]
             marks = ", ".join("?" * len(chunk))
-            rows.extend(self.conn.execute(_SQL_RECALL_BY_DOC.format(marks=marks), chunk))
-        rows.sort(key=lambda r: order[int(r[0])])
+            for row in self.conn.execute(_SQL_RECALL_BY_DOC.format(marks=marks), chunk):
+                found[int(row[0])] = row
         if scope is not None:
             held = postings.frequencies(self.conn, list(weights), ids)
-        return [
-            (
-                *row[1:4],
-                float(score[int(row[0])]),
-                *row[4:-1],
-                _token_count(row[-1]),
-                held[int(row[0])],
-            )
-            for row in rows
-        ]
+        out: list[tuple[Any, ...]] = []
+        for value, doc in best:  # best first
+            row = found.get(doc)
+            if row is not None:
+                sid, seq, role, text, name, created, updated, size = row[1:]
+                score, length = float(value), _token_count(size)
+                out.append((sid, seq, role, score, text, name, created, updated, length, held[doc]))
+        return out
 
     def recall_session_sizes(self, sids: Sequence[str]) -> dict[str, int]:
         """How many messages each of the sessions ``sids`` holds (0 for none)."""

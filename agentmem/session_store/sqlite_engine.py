@@ -26,7 +26,14 @@ from agentmem.session_store.engine import SessionTables
 from agentmem.session_store.lock import SessionLock
 from agentmem.session_store.sql import SessionsSQL
 
-__all__ = ["SqliteEngine"]
+__all__ = ["PAGE_CACHE_KIB", "SqliteEngine"]
+
+PAGE_CACHE_KIB = 32 * 1024
+"""The connection's page cache, at most (SQLite's default: 2 MiB). A recall reads a few
+hundred pages spread over the recall index (the heads of its words' postings, its
+candidates' rows and postings); with 2 MiB most of them came back through a ``pread``
+each, the OS's cache, at every search (``docs/recall.md``, "Speed and cost"). Memory is
+taken only as pages are read."""
 
 Opener = Callable[[Path | None], sqlite3.Connection]
 """Connects to (and migrates) the database at a path, or in memory for ``None``; lets
@@ -57,6 +64,9 @@ class SqliteEngine:
         self._conn: sqlite3.Connection | None = (
             opener(None) if path is None else self._open_file(path, opener)
         )
+        if path is not None:
+            # A page cache that holds a search's working set (see PAGE_CACHE_KIB).
+            self._conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
 
     def _open_file(self, path: Path, opener: Opener) -> sqlite3.Connection:
         try:
