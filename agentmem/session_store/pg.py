@@ -515,6 +515,10 @@ def _recall_filters(
     return passing, params, scope
 
 
+class _Abandoned(Exception):
+    """Rolls back :meth:`PgEngine.one_snapshot`'s transaction (read only: nothing lost)."""
+
+
 class _RegisteredLock:
     """A session's advisory lock that tells its engine while it is held (see
     :meth:`PgEngine.write`)."""
@@ -575,6 +579,7 @@ class PgEngine:
         self._held: weakref.WeakValueDictionary[str, AdvisoryLock] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
         self._closed = False
+        self._pinned = threading.local()  # .cursor: this thread's reads' snapshot (one_snapshot)
 
     @property
     def database(self) -> PgDatabase:
@@ -602,6 +607,7 @@ class PgEngine:
         """One write transaction. A write of a session whose lock this process holds runs
         on the lock's own connection (fenced by the lock); any other on the pool."""
         self._require_open()
+        self._unpin()  # the reads after this write must see it: not the snapshot before
         lock = self._held.get(session) if session is not None else None
         transaction: AbstractContextManager[PgCursor] = (
             lock.transaction(action) if lock is not None else self._db.transaction(action)
@@ -611,9 +617,50 @@ class PgEngine:
 
     @contextmanager
     def read(self, action: str, *, snapshot: bool = False) -> Iterator[SessionTables]:
+        """One read transaction; inside :meth:`one_snapshot` (on this thread), its
+        snapshot's transaction."""
         self._require_open()
-        with self._db.transaction(action, snapshot=snapshot) as cursor:
-            yield PgSessionsSQL(cursor)
+        pinned: PgCursor | None = getattr(self._pinned, "cursor", None)
+        if pinned is None:
+            with self._db.transaction(action, snapshot=snapshot) as cursor:
+                yield PgSessionsSQL(cursor)
+            return
+        try:
+            yield PgSessionsSQL(pinned)
+        except self._db._psycopg.Error as exc:
+            self._unpin()  # the snapshot's transaction failed: the next reads take their own
+            raise self._db.error(action, exc) from exc
+
+    @contextmanager
+    def one_snapshot(self, action: str) -> Iterator[None]:
+        """Run this thread's reads of the block (:meth:`read`) in one ``REPEATABLE READ
+        READ ONLY`` transaction: they see one snapshot and share its ``BEGIN``/``COMMIT``
+        (recall's dozen reads: a round trip each saved). A write in the block (on this
+        thread) ends the sharing: the reads after it see it. Nested: the outer one's."""
+        self._require_open()
+        if getattr(self._pinned, "active", False):
+            yield
+            return
+        self._pinned.active = True
+        try:
+            with self._db.transaction(action, snapshot=True) as cursor:
+                self._pinned.cursor = cursor
+                try:
+                    yield
+                finally:
+                    unpinned = self._unpin()
+                if unpinned is None:  # a read failed or a write came: end it without COMMIT
+                    raise _Abandoned
+        except _Abandoned:
+            pass
+        finally:
+            self._pinned.active = False
+
+    def _unpin(self) -> PgCursor | None:
+        """End this thread's :meth:`one_snapshot` sharing; the cursor it had, if any."""
+        cursor: PgCursor | None = getattr(self._pinned, "cursor", None)
+        self._pinned.cursor = None
+        return cursor
 
     def lock(self, session_id: str) -> SessionLock:
         advisory = self._db.advisory_lock(self._lock_namespace, session_id)

@@ -16,10 +16,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 import orjson
 
@@ -572,6 +572,12 @@ class SessionStore:
                 "read the rebuilt recall index's statistics",
             ),
         )
+
+    def recall_snapshot(self) -> AbstractContextManager[object]:
+        """A recall's reads in one snapshot: on PostgreSQL one read-only transaction this
+        thread's reads share (:meth:`.pg.PgEngine.one_snapshot`); on SQLite as before."""
+        pin = getattr(self._engine, "one_snapshot", None)
+        return nullcontext() if pin is None else cast(AbstractContextManager[object], pin("recall"))
 
     def recall_session_sizes(self, session_ids: builtins.list[str]) -> dict[str, int]:
         """How many messages each of ``session_ids`` holds, from the recall index."""
