@@ -356,9 +356,7 @@ class PgSessionsSQL(SharedSessionsSQL[PgCursor]):
         passing, params, scope = _recall_filters(self.conn, filters)
 
         def accept(docs: list[int]) -> list[int]:
-            marks = ", ".join("?" * len(docs))
-            rows = self.conn.execute(passing.format(marks=marks), [*docs, *params])
-            return [int(r[0]) for r in rows]
+            return [int(r[0]) for r in self.conn.execute(passing, [docs, *params])]
 
         held: dict[int, dict[str, int]] = {}  # the best messages' frequencies (top_k's)
         if scope is not None:
@@ -397,14 +395,8 @@ class PgSessionsSQL(SharedSessionsSQL[PgCursor]):
         """Rows ``(session_id, seq, role, score, text, session name, created_at,
         updated_at, length, docid)`` of ``ranked`` ``(docid, score)``, in its order."""
         score = dict(ranked)
-        found: dict[int, Any] = {}
         ids = list(score)
-        for start in range(0, len(ids), 400):
-            chunk = ids[start : start + 400]
-            for row in self.conn.execute(
-                _SQL_RECALL_BY_DOC.format(marks=", ".join("?" * len(chunk))), chunk
-            ):
-                found[int(row[0])] = row
+        found = {int(row[0]): row for row in self.conn.execute(_SQL_RECALL_BY_DOC, (ids,))}
         return [(*found[doc][1:4], score[doc], *found[doc][4:], doc) for doc in ids if doc in found]
 
     def recall_stats(self, terms: Sequence[str]) -> tuple[dict[str, int], int, int, int]:
@@ -450,7 +442,7 @@ _SQL_RECALL_BY_DOC: Final = """
     SELECT d.docid, d.session_id, d.seq, d.role, d.text, s.name, s.created_at, s.updated_at,
            d.length
     FROM recall_docs AS d JOIN sessions AS s ON s.id = d.session_id
-    WHERE d.docid IN ({marks})
+    WHERE d.docid = ANY(?::bigint[])
 """
 # One backward index descent per session (recall_docs' unique (session_id, seq)).
 _SQL_RECALL_SESSION_SIZES: Final = """
@@ -472,8 +464,9 @@ def _portable(cursor: PgCursor) -> postings.Cursor:
 def _recall_filters(
     cur: PgCursor, filters: dict[str, Any]
 ) -> tuple[str, list[Any], list[str] | None]:
-    """The query keeping the docids (its ``{marks}``) that pass ``filters``, its
-    parameters after the docids, and the sessions to score when a few are asked for."""
+    """The query keeping the docids (its first parameter, an array) that pass
+    ``filters``, its parameters after the docids, and the sessions to score when a few
+    are asked for."""
     clauses: list[str] = []
     params: list[Any] = []
     session_ids = filters.get("session_ids")
@@ -510,7 +503,7 @@ def _recall_filters(
         params.extend(scope)
     passing = (
         "SELECT d.docid FROM recall_docs AS d JOIN sessions AS s ON s.id = d.session_id "
-        "WHERE d.docid IN ({marks})" + "".join(f" AND {c}" for c in clauses)
+        "WHERE d.docid = ANY(?::bigint[])" + "".join(f" AND {c}" for c in clauses)
     )
     return passing, params, scope
 
