@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from agentmem._storage.postgres import (
     AdvisoryLock,
@@ -453,9 +453,27 @@ _SQL_RECALL_SESSION_SIZES: Final = """
 _FEW_SESSIONS: Final = 50
 
 
+class _ArrayCursor:
+    """A cursor :mod:`.postings` sends lists of ids to as one array parameter each
+    (``= ANY(?)``: psycopg neither caches nor cheaply parses a statement of more than
+    50 placeholders)."""
+
+    __slots__ = ("_cursor",)
+    takes_arrays: Final = True
+
+    def __init__(self, cursor: PgCursor) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PgCursor:
+        return self._cursor.execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> PgCursor:
+        return self._cursor.executemany(sql, list(parameters))
+
+
 def _portable(cursor: PgCursor) -> postings.Cursor:
-    """The cursor as :mod:`.postings` types it (its ``executemany`` takes a sequence)."""
-    return cast(postings.Cursor, cursor)
+    """The cursor as :mod:`.postings` reads it (:class:`_ArrayCursor`)."""
+    return _ArrayCursor(cursor)
 
 
 """``max_sessions`` up to this many: their messages are scored (as on SQLite)."""
