@@ -37,12 +37,11 @@ import psycopg
 from agentmem import Memory
 
 count = [0]
-for cls in (psycopg.Connection, psycopg.Cursor):
-    original = cls.execute
-    def execute(self, *a, _original=original, **k):
-        count[0] += 1
-        return _original(self, *a, **k)
-    cls.execute = execute
+original = psycopg.Cursor.execute  # Connection.execute calls it too
+def execute(self, *a, **k):
+    count[0] += 1
+    return original(self, *a, **k)
+psycopg.Cursor.execute = execute
 
 dsn, root, size, rounds = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 mem = Memory(root=root, working_dir=os.path.dirname(root), backend=dsn)
@@ -122,9 +121,20 @@ def main() -> None:
                 for checkout in args.checkouts:
                     env = dict(os.environ, PYTHONPATH=checkout)
                     out = subprocess.run(
-                        [sys.executable, "-c", _CHILD, str(HERE), dsn, root, str(args.size),
-                         str(args.rounds)],
-                        env=env, capture_output=True, text=True, cwd=checkout,
+                        [
+                            sys.executable,
+                            "-c",
+                            _CHILD,
+                            str(HERE),
+                            dsn,
+                            root,
+                            str(args.size),
+                            str(args.rounds),
+                        ],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        cwd=checkout,
                     )
                     if out.returncode:
                         raise SystemExit(f"{checkout} failed:\n{out.stderr}")
