@@ -647,7 +647,10 @@ class PgEngine:
         """Run this thread's reads of the block (:meth:`read`) in one ``REPEATABLE READ
         READ ONLY`` transaction: they see one snapshot and share its ``BEGIN``/``COMMIT``
         (recall's dozen reads: a round trip each saved). A write in the block (on this
-        thread) ends the sharing: the reads after it see it. Nested: the outer one's."""
+        thread) ends the sharing, the reads after it see it (the write takes a second
+        pooled connection: recall itself never writes on PostgreSQL); so does a read
+        that fails, the reads after it take their own transactions. Nested: the outer
+        one's."""
         self._require_open()
         if getattr(self._pinned, "active", False):
             yield
