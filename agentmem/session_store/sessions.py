@@ -3,6 +3,9 @@
 The store speaks to its database through an engine (:mod:`.engine`): one SQLite
 file by default (:mod:`.sqlite_engine`), or PostgreSQL (:meth:`SessionStore.postgres`,
 :mod:`.pg`).
+
+Why this module is long: it is the one facade of every sessions operation on both
+engines (sessions, messages, the recall index's reads, checks and repairs).
 """
 
 from __future__ import annotations
@@ -574,10 +577,9 @@ class SessionStore:
         )
 
     def recall_snapshot(self) -> AbstractContextManager[object]:
-        """A recall's reads in one snapshot: on PostgreSQL one read-only transaction this
-        thread's reads share (:meth:`.pg.PgEngine.one_snapshot`); on SQLite as before."""
-        pin = getattr(self._engine, "one_snapshot", None)
-        return nullcontext() if pin is None else cast(AbstractContextManager[object], pin("recall"))
+        """A recall's reads in one snapshot (PostgreSQL: :meth:`.pg.PgEngine.one_snapshot`)."""
+        pin = getattr(self._engine, "one_snapshot", nullcontext)  # SQLite: each read its own
+        return cast(AbstractContextManager[object], pin("recall"))
 
     def recall_session_sizes(self, session_ids: builtins.list[str]) -> dict[str, int]:
         """How many messages each of ``session_ids`` holds, from the recall index."""
