@@ -37,13 +37,14 @@ measured effect is in ``docs/recall.md`` (``bench/bench_recall_locomo.py``).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, NamedTuple
+from typing import Any, Concatenate, Final, NamedTuple, ParamSpec
 
 from agentmem._validate import check_count
 from agentmem.errors import InvalidArgumentError
@@ -441,6 +442,23 @@ def _strings(value: object, name: str) -> list[str] | None:
     return items
 
 
+_P = ParamSpec("_P")
+
+
+def _one_snapshot(
+    search: Callable[Concatenate[SessionStore, _P], list[RecallHit]],
+) -> Callable[Concatenate[SessionStore, _P], list[RecallHit]]:
+    """``search``'s reads of the store in one snapshot (:meth:`SessionStore.recall_snapshot`)."""
+
+    @functools.wraps(search)
+    def searched(store: SessionStore, /, *args: _P.args, **kwargs: _P.kwargs) -> list[RecallHit]:
+        with store.recall_snapshot():
+            return search(store, *args, **kwargs)
+
+    return searched
+
+
+@_one_snapshot
 def recall(
     store: SessionStore,
     query: str,

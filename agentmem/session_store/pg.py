@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from agentmem._storage.postgres import (
     AdvisoryLock,
@@ -356,9 +356,7 @@ class PgSessionsSQL(SharedSessionsSQL[PgCursor]):
         passing, params, scope = _recall_filters(self.conn, filters)
 
         def accept(docs: list[int]) -> list[int]:
-            marks = ", ".join("?" * len(docs))
-            rows = self.conn.execute(passing.format(marks=marks), [*docs, *params])
-            return [int(r[0]) for r in rows]
+            return [int(r[0]) for r in self.conn.execute(passing, [docs, *params])]
 
         held: dict[int, dict[str, int]] = {}  # the best messages' frequencies (top_k's)
         if scope is not None:
@@ -397,14 +395,8 @@ class PgSessionsSQL(SharedSessionsSQL[PgCursor]):
         """Rows ``(session_id, seq, role, score, text, session name, created_at,
         updated_at, length, docid)`` of ``ranked`` ``(docid, score)``, in its order."""
         score = dict(ranked)
-        found: dict[int, Any] = {}
         ids = list(score)
-        for start in range(0, len(ids), 400):
-            chunk = ids[start : start + 400]
-            for row in self.conn.execute(
-                _SQL_RECALL_BY_DOC.format(marks=", ".join("?" * len(chunk))), chunk
-            ):
-                found[int(row[0])] = row
+        found = {int(row[0]): row for row in self.conn.execute(_SQL_RECALL_BY_DOC, (ids,))}
         return [(*found[doc][1:4], score[doc], *found[doc][4:], doc) for doc in ids if doc in found]
 
     def recall_stats(self, terms: Sequence[str]) -> tuple[dict[str, int], int, int, int]:
@@ -450,7 +442,7 @@ _SQL_RECALL_BY_DOC: Final = """
     SELECT d.docid, d.session_id, d.seq, d.role, d.text, s.name, s.created_at, s.updated_at,
            d.length
     FROM recall_docs AS d JOIN sessions AS s ON s.id = d.session_id
-    WHERE d.docid IN ({marks})
+    WHERE d.docid = ANY(?::bigint[])
 """
 # One backward index descent per session (recall_docs' unique (session_id, seq)).
 _SQL_RECALL_SESSION_SIZES: Final = """
@@ -461,9 +453,27 @@ _SQL_RECALL_SESSION_SIZES: Final = """
 _FEW_SESSIONS: Final = 50
 
 
+class _ArrayCursor:
+    """A cursor :mod:`.postings` sends lists of ids to as one array parameter each
+    (``= ANY(?)``: psycopg neither caches nor cheaply parses a statement of more than
+    50 placeholders)."""
+
+    __slots__ = ("_cursor",)
+    takes_arrays: Final = True
+
+    def __init__(self, cursor: PgCursor) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> PgCursor:
+        return self._cursor.execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> PgCursor:
+        return self._cursor.executemany(sql, list(parameters))
+
+
 def _portable(cursor: PgCursor) -> postings.Cursor:
-    """The cursor as :mod:`.postings` types it (its ``executemany`` takes a sequence)."""
-    return cast(postings.Cursor, cursor)
+    """The cursor as :mod:`.postings` reads it (:class:`_ArrayCursor`)."""
+    return _ArrayCursor(cursor)
 
 
 """``max_sessions`` up to this many: their messages are scored (as on SQLite)."""
@@ -472,8 +482,9 @@ def _portable(cursor: PgCursor) -> postings.Cursor:
 def _recall_filters(
     cur: PgCursor, filters: dict[str, Any]
 ) -> tuple[str, list[Any], list[str] | None]:
-    """The query keeping the docids (its ``{marks}``) that pass ``filters``, its
-    parameters after the docids, and the sessions to score when a few are asked for."""
+    """The query keeping the docids (its first parameter, an array) that pass
+    ``filters``, its parameters after the docids, and the sessions to score when a few
+    are asked for."""
     clauses: list[str] = []
     params: list[Any] = []
     session_ids = filters.get("session_ids")
@@ -510,9 +521,13 @@ def _recall_filters(
         params.extend(scope)
     passing = (
         "SELECT d.docid FROM recall_docs AS d JOIN sessions AS s ON s.id = d.session_id "
-        "WHERE d.docid IN ({marks})" + "".join(f" AND {c}" for c in clauses)
+        "WHERE d.docid = ANY(?::bigint[])" + "".join(f" AND {c}" for c in clauses)
     )
     return passing, params, scope
+
+
+class _Abandoned(Exception):
+    """Rolls back :meth:`PgEngine.one_snapshot`'s transaction (read only: nothing lost)."""
 
 
 class _RegisteredLock:
@@ -575,6 +590,7 @@ class PgEngine:
         self._held: weakref.WeakValueDictionary[str, AdvisoryLock] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
         self._closed = False
+        self._pinned = threading.local()  # .cursor: this thread's reads' snapshot (one_snapshot)
 
     @property
     def database(self) -> PgDatabase:
@@ -602,6 +618,7 @@ class PgEngine:
         """One write transaction. A write of a session whose lock this process holds runs
         on the lock's own connection (fenced by the lock); any other on the pool."""
         self._require_open()
+        self._unpin()  # the reads after this write must see it: not the snapshot before
         lock = self._held.get(session) if session is not None else None
         transaction: AbstractContextManager[PgCursor] = (
             lock.transaction(action) if lock is not None else self._db.transaction(action)
@@ -611,9 +628,53 @@ class PgEngine:
 
     @contextmanager
     def read(self, action: str, *, snapshot: bool = False) -> Iterator[SessionTables]:
+        """One read transaction; inside :meth:`one_snapshot` (on this thread), its
+        snapshot's transaction."""
         self._require_open()
-        with self._db.transaction(action, snapshot=snapshot) as cursor:
-            yield PgSessionsSQL(cursor)
+        pinned: PgCursor | None = getattr(self._pinned, "cursor", None)
+        if pinned is None:
+            with self._db.transaction(action, snapshot=snapshot) as cursor:
+                yield PgSessionsSQL(cursor)
+            return
+        try:
+            yield PgSessionsSQL(pinned)
+        except self._db._psycopg.Error as exc:
+            self._unpin()  # the snapshot's transaction failed: the next reads take their own
+            raise self._db.error(action, exc) from exc
+
+    @contextmanager
+    def one_snapshot(self, action: str) -> Iterator[None]:
+        """Run this thread's reads of the block (:meth:`read`) in one ``REPEATABLE READ
+        READ ONLY`` transaction: they see one snapshot and share its ``BEGIN``/``COMMIT``
+        (recall's dozen reads: a round trip each saved). A write in the block (on this
+        thread) ends the sharing, the reads after it see it (the write takes a second
+        pooled connection: recall itself never writes on PostgreSQL); so does a read
+        that fails, the reads after it take their own transactions. Nested: the outer
+        one's."""
+        self._require_open()
+        if getattr(self._pinned, "active", False):
+            yield
+            return
+        self._pinned.active = True
+        try:
+            with self._db.transaction(action, snapshot=True) as cursor:
+                self._pinned.cursor = cursor
+                try:
+                    yield
+                finally:
+                    unpinned = self._unpin()
+                if unpinned is None:  # a read failed or a write came: end it without COMMIT
+                    raise _Abandoned
+        except _Abandoned:
+            pass
+        finally:
+            self._pinned.active = False
+
+    def _unpin(self) -> PgCursor | None:
+        """End this thread's :meth:`one_snapshot` sharing; the cursor it had, if any."""
+        cursor: PgCursor | None = getattr(self._pinned, "cursor", None)
+        self._pinned.cursor = None
+        return cursor
 
     def lock(self, session_id: str) -> SessionLock:
         advisory = self._db.advisory_lock(self._lock_namespace, session_id)

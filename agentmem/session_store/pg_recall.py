@@ -415,8 +415,8 @@ def match_rows(
 ) -> list[tuple[int, float]]:
     """FTS5's answer to ``match`` (quoted words ORed, as :mod:`agentmem.recall` writes it)
     through the postings: ``(docid, bm25 score, higher is better)`` of every message
-    holding one of the phrases and passing the filter query ``passing`` (its ``{marks}``:
-    the docids; then ``params``), best first, ties by docid.
+    holding one of the phrases and passing the filter query ``passing`` (its first
+    parameter: an array of the docids; then ``params``), best first, ties by docid.
 
     A word of one term is its postings; a word of several terms (``def_test``) is an FTS5
     phrase: the messages holding all of its terms, its occurrences counted in their text.
@@ -445,19 +445,11 @@ def match_rows(
             hits[i] += 1
     if not freq:
         return []
-    kept: set[int] = set()
-    ids = sorted(freq)
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        kept.update(
-            int(r[0])
-            for r in cur.execute(passing.format(marks=_marks(len(chunk))), [*chunk, *params])
-        )
+    kept = {int(r[0]) for r in cur.execute(passing, [sorted(freq), *params])}
     missing = [d for d in kept if d not in lengths]
-    for start in range(0, len(missing), _CHUNK):
-        chunk = missing[start : start + _CHUNK]
+    if missing:
         for doc, length in cur.execute(
-            f"SELECT docid, length FROM recall_docs WHERE docid IN ({_marks(len(chunk))})", chunk
+            "SELECT docid, length FROM recall_docs WHERE docid = ANY(?::bigint[])", (missing,)
         ):
             lengths[int(doc)] = int(length)
     rows, tokens = totals(cur)
@@ -500,15 +492,13 @@ def _holding(cur: Any, phrase: Sequence[str]) -> dict[int, int]:
 
 
 def _texts(cur: Any, docids: list[int]) -> dict[int, tuple[int, str]]:
-    out: dict[int, tuple[int, str]] = {}
-    for start in range(0, len(docids), _CHUNK):
-        chunk = docids[start : start + _CHUNK]
+    return {
+        int(doc): (int(length), str(text))
         for doc, length, text in cur.execute(
-            f"SELECT docid, length, text FROM recall_docs WHERE docid IN ({_marks(len(chunk))})",
-            chunk,
-        ):
-            out[int(doc)] = (int(length), str(text))
-    return out
+            "SELECT docid, length, text FROM recall_docs WHERE docid = ANY(?::bigint[])",
+            (docids,),
+        )
+    }
 
 
 def problems(cur: Any) -> list[str]:

@@ -265,6 +265,10 @@ def score_docs(cur: Cursor, weights: Mapping[str, int], docs: Sequence[int]) -> 
     return _scored(cur, weights, docs, None)
 
 
+_SCORED: Final = "SELECT doc, term, tf, impact FROM recall_postings"
+_SCORED_ARRAYS: Final = f"{_SCORED} WHERE doc = ANY(?::bigint[]) AND term = ANY(?::text[])"
+
+
 def _scored(
     cur: Cursor,
     weights: Mapping[str, int],
@@ -281,13 +285,16 @@ def _scored(
     if not names:
         return out
     term_marks = ", ".join("?" * len(names))
-    for chunk in _chunks(list(docs)):
-        marks = ", ".join("?" * len(chunk))
-        rows = cur.execute(
-            f"SELECT doc, term, tf, impact FROM recall_postings "
-            f"WHERE doc IN ({marks}) AND term IN ({term_marks})",
-            [*chunk, *names],
-        ).fetchall()
+    arrays = getattr(cur, "takes_arrays", False)  # PostgreSQL: one parameter per list
+    params: list[Any]
+    for chunk in [list(docs)] if arrays else _chunks(list(docs)):
+        if arrays:
+            sql, params = _SCORED_ARRAYS, [chunk, names]
+        else:
+            marks = ", ".join("?" * len(chunk))
+            sql = f"{_SCORED} WHERE doc IN ({marks}) AND term IN ({term_marks})"
+            params = [*chunk, *names]
+        rows = cur.execute(sql, params).fetchall()
         if held is None:
             for doc, term, _, value in rows:
                 out[int(doc)] += weights[str(term)] * int(value)

@@ -3,6 +3,9 @@
 The store speaks to its database through an engine (:mod:`.engine`): one SQLite
 file by default (:mod:`.sqlite_engine`), or PostgreSQL (:meth:`SessionStore.postgres`,
 :mod:`.pg`).
+
+Why this module is long: it is the one facade of every sessions operation on both
+engines (sessions, messages, the recall index's reads, checks and repairs).
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 import orjson
 
@@ -572,6 +575,11 @@ class SessionStore:
                 "read the rebuilt recall index's statistics",
             ),
         )
+
+    def recall_snapshot(self) -> AbstractContextManager[object]:
+        """A recall's reads in one snapshot (PostgreSQL: :meth:`.pg.PgEngine.one_snapshot`)."""
+        pin = getattr(self._engine, "one_snapshot", nullcontext)  # SQLite: each read its own
+        return cast(AbstractContextManager[object], pin("recall"))
 
     def recall_session_sizes(self, session_ids: builtins.list[str]) -> dict[str, int]:
         """How many messages each of ``session_ids`` holds, from the recall index."""
