@@ -122,8 +122,11 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start(base: str | None = None) -> Cluster:
+def start(base: str | None = None, *, shared_buffers: str = "32MB") -> Cluster:
     """initdb a fresh cluster in a new temporary directory and start it.
+
+    ``shared_buffers``: PostgreSQL's buffer cache (small for the tests; the benches
+    size it to the store they measure, as a production server is sized).
 
     Raises:
         FileNotFoundError: no PostgreSQL binaries (see :data:`INSTALL_HINT`).
@@ -162,7 +165,7 @@ def start(base: str | None = None) -> Cluster:
                 "synchronous_commit": "on",
                 "full_page_writes": "on",
                 "max_connections": "200",
-                "shared_buffers": "32MB",
+                "shared_buffers": shared_buffers,
                 "logging_collector": "off",
             }
             with open(directory / "data" / "postgresql.auto.conf", "a") as conf:
