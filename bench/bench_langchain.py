@@ -128,7 +128,8 @@ class ScriptedSummarizer(BaseChatModel):
     ) -> ChatResult:
         self.calls += 1
         self.tokens += agentmem.count_messages(convert_to_openai_messages(messages), COUNTER)
-        text = f"## SESSION INTENT\n{self.first_request[:300]}\n## SUMMARY\nEarlier steps were summarized."
+        intent = self.first_request[:300]
+        text = f"## SESSION INTENT\n{intent}\n## SUMMARY\nEarlier steps were summarized."
         return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
 
 
@@ -151,7 +152,9 @@ class TrimMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             end_on=("human", "tool"),
             include_system=True,
         )
-        return handler(request.override(messages=[m for m in kept if not isinstance(m, SystemMessage)]))
+        return handler(
+            request.override(messages=[m for m in kept if not isinstance(m, SystemMessage)])
+        )
 
 
 def count_one(message: BaseMessage) -> int:
@@ -173,7 +176,17 @@ def count_list(messages: Sequence[BaseMessage]) -> int:
 class Run:
     """A replayable agent run: system prompt, first request, model replies, tool outputs."""
 
-    def __init__(self, name: str, system: str, request: str, replies: list[AIMessage], outputs: dict[str, deque[str]], tool_name: str, tool_doc: str, arg: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        system: str,
+        request: str,
+        replies: list[AIMessage],
+        outputs: dict[str, deque[str]],
+        tool_name: str,
+        tool_doc: str,
+        arg: str,
+    ) -> None:
         self.name, self.system, self.request = name, system, request
         self.replies, self.outputs = replies, outputs
         self.tool_name, self.tool_doc, self.arg = tool_name, tool_doc, arg
@@ -187,7 +200,11 @@ class Run:
             return queue.popleft() if queue else "(no output)"
 
         schema = {"type": "object", "properties": {arg: {"type": "string"}}, "required": [arg]}
-        return [StructuredTool.from_function(serve, name=self.tool_name, description=self.tool_doc, args_schema=schema)]
+        return [
+            StructuredTool.from_function(
+                serve, name=self.tool_name, description=self.tool_doc, args_schema=schema
+            )
+        ]
 
     def facts(self, replies_seen: int) -> set[str]:
         """Distinct commands and file paths of the first ``replies_seen`` model replies."""
@@ -213,14 +230,29 @@ def deepseek_run(path: Path) -> Run:
             calls = []
             for c in m.get("tool_calls") or []:
                 args = json.loads(c["function"]["arguments"] or "{}")
-                calls.append({"name": "bash", "args": {"command": str(args.get("command", ""))}, "id": c["id"]})
+                calls.append(
+                    {
+                        "name": "bash",
+                        "args": {"command": str(args.get("command", ""))},
+                        "id": c["id"],
+                    }
+                )
                 by_id[c["id"]] = str(args.get("command", ""))
             replies.append(AIMessage(content=m.get("content") or "", tool_calls=calls))
             if not calls:
                 break
         elif m["role"] == "tool" and m.get("tool_call_id") in by_id:
             outputs[by_id[m["tool_call_id"]]].append(str(m.get("content") or ""))
-    return Run(path.name.removesuffix(".traj.json"), system, request, replies, outputs, "bash", "Run a shell command.", "command")
+    return Run(
+        path.name.removesuffix(".traj.json"),
+        system,
+        request,
+        replies,
+        outputs,
+        "bash",
+        "Run a shell command.",
+        "command",
+    )
 
 
 def synthetic_run(rounds: int) -> Run:
@@ -229,14 +261,29 @@ def synthetic_run(rounds: int) -> Run:
     for i in range(rounds):
         if i % 3 == 2:
             cmd = f"pytest tests/test_mod_{i}.py -x"
-            out = f"$ {cmd}\n" + "\n".join(f"tests/test_mod_{i}.py::test_{n} PASSED" for n in range(60))
+            out = f"$ {cmd}\n" + "\n".join(
+                f"tests/test_mod_{i}.py::test_{n} PASSED" for n in range(60)
+            )
         else:
             cmd = f"cat src/pkg/mod_{i}.py"
             out = "\n".join(f"def f{n}(x):\n    return x * {n}" for n in range(50))
-        replies.append(AIMessage("", tool_calls=[{"name": "bash", "args": {"command": cmd}, "id": f"call_{i}"}]))
+        replies.append(
+            AIMessage(
+                "", tool_calls=[{"name": "bash", "args": {"command": cmd}, "id": f"call_{i}"}]
+            )
+        )
         outputs[cmd].append(out)
     replies.append(AIMessage("All tests pass."))
-    return Run("synthetic", "You are a coding agent.", "Make every test in tests/ pass.", replies, outputs, "bash", "Run a shell command.", "command")
+    return Run(
+        "synthetic",
+        "You are a coding agent.",
+        "Make every test in tests/ pass.",
+        replies,
+        outputs,
+        "bash",
+        "Run a shell command.",
+        "command",
+    )
 
 
 # -- one replay ------------------------------------------------------------------------------
@@ -262,14 +309,22 @@ def violations(messages: Sequence[BaseMessage]) -> int:
 
 def replay(run: Run, way: str, window: int, tmp: Path) -> dict[str, float]:
     tools = run.tools()
-    tool_tokens = COUNTER.count_text(json.dumps([convert_to_openai_tool(t) for t in tools], separators=(",", ":"))) + 8 * len(tools) + 12
+    tool_tokens = (
+        COUNTER.count_text(
+            json.dumps([convert_to_openai_tool(t) for t in tools], separators=(",", ":"))
+        )
+        + 8 * len(tools)
+        + 12
+    )
     budget = window - tool_tokens
     model = ScriptedModel(replies=run.replies)
     summarizer = ScriptedSummarizer(first_request=run.request)
     mem = None
     middleware: list[Any] = []
     if way == "agentmem":
-        mem = agentmem.Memory(root=tmp / f"{run.name}-{way}", token_counter=COUNTER, durability="normal")
+        mem = agentmem.Memory(
+            root=tmp / f"{run.name}-{way}", token_counter=COUNTER, durability="normal"
+        )
         middleware = [AgentMemMiddleware(mem, context_window=window)]
     elif way == "summarization":
         middleware = [
@@ -284,14 +339,18 @@ def replay(run: Run, way: str, window: int, tmp: Path) -> dict[str, float]:
         middleware = [TrimMiddleware(budget, start_on="human" if way == "trim" else None)]
     agent = create_agent(model, tools, system_prompt=run.system, middleware=middleware)
     t0 = time.perf_counter()
-    agent.invoke({"messages": [HumanMessage(run.request)]}, {"configurable": {"thread_id": run.name}, "recursion_limit": 10_000})
+    agent.invoke(
+        {"messages": [HumanMessage(run.request)]},
+        {"configurable": {"thread_id": run.name}, "recursion_limit": 10_000},
+    )
     wall = time.perf_counter() - t0
     if mem is not None:
         middleware[0].close()
         mem.close()
     sent = [count_list(c) + tool_tokens for c in model.calls]
     last_text = "\n".join(
-        str(m.content) + "".join(f"\n{v}" for c in getattr(m, "tool_calls", []) for v in c["args"].values())
+        str(m.content)
+        + "".join(f"\n{v}" for c in getattr(m, "tool_calls", []) for v in c["args"].values())
         for m in model.calls[-1]
     )
     facts = run.facts(len(model.calls) - 1)
@@ -310,11 +369,17 @@ def replay(run: Run, way: str, window: int, tmp: Path) -> dict[str, float]:
     }
 
 
+HEADER = (
+    "| way | calls | invalid requests | violations | over window | tokens sent | max request "
+    "| ms/call outside the model | facts kept in the last request | summary LLM calls (tokens) |"
+)
 WAYS = ("agentmem", "summarization", "trim", "trim-nostart", "none")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--window", type=int, default=8_000)
     parser.add_argument("--runs", type=int, default=8, help="DeepSeek runs to replay (0: none)")
     parser.add_argument("--rounds", type=int, default=150, help="rounds of the synthetic run")
@@ -330,18 +395,26 @@ def main() -> None:
                 for k, v in r.items():
                     totals[way][k].append(v)
             a = totals["agentmem"]
-            print(f"{run.name}: {int(a['calls'][-1])} calls, agentmem max {int(a['max'][-1])} tokens, kept {a['kept'][-1]:.0%}", flush=True)
-    print(f"\n{len(runs)} runs ({len(runs) - 1} DeepSeek + 1 synthetic), window {args.window} tokens, tools counted\n")
-    print("| way | calls | invalid requests | violations | over window | tokens sent | max request | ms/call outside the model | facts kept in the last request | summary LLM calls (tokens) |")
+            calls, top, kept = int(a["calls"][-1]), int(a["max"][-1]), a["kept"][-1]
+            print(
+                f"{run.name}: {calls} calls, agentmem max {top} tokens, kept {kept:.0%}", flush=True
+            )
+    n = len(runs)
+    print(
+        f"\n{n} runs ({n - 1} DeepSeek + 1 synthetic), window {args.window} tokens, tools counted\n"
+    )
+    print(HEADER)
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     base = totals["agentmem"]
     for way in WAYS:
         t = totals[way]
         tokens, ms = sum(t["tokens"]), statistics.mean(t["ms"])
         print(
-            f"| {way} | {int(sum(t['calls']))} | {int(sum(t['bad_calls']))} | {int(sum(t['bad']))} | {int(sum(t['over']))} "
+            f"| {way} | {int(sum(t['calls']))} | {int(sum(t['bad_calls']))} | {int(sum(t['bad']))} "
+            f"| {int(sum(t['over']))} "
             f"| {int(tokens):,} ({tokens / sum(base['tokens']):.2f}x) | {int(max(t['max'])):,} "
-            f"| {ms:.2f} ({ms / statistics.mean(base['ms']):.2f}x) | {statistics.mean(t['kept']):.0%} "
+            f"| {ms:.2f} ({ms / statistics.mean(base['ms']):.2f}x) "
+            f"| {statistics.mean(t['kept']):.0%} "
             f"| {int(sum(t['llm_calls']))} ({int(sum(t['llm_tokens'])):,}) |"
         )
 

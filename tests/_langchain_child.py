@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _langchain_fakes import TOOLS, ScriptedChatModel, tool_loop  # noqa: E402
-from langchain.agents import create_agent  # noqa: E402
-from langchain_core.messages import messages_to_dict  # noqa: E402
+from _langchain_fakes import TOOLS, ScriptedChatModel, tool_loop
+from langchain.agents import create_agent
+from langchain_core.messages import messages_to_dict
 
-import agentmem  # noqa: E402
-from agentmem.integrations.langchain import AgentMemMiddleware  # noqa: E402
+import agentmem
+from agentmem.integrations.langchain import AgentMemMiddleware
 
 
 def main() -> None:
@@ -34,7 +34,9 @@ def main() -> None:
     )
     middleware = AgentMemMiddleware(mem, context_window=6_000)
     model = ScriptedChatModel(step=tool_loop(int(rounds), final="first run done", call_prefix="p1"))
-    agent = create_agent(model, TOOLS, system_prompt="You are a coding agent.", middleware=[middleware])
+    agent = create_agent(
+        model, TOOLS, system_prompt="You are a coding agent.", middleware=[middleware]
+    )
     state = agent.invoke(
         {"messages": [{"role": "user", "content": "Fix the failing tests in src/parser.py"}]},
         {"configurable": {"thread_id": thread_id}, "recursion_limit": 500},

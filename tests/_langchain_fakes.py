@@ -63,7 +63,9 @@ def tool_loop(rounds: int, *, final: str = "done", call_prefix: str = "call") ->
             name, args = "read_file", {"path": f"src/mod_{i}.py"}
         else:
             name, args = "run_command", {"cmd": f"pytest tests/test_{i}.py"}
-        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"{call_prefix}-{i}"}])
+        return AIMessage(
+            content="", tool_calls=[{"name": name, "args": args, "id": f"{call_prefix}-{i}"}]
+        )
 
     return step
 
@@ -71,7 +73,9 @@ def tool_loop(rounds: int, *, final: str = "done", call_prefix: str = "call") ->
 @tool
 def read_file(path: str) -> str:
     """Read a file of the project."""
-    return f"# {path}\n" + "\n".join(f"def f{n}(x):\n    return x * {n}  # line {n}" for n in range(60))
+    return f"# {path}\n" + "\n".join(
+        f"def f{n}(x):\n    return x * {n}  # line {n}" for n in range(60)
+    )
 
 
 @tool
@@ -97,7 +101,11 @@ def payload_violations(messages: Sequence[BaseMessage]) -> list[str]:
         if pending:
             problems.append(f"unanswered tool calls {sorted(pending)} before {i}")
             pending.clear()
-        if isinstance(m, SystemMessage) and i > 0 and not isinstance(messages[i - 1], SystemMessage):
+        if (
+            isinstance(m, SystemMessage)
+            and i > 0
+            and not isinstance(messages[i - 1], SystemMessage)
+        ):
             problems.append(f"system message at {i} after a non-system message")
         if isinstance(m, AIMessage):
             pending = {str(c["id"]): i for c in m.tool_calls}

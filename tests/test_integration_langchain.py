@@ -24,16 +24,16 @@ import pytest
 
 pytest.importorskip("langchain.agents")
 
-from _langchain_fakes import (  # noqa: E402
+from _langchain_fakes import (
     TOOLS,
     ScriptedChatModel,
     payload_violations,
     tool_loop,
     tool_specs_json,
 )
-from langchain.agents import create_agent  # noqa: E402
-from langchain_core.exceptions import ContextOverflowError as LCContextOverflowError  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+from langchain.agents import create_agent
+from langchain_core.exceptions import ContextOverflowError as LCContextOverflowError
+from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
@@ -42,11 +42,11 @@ from langchain_core.messages import (  # noqa: E402
     convert_to_openai_messages,
     messages_from_dict,
 )
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from test_recall_backends import pg_uri  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver
+from test_recall_backends import pg_uri
 
-import agentmem  # noqa: E402
-from agentmem.integrations.langchain import AgentMemMiddleware  # noqa: E402
+import agentmem
+from agentmem.integrations.langchain import AgentMemMiddleware
 
 HERE = Path(__file__).resolve().parent
 WORKTREE = HERE.parent
@@ -103,7 +103,9 @@ def check_requests(model: ScriptedChatModel, *, window: int = WINDOW) -> None:
         assert any(isinstance(m, HumanMessage) for m in sent), i
 
 
-def stored(mem: agentmem.Memory, middleware: AgentMemMiddleware, thread: str = "t1") -> list[dict[str, Any]]:
+def stored(
+    mem: agentmem.Memory, middleware: AgentMemMiddleware, thread: str = "t1"
+) -> list[dict[str, Any]]:
     return list(mem.sessions.load(middleware.session_id_for(thread)).messages)
 
 
@@ -118,9 +120,7 @@ def test_long_tool_run_fits_the_window_is_valid_and_summarised(make_memory: Make
     check_requests(model)
     raw = request_tokens([SystemMessage(SYSTEM), *state["messages"][:-1]])
     assert raw > 3 * WINDOW  # the run really outgrew the window
-    summaries = [
-        m for sent in model.calls for m in sent if "<thread_summary>" in str(m.content)
-    ]
+    summaries = [m for sent in model.calls for m in sent if "<thread_summary>" in str(m.content)]
     assert summaries and all(isinstance(m, SystemMessage) for m in summaries)
     assert "src/mod_0.py" in str(summaries[-1].content)  # a trimmed file path survives
     last = model.calls[-1]
@@ -134,7 +134,9 @@ def test_long_tool_run_fits_the_window_is_valid_and_summarised(make_memory: Make
     assert middleware.open_threads == []  # released when the agent finished
 
 
-def test_unchanged_messages_are_the_state_objects_and_cut_ones_keep_ids(make_memory: MakeMemory) -> None:
+def test_unchanged_messages_are_the_state_objects_and_cut_ones_keep_ids(
+    make_memory: MakeMemory,
+) -> None:
     mem = make_memory()
     middleware = AgentMemMiddleware(mem, context_window=1_600)
     model = ScriptedChatModel(step=tool_loop(6))
@@ -164,7 +166,9 @@ def test_later_runs_append_only_what_is_new(make_memory: MakeMemory) -> None:
     mem = make_memory()
     middleware = AgentMemMiddleware(mem, context_window=WINDOW)
     model = ScriptedChatModel(step=tool_loop(5))
-    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[middleware], checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, TOOLS, system_prompt=SYSTEM, middleware=[middleware], checkpointer=InMemorySaver()
+    )
     for n, text in enumerate(["Fix the parser", "Now the lexer", "And the docs"], start=1):
         state = run(agent, text)
         rows = stored(mem, middleware)
@@ -173,7 +177,9 @@ def test_later_runs_append_only_what_is_new(make_memory: MakeMemory) -> None:
     check_requests(model)
 
 
-def test_a_host_resending_the_history_without_ids_is_not_duplicated(make_memory: MakeMemory) -> None:
+def test_a_host_resending_the_history_without_ids_is_not_duplicated(
+    make_memory: MakeMemory,
+) -> None:
     # No checkpointer: the host keeps the conversation as plain dicts and sends all of it
     # every turn, so every message gets a fresh LangChain id on every run.
     mem = make_memory()
@@ -185,7 +191,8 @@ def test_a_host_resending_the_history_without_ids_is_not_duplicated(make_memory:
         history.append({"role": "user", "content": text})
         state = run(agent, [dict(m) for m in history])
         history = [
-            {k: v for k, v in m.items() if k != "id"} for m in convert_to_openai_messages(state["messages"])
+            {k: v for k, v in m.items() if k != "id"}
+            for m in convert_to_openai_messages(state["messages"])
         ]
     rows = stored(mem, middleware)
     assert len(rows) == 1 + 3 * 8
@@ -199,7 +206,10 @@ def test_resume_in_a_new_process_continues_the_thread(backend: str | None, tmp_p
     args = [str(root), backend or "-", "user@example.com/Thread 1", "30", str(out)]
     child = subprocess.run(
         [sys.executable, str(HERE / "_langchain_child.py"), *args],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert child.returncode == 0, child.stderr[-2000:]
     assert "open after run: []" in child.stdout
@@ -215,7 +225,9 @@ def test_resume_in_a_new_process_continues_the_thread(backend: str | None, tmp_p
         # 1. A persistent checkpointer restores the state (same ids): nothing is re-appended.
         model = ScriptedChatModel(step=tool_loop(2, call_prefix="p2"))
         agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
-        state = run(agent, [*first_run, HumanMessage("Now the lexer")], thread="user@example.com/Thread 1")
+        state = run(
+            agent, [*first_run, HumanMessage("Now the lexer")], thread="user@example.com/Thread 1"
+        )
         rows = list(mem.sessions.load(sid).messages)
         assert [r.get("lc_id") for r in rows[1:]] == [m.id for m in state["messages"]]
         check_requests(model)
@@ -228,7 +240,9 @@ def test_resume_in_a_new_process_continues_the_thread(backend: str | None, tmp_p
         seen = model.calls[0]
         assert "<thread_summary>" in str(seen[1].content)
         assert "Fix the failing tests in src/parser.py" in str(seen[1].content)
-        assert any(m.content == "Now the lexer" for m in seen) or "Now the lexer" in str(seen[1].content)
+        assert any(m.content == "Now the lexer" for m in seen) or "Now the lexer" in str(
+            seen[1].content
+        )
         assert seen[-1].content == "And the docs"
         check_requests(model)
     finally:
@@ -249,7 +263,7 @@ def test_threads_run_at_once_stay_apart_and_are_released(make_memory: MakeMemory
             agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
             run(agent, f"task of {thread}", thread=thread)
             check_requests(model)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     workers = [threading.Thread(target=one, args=(t,)) for t in threads]
@@ -274,7 +288,9 @@ def test_runs_that_fail_keep_sessions_until_evicted_or_closed(make_memory: MakeM
     def boom(i: int, messages: list[BaseMessage]) -> AIMessage:
         raise RuntimeError("model down")
 
-    agent = create_agent(ScriptedChatModel(step=boom), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    agent = create_agent(
+        ScriptedChatModel(step=boom), TOOLS, system_prompt=SYSTEM, middleware=[middleware]
+    )
     for thread in ["a", "b", "c"]:
         with pytest.raises(RuntimeError, match="model down"):
             run(agent, f"task {thread}", thread=thread)
@@ -294,7 +310,12 @@ def test_a_run_without_a_thread_id_uses_the_default_thread(make_memory: MakeMemo
     agent = create_agent(ScriptedChatModel(step=tool_loop(1)), TOOLS, middleware=[middleware])
     run(agent, "hello", thread=None)
     rows = stored(mem, middleware, "main")
-    assert [r["role"] for r in rows] == ["user", "assistant", "tool", "assistant"]  # no system prompt
+    assert [r["role"] for r in rows] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]  # no system prompt
 
 
 def test_overflow_reported_by_the_model_retries_smaller(make_memory: MakeMemory) -> None:
@@ -352,7 +373,8 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
 def test_import_agentmem_imports_no_framework_and_a_missing_extra_is_named() -> None:
     code = (
         "import sys, agentmem\n"
-        "assert not [m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core', 'langgraph')]\n"
+        "frameworks = ('langchain', 'langchain_core', 'langgraph')\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in frameworks]\n"
         "sys.modules['langchain.agents.middleware'] = None\n"
         "try:\n"
         "    import agentmem.integrations.langchain\n"
@@ -360,7 +382,9 @@ def test_import_agentmem_imports_no_framework_and_a_missing_extra_is_named() -> 
         "    print(e)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(WORKTREE)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert "agentmem[langchain]" in out.stdout
 
@@ -369,7 +393,11 @@ def test_the_example_runs_offline(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(WORKTREE)}
     out = subprocess.run(
         [sys.executable, str(WORKTREE / "examples" / "langchain_middleware.py")],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "<thread_summary>" in out.stdout and "violations: 0" in out.stdout

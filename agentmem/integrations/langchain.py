@@ -162,7 +162,7 @@ def _tool_specs(tools: Sequence[Any]) -> list[dict[str, Any]]:
     for tool in tools:
         try:
             specs.append(dict(convert_to_openai_tool(tool)))
-        except Exception as exc:  # noqa: BLE001 - a provider tool LangChain cannot convert
+        except Exception as exc:
             if isinstance(tool, Mapping):
                 specs.append(dict(tool))
             else:
@@ -239,11 +239,19 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> None:
         super().__init__()
         if not isinstance(memory, Memory):
-            raise InvalidArgumentError(f"memory must be an agentmem.Memory, got {type(memory).__name__}")
+            raise InvalidArgumentError(
+                f"memory must be an agentmem.Memory, got {type(memory).__name__}"
+            )
         if not isinstance(default_thread_id, str) or not default_thread_id:
             raise InvalidArgumentError("default_thread_id must be a non-empty string")
-        if isinstance(max_open_sessions, bool) or not isinstance(max_open_sessions, int) or max_open_sessions < 1:
-            raise InvalidArgumentError(f"max_open_sessions must be an int >= 1, got {max_open_sessions!r}")
+        if (
+            isinstance(max_open_sessions, bool)
+            or not isinstance(max_open_sessions, int)
+            or max_open_sessions < 1
+        ):
+            raise InvalidArgumentError(
+                f"max_open_sessions must be an int >= 1, got {max_open_sessions!r}"
+            )
         self.memory = memory
         self.context_window = context_window
         self.model = model
@@ -439,8 +447,11 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> _View:
         system = request.system_message
         body = canonical
-        if system is not None and body and body[0].get("role") == "system" and not body[0].get(
-            "compressed_summary"
+        if (
+            system is not None
+            and body
+            and body[0].get("role") == "system"
+            and not body[0].get("compressed_summary")
         ):
             first = body[0]
             stored = session.history[0] if session.history.has_system_prompt() else {}
