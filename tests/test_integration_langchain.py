@@ -11,6 +11,7 @@ twice, across calls, runs and processes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -401,3 +402,70 @@ def test_the_example_runs_offline(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "<thread_summary>" in out.stdout and "violations: 0" in out.stdout
+
+
+def test_two_runs_of_one_new_thread_at_once_share_one_session(tmp_path: Path) -> None:
+    # Both runs reach their first model call while the session is being opened: the
+    # second must wait for that open, not open the session again (StoreLockedError).
+    mem = agentmem.Memory(root=tmp_path / ".agentmem", token_counter=COUNTER, durability="normal")
+    middleware = AgentMemMiddleware(mem, context_window=WINDOW)
+    opening = threading.Barrier(2, timeout=2)
+    real_session = middleware.memory.session
+
+    class SlowToOpen:
+        def session(self, **kwargs: Any) -> agentmem.Session:
+            # Old code: the other run is inside _thread() too by now. Fixed: only one run
+            # opens at a time, so it waits alone and the barrier breaks.
+            with contextlib.suppress(threading.BrokenBarrierError):
+                opening.wait()
+            return real_session(**kwargs)
+
+    middleware.memory = SlowToOpen()  # type: ignore[assignment]
+    errors: list[BaseException] = []
+
+    def one(n: int) -> None:
+        try:
+            model = ScriptedChatModel(step=tool_loop(2, call_prefix=f"r{n}"))
+            agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+            run(agent, f"request {n}", thread="shared")
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=one, args=(n,)) for n in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    rows = stored(mem, middleware, "shared")
+    assert sorted(r["content"] for r in rows if r["role"] == "user") == ["request 0", "request 1"]
+    assert len(rows) == 1 + 2 * 6
+    mem.close()
+
+
+def test_reported_usage_is_billed_to_the_session(tmp_path: Path) -> None:
+    mem = agentmem.Memory(root=tmp_path / ".agentmem", token_counter=COUNTER, durability="normal")
+    middleware = AgentMemMiddleware(mem, context_window=WINDOW)
+    inner = tool_loop(3)
+
+    def step(i: int, messages: list[BaseMessage]) -> AIMessage:
+        reply = inner(i, messages)
+        reply.usage_metadata = {
+            "input_tokens": 1000 + i,
+            "output_tokens": 7,
+            "total_tokens": 1007 + i,
+        }
+        return reply
+
+    agent = create_agent(
+        ScriptedChatModel(step=step), TOOLS, system_prompt=SYSTEM, middleware=[middleware]
+    )
+    run(agent, "Fix the parser")
+    billing = mem.sessions.load(middleware.session_id_for("t1")).billing
+    assert [(b.prompt_tokens, b.completion_tokens) for b in billing] == [
+        (1000 + i, 7) for i in range(4)
+    ]
+    middleware.close()
+    with pytest.raises(agentmem.SessionClosedError):
+        run(agent, "again")
+    mem.close()

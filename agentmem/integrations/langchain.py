@@ -66,6 +66,7 @@ from agentmem import (
     InvalidMessageError,
     Memory,
     Session,
+    SessionClosedError,
     normalize_message,
 )
 from agentmem._optional import require
@@ -261,7 +262,8 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.max_open_sessions = max_open_sessions
         self.finish_tasks = finish_tasks
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _threads and _closed; never held for I/O
+        self._opening = threading.Lock()  # one open at a time: never two sessions for a thread
         self._closed = False
 
     # -- threads and sessions -------------------------------------------------
@@ -300,12 +302,16 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         while True:
             with self._lock:
                 if self._closed:
-                    raise InvalidArgumentError("the AgentMemMiddleware is closed")
+                    raise SessionClosedError("the AgentMemMiddleware is closed")
                 thread = self._threads.get(thread_id)
                 if thread is not None:
                     self._threads.move_to_end(thread_id)
             if thread is None:
-                thread = self._open(thread_id)
+                with self._opening:
+                    with self._lock:
+                        thread = self._threads.get(thread_id)
+                    if thread is None:
+                        thread = self._open(thread_id)
             with thread.lock:
                 with self._lock:
                     current = self._threads.get(thread_id)
@@ -355,7 +361,10 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             thread.session.close()
 
     def close(self) -> None:
-        """Release every open session; later model calls raise. Idempotent."""
+        """Release every open session; later model calls raise ``SessionClosedError``.
+
+        Idempotent.
+        """
         with self._lock:
             self._closed = True
             threads = list(self._threads)
@@ -511,7 +520,7 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _record_usage(self, thread_id: str, response: ModelResponse[Any]) -> None:
         """Bill the payload just sent with the model's reported usage (calibrates the counter)."""
-        for message in response.result:
+        for message in getattr(response, "result", ()):
             usage = getattr(message, "usage_metadata", None)
             if isinstance(message, AIMessage) and usage and usage.get("input_tokens"):
                 with self._thread(thread_id) as thread:
