@@ -17,11 +17,15 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from profiles import scaled
 
 pytest.importorskip("langchain.agents")
 
@@ -43,6 +47,7 @@ from langchain_core.messages import (
     convert_to_openai_messages,
     messages_from_dict,
 )
+from langchain_core.tools import tool as tool_decorator
 from langgraph.checkpoint.memory import InMemorySaver
 from test_recall_backends import pg_uri
 
@@ -469,3 +474,73 @@ def test_reported_usage_is_billed_to_the_session(tmp_path: Path) -> None:
     with pytest.raises(agentmem.SessionClosedError):
         run(agent, "again")
     mem.close()
+
+
+# -- random runs: parallel calls, outputs from tiny to larger than the window ---------------
+
+SIZES = {"tiny": 40, "medium": 2_000, "large": 12_000, "giant": 60_000}
+
+
+def _fetch(key: str) -> str:
+    size = SIZES[key.split("-")[0]]
+    line = f"{key}: the quick brown fox jumps over the lazy dog 0123456789\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+# A schema of about 1,000 tokens: a window that did not count it would overflow.
+fetch = tool_decorator(
+    "fetch",
+    description="Fetch a document by key (<size>-<n>). "
+    + " ".join(f"Rule {n}: keys are case sensitive and never reused." for n in range(100)),
+)(_fetch)
+
+
+@st.composite
+def tool_runs(draw: st.DrawFn) -> tuple[list[list[str]], int, int]:
+    rounds = draw(
+        st.lists(
+            st.lists(st.sampled_from(sorted(SIZES)), min_size=1, max_size=3),
+            min_size=1,
+            max_size=14,
+        )
+    )
+    window = draw(st.sampled_from([4_000, 6_000, 16_000]))
+    reserve = draw(st.sampled_from([0, 256, 1_024]))
+    return rounds, window, reserve
+
+
+@settings(
+    max_examples=scaled(6),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(spec=tool_runs())
+def test_random_tool_runs_always_send_a_valid_request_within_the_window(
+    make_memory: MakeMemory, spec: tuple[list[list[str]], int, int]
+) -> None:
+    rounds, window, reserve = spec
+    mem = make_memory()
+    middleware = AgentMemMiddleware(mem, context_window=window, max_output_tokens=reserve)
+    thread = f"run-{uuid.uuid4().hex}"
+
+    def step(i: int, messages: list[BaseMessage]) -> AIMessage:
+        if i == len(rounds):
+            return AIMessage("finished")
+        calls = [
+            {"name": "fetch", "args": {"key": f"{size}-{i}-{j}"}, "id": f"c{i}_{j}"}
+            for j, size in enumerate(rounds[i])
+        ]
+        return AIMessage("", tool_calls=calls)
+
+    model = ScriptedChatModel(step=step)
+    agent = create_agent(model, [fetch], system_prompt=SYSTEM, middleware=[middleware])
+    state = run(agent, "Collect every document", thread=thread)
+    tools = COUNTER.count_text(tool_specs_json([fetch])) + 8 + 12
+    assert len(model.calls) == len(rounds) + 1
+    for sent in model.calls:
+        assert payload_violations(sent) == []
+        assert sent[0].content == SYSTEM
+        assert any(m.content == "Collect every document" for m in sent)
+        payload = agentmem.count_messages(convert_to_openai_messages(sent), COUNTER)
+        assert payload + tools + reserve <= window
+    rows = stored(mem, middleware, thread)
+    assert [r.get("lc_id") for r in rows[1:]] == [m.id for m in state["messages"]]
