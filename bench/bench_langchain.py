@@ -6,7 +6,8 @@ Every run is replayed through LangChain's real ``create_agent`` with a scripted
 chat model (offline): the real DeepSeek agent runs in
 ``../shared/bench-data/deepseek-usage/`` (their assistant turns, ``bash`` tool
 calls and recorded tool outputs converted to LangChain messages, replayed in
-order), plus one synthetic run (``--rounds`` read_file / run_command rounds).
+order), plus one synthetic run (``--rounds`` rounds of ``cat`` and ``pytest`` commands, one
+of which, halfway, prints a build log of about 51,000 tokens: more than the window).
 Each run is replayed once per way of fitting the window:
 
 * ``agentmem``: ``AgentMemMiddleware(mem, context_window=W)`` (embedded
@@ -259,7 +260,10 @@ def synthetic_run(rounds: int) -> Run:
     replies: list[AIMessage] = []
     outputs: dict[str, deque[str]] = defaultdict(deque)
     for i in range(rounds):
-        if i % 3 == 2:
+        if i == rounds // 2:  # one output larger than the window: a full build log
+            cmd = "cat build/full.log"
+            out = "\n".join(f"[{n:06d}] compiling src/pkg/mod_{n % 97}.c -O2 -Wall" for n in range(3_000))
+        elif i % 3 == 2:
             cmd = f"pytest tests/test_mod_{i}.py -x"
             out = f"$ {cmd}\n" + "\n".join(
                 f"tests/test_mod_{i}.py::test_{n} PASSED" for n in range(60)
