@@ -544,3 +544,35 @@ def test_random_tool_runs_always_send_a_valid_request_within_the_window(
         assert payload + tools + reserve <= window
     rows = stored(mem, middleware, thread)
     assert [r.get("lc_id") for r in rows[1:]] == [m.id for m in state["messages"]]
+
+
+def test_blocks_agentmem_cannot_store_are_kept_beside_their_text(make_memory: MakeMemory) -> None:
+    # A reasoning model's reply (a `reasoning` block) and a user turn with a `video`
+    # block: no provider format agentmem stores has them (LangChain cannot even convert
+    # the video). Stored as text, the original kept in `lc_message`, and the model gets
+    # the original object back while the payload carries it unchanged.
+    mem = make_memory()
+    middleware = AgentMemMiddleware(mem, context_window=WINDOW)
+
+    def step(i: int, messages: list[BaseMessage]) -> AIMessage:
+        if i == 0:
+            call = {"name": "read_file", "args": {"path": "src/a.py"}, "id": "c0"}
+            content = [
+                {"type": "reasoning", "reasoning": "look at a.py"},
+                {"type": "text", "text": "Reading."},
+            ]
+            return AIMessage(content=content, tool_calls=[call])
+        return AIMessage("done")
+
+    model = ScriptedChatModel(step=step)
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    video = {"type": "video", "url": "https://example.com/bug.mp4"}
+    user = HumanMessage([{"type": "text", "text": "What breaks here?"}, video])
+    state = run(agent, [user])
+    rows = stored(mem, middleware)
+    assert rows[1]["content"] == "What breaks here?" and "lc_message" in rows[1]
+    assert rows[2]["content"] == "Reading." and rows[2]["reasoning_content"] == "look at a.py"
+    assert messages_from_dict([rows[2]["lc_message"]])[0].content == state["messages"][1].content
+    last = model.calls[-1]
+    assert last[1] is state["messages"][0] and last[2] is state["messages"][1]
+    assert all(payload_violations(sent) == [] for sent in model.calls)

@@ -127,34 +127,53 @@ def _text_of(content: Any) -> str:
     return "\n".join(parts)
 
 
+def _reasoning_of(content: Any) -> str:
+    """The text of the reasoning blocks of a LangChain content list."""
+    parts: list[str] = []
+    for part in content if isinstance(content, list) else ():
+        if isinstance(part, Mapping) and part.get("type") in ("reasoning", "thinking"):
+            text = part.get("reasoning", part.get("thinking"))
+            if isinstance(text, str):
+                parts.append(text)
+    return "\n".join(parts)
+
+
 def to_openai_message(message: BaseMessage) -> dict[str, Any]:
     """One LangChain message as the canonical message agentmem stores (validated).
 
     The OpenAI Chat form of ``convert_to_openai_messages``, normalised by
     :func:`agentmem.normalize_message`, with the LangChain id and the fingerprint
-    as internal fields. When that form is not a valid message (a content block
-    no provider format carries), the message is stored as its text and the
-    original rides along in ``lc_message``.
+    as internal fields. When that form is not a valid message, or LangChain
+    cannot convert it (a content block no provider format carries, such as a
+    ``reasoning`` or a ``video`` block), the message is stored as its text (its
+    reasoning blocks as ``reasoning_content``) and the original rides along in
+    ``lc_message``: counted as that text, and handed to the model as the
+    original whenever the payload carries it unchanged.
 
     Raises:
         InvalidMessageError: the message cannot be stored even as text (e.g.
             a tool call whose name no provider accepts).
     """
-    (converted,) = convert_to_openai_messages([message])
-    extra: dict[str, Any] = {}
-    if message.id:
-        extra[LC_ID] = message.id
+    extra: dict[str, Any] = {LC_ID: message.id} if message.id else {}
+    stored: Mapping[str, Any] | None = None
     try:
+        (converted,) = convert_to_openai_messages([message])
         (stored,) = normalize_message({**converted, **extra})
-    except InvalidMessageError:
-        reduced = {**converted, "content": _text_of(converted.get("content"))}
-        if reduced["role"] == "assistant" and not reduced["content"] and reduced.get("tool_calls"):
-            reduced["content"] = None
+    except (InvalidMessageError, ValueError, TypeError, NotImplementedError):
+        text = _text_of(message.content)
+        (converted,) = convert_to_openai_messages([message.model_copy(update={"content": text})])
+        reduced = dict(converted)
+        if reduced["role"] == "assistant":
+            reasoning = _reasoning_of(message.content)
+            if reasoning:
+                reduced["reasoning_content"] = reasoning
+            if not text and reduced.get("tool_calls"):
+                reduced["content"] = None
         extra[LC_MESSAGE] = message_to_dict(message)
         (stored,) = normalize_message({**reduced, **extra})
-    stored = dict(stored)
-    stored[LC_FP] = fingerprint(stored)
-    return stored
+    out = dict(stored)
+    out[LC_FP] = fingerprint(out)
+    return out
 
 
 def _tool_specs(tools: Sequence[Any]) -> list[dict[str, Any]]:
@@ -163,7 +182,7 @@ def _tool_specs(tools: Sequence[Any]) -> list[dict[str, Any]]:
     for tool in tools:
         try:
             specs.append(dict(convert_to_openai_tool(tool)))
-        except Exception as exc:
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
             if isinstance(tool, Mapping):
                 specs.append(dict(tool))
             else:
@@ -472,7 +491,7 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         for m in body:
             lc_id = m.get(LC_ID)
             original = originals.get(lc_id) if isinstance(lc_id, str) else None
-            if original is not None and m.get(LC_FP) == fingerprint(m) and LC_MESSAGE not in m:
+            if original is not None and m.get(LC_FP) == fingerprint(m):
                 out.append(original)
                 continue
             out.append(_from_openai(m, original))
