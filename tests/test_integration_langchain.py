@@ -576,3 +576,36 @@ def test_blocks_agentmem_cannot_store_are_kept_beside_their_text(make_memory: Ma
     last = model.calls[-1]
     assert last[1] is state["messages"][0] and last[2] is state["messages"][1]
     assert all(payload_violations(sent) == [] for sent in model.calls)
+
+
+def test_human_in_the_loop_interrupt_and_resume(make_memory: MakeMemory) -> None:
+    # LangChain's own HITL middleware stops the run before a gated tool; the session
+    # stays open over the interrupt, and the resumed run (approve, then reject) goes on
+    # with valid requests and nothing stored twice.
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langgraph.types import Command
+
+    mem = make_memory()
+    middleware = AgentMemMiddleware(mem, context_window=WINDOW)
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"run_command": True})
+    model = ScriptedChatModel(step=tool_loop(4))
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        middleware=[hitl, middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config: dict[str, Any] = {"configurable": {"thread_id": "t1"}, "recursion_limit": 100}
+    agent.invoke({"messages": [{"role": "user", "content": "Run the tests"}]}, config)
+    assert middleware.open_threads == ["t1"]  # interrupted before run_command
+    agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    state = agent.invoke(
+        Command(resume={"decisions": [{"type": "reject", "message": "not now"}]}), config
+    )
+    assert middleware.open_threads == []
+    assert state["messages"][-1].content == "done"
+    rows = stored(mem, middleware)
+    assert [r.get("lc_id") for r in rows[1:]] == [m.id for m in state["messages"]]
+    assert any(r["role"] == "tool" and "not now" in str(r["content"]) for r in rows)
+    check_requests(model)
