@@ -262,7 +262,9 @@ def synthetic_run(rounds: int) -> Run:
     for i in range(rounds):
         if i == rounds // 2:  # one output larger than the window: a full build log
             cmd = "cat build/full.log"
-            out = "\n".join(f"[{n:06d}] compiling src/pkg/mod_{n % 97}.c -O2 -Wall" for n in range(3_000))
+            out = "\n".join(
+                f"[{n:06d}] compiling src/pkg/mod_{n % 97}.c -O2 -Wall" for n in range(3_000)
+            )
         elif i % 3 == 2:
             cmd = f"pytest tests/test_mod_{i}.py -x"
             out = f"$ {cmd}\n" + "\n".join(

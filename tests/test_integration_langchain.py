@@ -609,3 +609,32 @@ def test_human_in_the_loop_interrupt_and_resume(make_memory: MakeMemory) -> None
     assert [r.get("lc_id") for r in rows[1:]] == [m.id for m in state["messages"]]
     assert any(r["role"] == "tool" and "not now" in str(r["content"]) for r in rows)
     check_requests(model)
+
+
+def test_system_messages_of_the_state_are_the_hosts_and_are_kept(make_memory: MakeMemory) -> None:
+    # The agent's system prompt comes as request.system_message; a SystemMessage in the
+    # state is the host's own note: stored where it is and sent to the model.
+    mem = make_memory()
+    middleware = AgentMemMiddleware(mem, context_window=WINDOW)
+    agent = create_agent(ScriptedChatModel(step=tool_loop(0)), TOOLS, middleware=[middleware])
+    run(agent, [{"role": "system", "content": "Host rules."}, {"role": "user", "content": "hello"}])
+    model = ScriptedChatModel(step=tool_loop(0, final="still here"))
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    run(agent, [{"role": "system", "content": "A note from the host."}])
+    rows = stored(mem, middleware)
+    assert [(r["role"], r["content"]) for r in rows] == [
+        ("system", SYSTEM),
+        ("system", "Host rules."),
+        ("user", "hello"),
+        ("assistant", "done"),
+        ("system", "A note from the host."),
+        ("assistant", "still here"),
+    ]
+    sent = [(m.type, m.content) for m in model.calls[0]]
+    assert sent == [
+        ("system", SYSTEM),
+        ("system", "Host rules."),
+        ("human", "hello"),
+        ("ai", "done"),
+        ("system", "A note from the host."),
+    ]

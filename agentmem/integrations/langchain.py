@@ -414,17 +414,26 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         content = converted.get("content")
         if not isinstance(content, str) and not _all_text(content):
             content = _text_of(content)
-        if first is not None and first.get("content") == content:
+        if first is not None and first.get("content") == content and first.get(LC_SYSTEM):
+            return
+        if first is not None and not first.get(LC_SYSTEM):
+            # The thread starts with a system message of the host's own (stored from the
+            # state): put the prompt before it rather than replace it.
+            prompt = {"role": "system", "content": content, LC_SYSTEM: True}
+            history.replace_all([prompt, *history.to_list()])
             return
         history.replace_system_prompt(content, **{LC_SYSTEM: True})
 
     def _persist(self, thread: _Thread, messages: Sequence[BaseMessage]) -> int:
-        """Append the messages of ``messages`` the session does not hold; how many."""
+        """Append the messages of the state the session does not hold; how many.
+
+        The state never holds the agent's system prompt (``create_agent`` passes it
+        as ``request.system_message``), so a ``SystemMessage`` in it is the host's
+        and is stored in its place, like any other message.
+        """
         new = self._new_messages(thread, messages)
         session = thread.session
-        for message in new:
-            if isinstance(message, SystemMessage):
-                continue  # the system prompt is the request's; other system messages are the host's
+        for message in new:  # a SystemMessage of the state is the host's, not the prompt
             stored = to_openai_message(message)
             if isinstance(message, HumanMessage) and _text_of(stored.get("content")).strip():
                 session.start_task(stored)
@@ -438,11 +447,12 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         for i in range(len(messages) - 1, -1, -1):
             if messages[i].id is not None and messages[i].id in thread.ids:
                 return messages[i + 1 :]
-        if not thread.fps or not messages:
-            return messages
-        # No id known: align the state's head with the stored tail by fingerprint.
-        fps = [to_openai_message(m)[LC_FP] for m in messages if not isinstance(m, SystemMessage)]
-        rest = [m for m in messages if not isinstance(m, SystemMessage)]
+        rest = list(messages)
+        if not thread.fps or not rest:
+            return rest
+        # No id known: align the state's head with the stored tail by fingerprint (the
+        # longest overlap wins), so a host re-sending the history appends only the rest.
+        fps = [to_openai_message(m)[LC_FP] for m in rest]
         stored = thread.fps
         best = 0
         for start in range(max(0, len(stored) - len(fps)), len(stored)):
