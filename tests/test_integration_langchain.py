@@ -348,19 +348,26 @@ def test_overflow_reported_by_the_model_retries_smaller(make_memory: MakeMemory)
         assert payload_violations([m for m in sent if not isinstance(m, SystemMessage)]) == []
 
 
-def test_async_agent(tmp_path: Path) -> None:
+def test_async_agents_on_several_threads_at_once(tmp_path: Path) -> None:
     mem = agentmem.Memory(root=tmp_path / ".agentmem", token_counter=COUNTER, durability="normal")
     middleware = AgentMemMiddleware(mem, context_window=WINDOW)
-    model = ScriptedChatModel(step=tool_loop(12))
-    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    models = {t: ScriptedChatModel(step=tool_loop(12, call_prefix=t)) for t in ("a", "b", "c")}
 
-    async def main() -> dict[str, Any]:
-        config = {"configurable": {"thread_id": "t1"}, "recursion_limit": 500}
-        return await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}, config)  # type: ignore[no-any-return]
+    async def one(thread: str) -> dict[str, Any]:
+        agent = create_agent(models[thread], TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+        config = {"configurable": {"thread_id": thread}, "recursion_limit": 500}
+        message = {"role": "user", "content": f"go {thread}"}
+        return await agent.ainvoke({"messages": [message]}, config)  # type: ignore[no-any-return]
 
-    state = asyncio.run(main())
-    check_requests(model)
-    assert len(stored(mem, middleware)) == 1 + len(state["messages"])
+    async def main() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(one(t) for t in models)))
+
+    states = asyncio.run(main())
+    for thread, state in zip(models, states, strict=True):
+        check_requests(models[thread])
+        rows = stored(mem, middleware, thread)
+        assert [r.get("lc_id") for r in rows[1:]] == [m.id for m in state["messages"]]
+        assert rows[1]["content"] == f"go {thread}"
     assert middleware.open_threads == []
     mem.close()
 

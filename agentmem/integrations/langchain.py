@@ -32,9 +32,11 @@ conversation without a checkpointer, so every message gets a fresh id) is
 aligned with the stored tail by fingerprint. So a later call, a later run, or a
 resumed thread in another process appends only what is new. A human message
 starts an agentmem task (``Session.start_task``); the task is finished when
-the agent finishes. A message agentmem cannot store as it is (a content block
-no provider format has) is stored as its text, with the original LangChain
-message kept beside it (``lc_message``), never dropped.
+the agent finishes. The agent's system prompt (``request.system_message``) is
+the session's system prompt; a ``SystemMessage`` inside the state is the host's
+and is stored where it stands. A message agentmem cannot store as it is (a
+content block no provider format has) is stored as its text, with the original
+LangChain message kept beside it (``lc_message``), never dropped.
 
 **What the model gets back.** A payload message that is the stored message
 unchanged is handed over as the LangChain object of the request (ids, names,
