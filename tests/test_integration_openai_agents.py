@@ -1,0 +1,603 @@
+"""``AgentMemSession``: the OpenAI Agents SDK ``Session`` protocol on agentmem.
+
+The SDK's documented session behaviours (those its own session tests check) run
+against its ``SQLiteSession`` and against ``AgentMemSession`` on both agentmem
+backends: the same test functions, parametrised by :func:`make_session`, driven
+through the SDK's real ``Runner`` with its scripted model (``agents.testing``, no
+network). A state machine compares ``AgentMemSession`` with ``SQLiteSession`` on
+random operation sequences. Then what agentmem adds: exclusive sessions across
+processes, kill -9 safety, resume in a new process, recall, long-term memory and
+topics in the agent's instructions, the windowed view.
+
+The PostgreSQL cases need a server (tests/pg.py: without one they skip with one line).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from _openai_agents_child import TOOL_REPLY, batch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from pg import child_env
+from profiles import scaled
+from test_recall_backends import pg_uri
+
+import agentmem
+from agentmem.integrations.openai_agents import AgentMemSession, agentmem_session_id
+from agents import (
+    Agent,
+    RunConfig,
+    Runner,
+    RunState,
+    SQLiteSession,
+    TResponseInputItem,
+    function_tool,
+)
+from agents.memory import Session, SessionSettings
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+HERE = Path(__file__).parent
+CHILD = HERE / "_openai_agents_child.py"
+EXAMPLE = HERE.parent / "examples" / "openai_agents_session.py"
+CONFIG = RunConfig(tracing_disabled=True)
+MakeSession = Callable[..., Session]
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def _memory(request: pytest.FixtureRequest, root: Path, backend_name: str) -> agentmem.Memory:
+    backend = None
+    if backend_name == "postgresql":
+        backend = pg_uri(request.getfixturevalue("pg_dsn"))
+    return agentmem.Memory(root=root, backend=backend, durability="normal")
+
+
+@pytest.fixture(params=["SQLiteSession", "agentmem-sqlite", "agentmem-postgresql"])
+def make_session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeSession]:
+    """Sessions of one implementation: the SDK's SQLiteSession or AgentMemSession."""
+    opened: list[Any] = []
+    mem: agentmem.Memory | None = None
+    if request.param == "SQLiteSession":
+
+        def make(session_id: str, **kwargs: Any) -> Session:
+            session = SQLiteSession(session_id, tmp_path / "sdk.db", **kwargs)
+            opened.append(session)
+            return session
+
+    else:
+        mem = _memory(request, tmp_path / "root", request.param.split("-")[1])
+
+        def make(session_id: str, **kwargs: Any) -> Session:
+            session = AgentMemSession(session_id, memory=cast(agentmem.Memory, mem), **kwargs)
+            opened.append(session)
+            return session
+
+    yield make
+    for session in opened:
+        session.close()
+    if mem is not None:
+        mem.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """``""`` (embedded) or the PostgreSQL URI, as the child processes take it."""
+    if request.param == "sqlite":
+        return ""
+    return pg_uri(request.getfixturevalue("pg_dsn"))
+
+
+@pytest.fixture
+def memory(backend: str, tmp_path: Path) -> Iterator[agentmem.Memory]:
+    mem = agentmem.Memory(root=tmp_path / "root", backend=backend or None, durability="normal")
+    yield mem
+    mem.close()
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def _sync_run(agent: Agent[Any], given: Any, **kwargs: Any) -> Any:
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        return Runner.run_sync(agent, given, **kwargs)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+async def run_agent(method: str, agent: Agent[Any], given: Any, **kwargs: Any) -> Any:
+    """``Runner.run``, ``Runner.run_sync`` (in a thread) or ``Runner.run_streamed``."""
+    kwargs.setdefault("run_config", CONFIG)
+    if method == "run":
+        return await Runner.run(agent, given, **kwargs)
+    if method == "run_sync":
+        return await asyncio.to_thread(_sync_run, agent, given, **kwargs)
+    result = Runner.run_streamed(agent, given, **kwargs)
+    async for _event in result.stream_events():
+        pass
+    return result
+
+
+def texts(items: list[Any]) -> list[str]:
+    """The text of each message item (``""`` for other items)."""
+    found = []
+    for item in items:
+        content = item.get("content")
+        if isinstance(content, list):
+            content = "".join(part.get("text", "") for part in content)
+        found.append(content if isinstance(content, str) else "")
+    return found
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+# --------------------------------------------------------------------------- the SDK's behaviours
+
+
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+def test_turns_carry_the_history(make_session: MakeSession, method: str) -> None:
+    session = make_session("golden-gate")
+    assert isinstance(session, Session)
+    model = ScriptedModel([[assistant_message("San Francisco")], [assistant_message("California")]])
+    agent = Agent(name="a", model=model)
+
+    async def go() -> None:
+        first = await run_agent(method, agent, "Which city is the bridge in?", session=session)
+        assert first.final_output == "San Francisco"
+        second = await run_agent(method, agent, "Which state?", session=session)
+        assert second.final_output == "California"
+
+    run(go())
+    model.assert_complete()
+    sent = model.calls[1].input
+    assert texts(sent) == ["Which city is the bridge in?", "San Francisco", "Which state?"]
+    stored = run(session.get_items())
+    assert stored[:3] == sent
+    assert texts(stored) == [*texts(sent), "California"]
+
+
+def test_without_a_session_nothing_is_remembered() -> None:
+    model = ScriptedModel([[assistant_message("Hello")], [assistant_message("No idea")]])
+    agent = Agent(name="a", model=model)
+    run(run_agent("run", agent, "Hi"))
+    run(run_agent("run", agent, "What did I say?"))
+    assert len(model.calls[1].input) == 1
+
+
+def test_sessions_stay_isolated(make_session: MakeSession) -> None:
+    model = ScriptedModel([[assistant_message(t)] for t in ("cats", "dogs", "you said cats")])
+    agent = Agent(name="a", model=model)
+    one, two = make_session("session_1"), make_session("session_2")
+
+    async def go() -> None:
+        await run_agent("run", agent, "I like cats", session=one)
+        await run_agent("run", agent, "I like dogs", session=two)
+        await run_agent("run", agent, "What do I like?", session=one)
+
+    run(go())
+    assert texts(model.calls[2].input) == ["I like cats", "cats", "What do I like?"]
+    assert texts(run(two.get_items())) == ["I like dogs", "dogs"]
+    assert run(two.pop_item())["content"][0]["text"] == "dogs"  # type: ignore[index]
+    assert len(run(one.get_items())) == 4
+
+
+def test_add_get_clear(make_session: MakeSession) -> None:
+    session = make_session("direct")
+    items = [user("Hello"), {"role": "assistant", "content": "Hi there!"}]
+
+    async def go() -> None:
+        await session.add_items(items)  # type: ignore[arg-type]
+        assert await session.get_items() == items
+        await session.clear_session()
+        assert await session.get_items() == []
+        await session.add_items([user("again")])
+        assert await session.get_items() == [user("again")]
+
+    run(go())
+
+
+def test_pop_item_returns_and_removes_the_newest(make_session: MakeSession) -> None:
+    session = make_session("pop")
+    other = make_session("pop-other")
+    items = [user("Hello"), {"role": "assistant", "content": "Hi there!"}, user("How are you?")]
+
+    async def go() -> None:
+        assert await session.pop_item() is None
+        await session.add_items(items)  # type: ignore[arg-type]
+        await other.add_items([user("untouched")])
+        for expected in reversed(items):
+            assert await session.pop_item() == expected
+            assert await session.get_items() == items[: items.index(expected)]
+        assert await session.pop_item() is None
+        assert await other.get_items() == [user("untouched")]
+
+    run(go())
+
+
+def test_limit_is_the_newest_n_in_order(make_session: MakeSession) -> None:
+    session = make_session("limits")
+    items = [user(f"Message {i}") if i % 2 == 0 else user(f"Response {i}") for i in range(6)]
+    run(session.add_items(items))  # type: ignore[arg-type]
+    for limit, expected in [
+        (None, items),
+        (2, items[-2:]),
+        (4, items[-4:]),
+        (10, items),
+        (1, items[-1:]),
+        (0, []),
+        (-1, items),  # as SQLiteSession: SQLite's LIMIT -1 has no limit
+    ]:
+        assert run(session.get_items(limit=limit)) == expected, limit
+
+
+def test_list_input_and_the_input_callback(make_session: MakeSession) -> None:
+    session = make_session("callback")
+    history = [user("Earlier"), {"role": "assistant", "content": "Saved reply"}]
+    run(session.add_items(history))  # type: ignore[arg-type]
+    model = ScriptedModel([[assistant_message("ok")], [assistant_message("gpt")]])
+    agent = Agent(name="a", model=model)
+    run(run_agent("run", agent, [user("Test message")], session=session))
+    assert model.calls[0].input == [*history, user("Test message")]
+
+    def only_user(old: list[Any], new: list[Any]) -> list[Any]:
+        return [item for item in old if item.get("role") == "user"] + new
+
+    config = RunConfig(tracing_disabled=True, session_input_callback=only_user)
+    run(run_agent("run", agent, [user("Name?")], session=session, run_config=config))
+    assert model.calls[1].input == [history[0], user("Test message"), user("Name?")]
+
+
+def test_unicode_and_sql_text(make_session: MakeSession) -> None:
+    session = make_session("unicode")
+    items = [
+        user("こんにちは"),
+        {"role": "assistant", "content": "😊👍"},
+        user("Привет"),
+        user("O'Reilly"),
+        {"role": "assistant", "content": "Robert'); DROP TABLE students;--"},
+        user('"SELECT * FROM users WHERE name = "admin";"'),
+    ]
+    run(session.add_items(items))  # type: ignore[arg-type]
+    assert run(session.get_items()) == items
+
+
+def test_concurrent_add_items_from_threads_and_tasks(make_session: MakeSession) -> None:
+    session = make_session("concurrent")
+
+    def pair(tag: str) -> list[Any]:
+        return [user(f"{tag} question"), {"role": "assistant", "content": f"{tag} answer"}]
+
+    def in_thread(n: int) -> None:
+        asyncio.run(session.add_items(pair(f"thread {n}")))  # type: ignore[arg-type]
+
+    async def tasks() -> None:
+        await asyncio.gather(*(session.add_items(pair(f"task {n}")) for n in range(12)))  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=in_thread, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    run(tasks())
+    for thread in threads:
+        thread.join()
+    stored = run(session.get_items())
+    tags = [f"thread {n}" for n in range(6)] + [f"task {n}" for n in range(12)]
+    assert len(stored) == 2 * len(tags)
+    # Nothing lost, and every batch stored whole, its two items side by side.
+    found = {stored[i]["content"].removesuffix(" question") for i in range(0, len(stored), 2)}
+    assert found == set(tags)
+    for i in range(0, len(stored), 2):
+        tag = stored[i]["content"].removesuffix(" question")
+        assert stored[i : i + 2] == pair(tag)
+
+
+def test_session_settings(make_session: MakeSession) -> None:
+    plain = make_session("default-settings")
+    assert isinstance(plain.session_settings, SessionSettings)
+    assert plain.session_settings.limit is None
+    limited = make_session("limited", session_settings=SessionSettings(limit=3))
+    as_dict = make_session("from-dict", session_settings={"limit": 5})
+    assert as_dict.session_settings == SessionSettings(limit=5)
+    items = [user(f"Message {i}") for i in range(10)]
+    run(limited.add_items(items))  # type: ignore[arg-type]
+    assert run(limited.get_items()) == items[-3:]
+    assert run(limited.get_items(limit=2)) == items[-2:]
+
+    model = ScriptedModel([[assistant_message("Got it")]])
+    config = RunConfig(tracing_disabled=True, session_settings=SessionSettings(limit=2))
+    run(run_agent("run", Agent(name="a", model=model), "New", session=limited, run_config=config))
+    assert model.calls[0].input == [*items[-2:], user("New")]
+
+
+@pytest.mark.parametrize(("limit", "sent"), [(2, 3), (0, 1), (None, 7), (100, 7)])
+def test_run_config_limit(make_session: MakeSession, limit: int | None, sent: int) -> None:
+    session = make_session("run-limit")
+    model = ScriptedModel([[assistant_message(f"Reply {i}")] for i in range(1, 5)])
+    agent = Agent(name="a", model=model)
+    for i in range(1, 4):
+        run(run_agent("run", agent, f"Message {i}", session=session))
+    config = RunConfig(tracing_disabled=True, session_settings=SessionSettings(limit=limit))
+    run(run_agent("run_streamed", agent, "Message 4", session=session, run_config=config))
+    expected = ["Message 1", "Reply 1", "Message 2", "Reply 2", "Message 3", "Reply 3"]
+    assert texts(model.calls[-1].input) == [*expected[len(expected) - (sent - 1) :], "Message 4"]
+
+
+@function_tool
+def lookup(question: str) -> str:
+    """Look the answer up."""
+    return TOOL_REPLY
+
+
+@function_tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (needs approval)."""
+    return f"deleted {path}"
+
+
+def _tool_script() -> list[Any]:
+    return [
+        [function_call("lookup", {"question": "q1"}, call_id="call-1")],
+        [assistant_message("The answer is 42", item_id="msg-1")],
+        [
+            assistant_message("Let me check twice", item_id="msg-2"),
+            function_call("lookup", {"question": "q2"}, call_id="call-2"),
+            function_call("lookup", {"question": "q3"}, call_id="call-3"),
+        ],
+        [assistant_message("Still 42", item_id="msg-3")],
+    ]
+
+
+def _tool_turns(session: Session, method: str) -> tuple[list[Any], list[Any]]:
+    """Two turns with tool calls; (every model input, the stored items)."""
+    model = ScriptedModel(_tool_script())
+    agent = Agent(name="a", model=model, tools=[lookup])
+
+    async def go() -> list[Any]:
+        await run_agent(method, agent, "What is the answer?", session=session)
+        await run_agent(method, agent, "Sure?", session=session)
+        return await session.get_items()
+
+    stored = run(go())
+    model.assert_complete()
+    return [call.input for call in model.calls], stored
+
+
+@pytest.mark.parametrize("method", ["run", "run_streamed"])
+def test_tool_calls_across_turns_match_sqlite_session(
+    make_session: MakeSession, method: str
+) -> None:
+    inputs, stored = _tool_turns(make_session("tools"), method)
+    reference = SQLiteSession("reference")
+    try:
+        assert (inputs, stored) == _tool_turns(reference, method)
+    finally:
+        reference.close()
+    kinds = [item.get("type", "message") for item in stored]
+    assert kinds == [
+        "message", "function_call", "function_call_output", "message",
+        "message", "message", "function_call", "function_call",
+        "function_call_output", "function_call_output", "message",
+    ]  # fmt: skip
+    assert inputs[-1] == stored[:-1]
+
+
+def _approval_flow(session: Session, resume: bool) -> tuple[list[Any], list[Any]]:
+    """A turn stopped for a tool approval, then resumed (approved) or left for new input."""
+    steps: list[Any] = [[function_call("delete_file", {"path": "/tmp/x"}, call_id="del")]]
+    steps.append([assistant_message("Deleted.", item_id="msg-done")])
+    model = ScriptedModel(steps)
+    agent = Agent(name="a", model=model, tools=[delete_file])
+
+    async def go() -> list[Any]:
+        result = await run_agent("run", agent, "Delete /tmp/x", session=session)
+        assert len(result.interruptions) == 1
+        if resume:
+            state = await RunState.from_string(agent, result.to_state().to_string())
+            state.approve(state.get_interruptions()[0])
+            done = await run_agent("run", agent, state, session=session)
+        else:
+            done = await run_agent("run", agent, "Never mind, keep it", session=session)
+        assert done.final_output == "Deleted."
+        return await session.get_items()
+
+    stored = run(go())
+    return [call.input for call in model.calls], stored
+
+
+@pytest.mark.parametrize("resume", [True, False], ids=["approved", "new-input"])
+def test_human_approval_matches_sqlite_session(make_session: MakeSession, resume: bool) -> None:
+    session = make_session("approval")
+    inputs, stored = _approval_flow(session, resume)
+    reference = SQLiteSession("reference")
+    try:
+        assert (inputs, stored) == _approval_flow(reference, resume)
+    finally:
+        reference.close()
+    assert stored[1]["type"] == "function_call"
+    if resume:
+        assert stored[2] == {"call_id": "del", "output": "deleted /tmp/x", "type": "function_call_output"}
+    else:
+        # The unanswered call stays stored (SQLiteSession keeps it), the new input after it.
+        assert stored[2] == user("Never mind, keep it")
+    # popping walks back over exactly what was stored
+    popped = [run(session.pop_item()) for _ in stored]
+    assert popped == stored[::-1]
+    assert run(session.get_items()) == []
+
+
+# --------------------------------------------------------------------------- random sequences
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+_extras = st.dictionaries(st.sampled_from(["x_int", "x_meta", "x_flag", "zz"]), _values, max_size=2)
+_text = st.text(max_size=30)
+
+
+@st.composite
+def items(draw: st.DrawFn, call_ids: list[str]) -> dict[str, Any]:
+    """One Responses input item of the kinds a runner stores, with unknown extra fields."""
+    kind = draw(st.sampled_from(["user", "assistant", "output", "call", "output_of_call", "reasoning"]))
+    if kind == "user":
+        item: dict[str, Any] = {"role": "user", "content": draw(_text)}
+    elif kind == "assistant":
+        item = {"role": "assistant", "content": draw(_text)}
+    elif kind == "output":
+        item = {
+            "id": f"msg_{draw(st.integers(0, 99))}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": draw(_text), "annotations": []}],
+        }
+    elif kind == "call":
+        call_id = f"call_{len(call_ids)}"
+        call_ids.append(call_id)
+        item = {"type": "function_call", "call_id": call_id, "name": "lookup",
+                "arguments": json.dumps({"q": draw(_text)})}  # fmt: skip
+    elif kind == "output_of_call":
+        call_id = draw(st.sampled_from(call_ids)) if call_ids else "call_none"
+        item = {"type": "function_call_output", "call_id": call_id, "output": draw(_text)}
+    else:
+        item = {"type": "reasoning", "id": f"rs_{draw(st.integers(0, 99))}",
+                "summary": [], "encrypted_content": draw(_text)}  # fmt: skip
+    return {**item, **draw(_extras)}
+
+
+class SessionMachine(RuleBasedStateMachine):
+    """AgentMemSession against the SDK's own SQLiteSession, operation by operation."""
+
+    runs = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        SessionMachine.runs += 1
+        self.tmp = Path(os.environ["AGENTS_MACHINE_ROOT"]) / str(SessionMachine.runs)
+        self.mem = agentmem.Memory(root=self.tmp, durability="normal")
+        self.ours = AgentMemSession("machine", memory=self.mem)
+        self.theirs = SQLiteSession("machine")
+        self.call_ids: list[str] = []
+
+    @rule(data=st.data(), n=st.integers(1, 4))
+    def add(self, data: st.DataObject, n: int) -> None:
+        batch_ = [data.draw(items(self.call_ids)) for _ in range(n)]
+        run(self.theirs.add_items(json.loads(json.dumps(batch_))))
+        run(self.ours.add_items(batch_))  # type: ignore[arg-type]
+
+    @rule()
+    def pop(self) -> None:
+        assert run(self.ours.pop_item()) == run(self.theirs.pop_item())
+
+    @rule(limit=st.one_of(st.none(), st.integers(-2, 8)))
+    def get(self, limit: int | None) -> None:
+        assert run(self.ours.get_items(limit)) == run(self.theirs.get_items(limit))
+
+    @rule(really=st.integers(0, 3))
+    def clear(self, really: int) -> None:
+        if really:  # rarely: most sequences should grow
+            return
+        run(self.ours.clear_session())
+        run(self.theirs.clear_session())
+
+    @rule()
+    def reopen(self) -> None:
+        self.ours.close()
+        self.ours = AgentMemSession("machine", memory=self.mem)
+
+    @invariant()
+    def same_items(self) -> None:
+        assert run(self.ours.get_items()) == run(self.theirs.get_items())
+
+    def teardown(self) -> None:
+        self.ours.close()
+        self.theirs.close()
+        self.mem.close()
+
+
+def test_random_operations_match_sqlite_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTS_MACHINE_ROOT", str(tmp_path))
+    machine = settings(max_examples=scaled(25), stateful_step_count=12)(SessionMachine)
+    machine.TestCase().runTest()
+
+
+# --------------------------------------------------------------------------- session ids
+
+ODD_IDS = [
+    "user@example.com",
+    "User@Example.com",
+    "../../etc/passwd",
+    "a/b\\c:d",
+    "C:\\Users\\x",
+    "",
+    " ",
+    "x" * 5000,
+    "ABC",
+    "abc",
+    "null\x00byte",
+    "émoji 😊",
+    "con",
+    ".",
+]
+
+
+def test_any_session_id_maps_safely_and_distinctly(make_session: MakeSession, tmp_path: Path) -> None:
+    sessions = [make_session(sid) for sid in ODD_IDS]
+    for n, session in enumerate(sessions):
+        assert session.session_id == ODD_IDS[n]
+        run(session.add_items([user(f"item of {n}")]))
+    for n, session in enumerate(sessions):
+        assert run(session.get_items()) == [user(f"item of {n}")]
+    # Nothing is named after the raw ids: every file stays under the test's directory,
+    # and the session lock files are named by the hashed ids.
+    names = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")}
+    assert not any("passwd" in name or "example.com" in name for name in names)
+    locks = {n for n in names if n.startswith("root/locks/agents-")}
+    if locks:
+        assert locks == {f"root/locks/{agentmem_session_id(sid)}.lock" for sid in ODD_IDS}
+
+
+@settings(max_examples=scaled(200))
+@given(st.lists(st.text(), min_size=2, max_size=6, unique=True))
+def test_the_id_mapping_is_valid_and_injective(ids: list[str]) -> None:
+    mapped = [agentmem_session_id(sid) for sid in ids]
+    assert len(set(mapped)) == len(ids)
+    assert len({m.lower() for m in mapped}) == len(ids)  # also on case-insensitive file systems
+    for m in mapped:
+        assert len(m) <= 128
+        assert all(c.isascii() and (c.isalnum() or c in "_.-") for c in m)
+
+
+def test_ids_keep_their_name_and_bad_ids_are_refused(memory: agentmem.Memory) -> None:
+    with AgentMemSession("user@example.com", memory=memory) as session:
+        assert session.agentmem_session.name == "user@example.com"
+        assert session.agentmem_session.id == agentmem_session_id("user@example.com")
+    with pytest.raises(agentmem.InvalidArgumentError, match="session_id must be a string"):
+        AgentMemSession(42, memory=memory)  # type: ignore[arg-type]
