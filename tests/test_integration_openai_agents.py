@@ -601,3 +601,224 @@ def test_ids_keep_their_name_and_bad_ids_are_refused(memory: agentmem.Memory) ->
         assert session.agentmem_session.id == agentmem_session_id("user@example.com")
     with pytest.raises(agentmem.InvalidArgumentError, match="session_id must be a string"):
         AgentMemSession(42, memory=memory)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- what agentmem adds
+
+
+def _child(root: Path, backend: str, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), args[0], str(root), backend, *args[1:]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        **kwargs,
+    )
+
+
+def _child_output(root: Path, backend: str, *args: str) -> str:
+    proc = _child(root, backend, *args)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    return out
+
+
+def test_a_second_process_gets_store_locked(backend: str, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    holder = _child(root, backend, "hold", "user@example.com")
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        out = _child_output(root, backend, "open", "user@example.com")
+        assert out.startswith("locked: ")
+        assert "already open" in out
+        assert _child_output(root, backend, "open", "User@example.com") == "opened\n"
+        mem = agentmem.Memory(root=root, backend=backend or None)
+        try:
+            with pytest.raises(agentmem.StoreLockedError):
+                AgentMemSession("user@example.com", memory=mem)
+        finally:
+            mem.close()
+    finally:
+        holder.communicate(timeout=60)  # stdin closes: the holder lets go
+    assert _child_output(root, backend, "open", "user@example.com") == "opened\n"
+
+
+def test_one_object_per_session_in_a_process(memory: agentmem.Memory) -> None:
+    first = AgentMemSession("shared", memory=memory)
+    with pytest.raises(agentmem.StoreLockedError):
+        AgentMemSession("shared", memory=memory)
+    first.close()
+    with AgentMemSession("shared", memory=memory) as again:
+        assert run(again.get_items()) == []
+    with pytest.raises(agentmem.SessionClosedError):
+        run(first.add_items([user("late")]))  # type: ignore[list-item]
+
+
+def test_kill9_of_a_writer_loses_no_returned_batch(backend: str, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    rng = random.Random(7)
+    start = 0
+    for _ in range(3):
+        writer = _child(root, backend, "write", "killed", str(start))
+        assert writer.stdout is not None
+        returned = [int(writer.stdout.readline()) for _ in range(rng.randint(3, 25))]
+        writer.send_signal(signal.SIGKILL)
+        writer.communicate(timeout=60)
+        mem = agentmem.Memory(root=root, backend=backend or None)
+        try:
+            with AgentMemSession("killed", memory=mem) as session:
+                stored = run(session.get_items())
+        finally:
+            mem.close()
+        # Every batch that returned is there, whole; at most one more (stored, not yet
+        # reported) follows; nothing else: no partial batch.
+        complete = [item for n in range(returned[-1] + 1) for item in batch(n)]
+        assert stored[: len(complete)] == complete
+        assert stored[len(complete) :] in ([], batch(returned[-1] + 1))
+        start = stored[-1]["x_batch"] + 1
+
+
+def test_runner_resumes_in_a_new_process(backend: str, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    first = json.loads(_child_output(root, backend, "turn", "s1", "What is it?", "first"))
+    second = json.loads(_child_output(root, backend, "turn", "s1", "Again?", "second"))
+    # The second process's first model call sees the whole first turn, as stored.
+    stored_first_turn = [*first[-1], assistant_message("first", item_id="msg-first").model_dump(exclude_none=True)]
+    assert texts(second[0]) == [*texts(stored_first_turn), "Again?"]
+    assert second[0][:2] == first[-1][:2]
+    kinds = [item.get("type", "message") for item in second[0]]
+    assert kinds == ["message", "function_call", "function_call_output", "message", "message"]
+    assert second[0][2]["output"] == TOOL_REPLY
+
+    state_file = tmp_path / "state.json"
+    assert _child_output(root, backend, "approve-start", "s2", str(state_file)) == "1\n"
+    final, last_input = json.loads(
+        _child_output(root, backend, "approve-finish", "s2", str(state_file))
+    )
+    assert final == "deleted it"
+    assert [item.get("type", "message") for item in last_input] == [
+        "message", "function_call", "function_call_output",
+    ]  # fmt: skip
+    assert last_input[2]["output"] == "deleted /tmp/x"
+
+
+def test_every_item_is_found_by_recall(memory: agentmem.Memory) -> None:
+    session = AgentMemSession("recall-me", memory=memory)
+    model = ScriptedModel(
+        [[function_call("lookup", {"question": "pelican"}, call_id="c1")],
+         [assistant_message("Pelicans migrate over the Bosphorus")]]  # fmt: skip
+    )
+    run(run_agent("run", Agent(name="a", model=model, tools=[lookup]), "Where do pelicans fly?", session=session))
+    session.close()
+    for query in ("pelicans fly", "Bosphorus", TOOL_REPLY):
+        hits = memory.recall(query)
+        assert hits, query
+        assert hits[0].session_id == agentmem_session_id("recall-me")
+
+
+def test_long_term_memory_and_topics_reach_the_agent(memory: agentmem.Memory) -> None:
+    memory.ltm.add_discovery("The staging database is called heron-db", confidence=0.9)
+    memory.topics.write("deploys", "# Deploys\nDeploy with `make ship` from the release branch.\n")
+    model = ScriptedModel([[assistant_message("ok")], [assistant_message("ok")]])
+    with AgentMemSession("ltm", memory=memory) as session:
+        agent = Agent(name="a", model=model, instructions=session.instructions("Be brief."))
+        run(run_agent("run", agent, "Which database?", session=session))
+    system = model.calls[0].system_instructions or ""
+    assert system.startswith("Be brief.")
+    assert "heron-db" in system
+    assert "make ship" in system
+    with AgentMemSession("ltm-windowed", memory=memory, windowed=True) as session:
+        agent = Agent(name="a", model=model, instructions=session.instructions("Be brief."))
+        run(run_agent("run", agent, "Which database?", session=session))
+    assert model.calls[1].system_instructions == "Be brief."
+    sent = json.dumps(model.calls[1].input)
+    assert "heron-db" in sent
+    assert "make ship" in sent
+
+
+def _check_responses_valid(items: list[Any]) -> None:
+    """Every function call answered once, after it; no orphan output; no internal field."""
+    called: dict[str, int] = {}
+    answered: set[str] = set()
+    for n, item in enumerate(items):
+        assert not set(item) & set(agentmem.INTERNAL_FIELDS), item
+        if item.get("type") == "function_call":
+            called[item["call_id"]] = n
+        elif item.get("type") == "function_call_output":
+            assert item["call_id"] in called, item
+            assert item["call_id"] not in answered, item
+            answered.add(item["call_id"])
+    assert set(called) == answered
+
+
+def test_the_windowed_view_fits_and_stays_valid(memory: agentmem.Memory) -> None:
+    steps: list[Any] = []
+    for n in range(30):
+        steps.append([function_call("lookup", {"question": f"q{n} " + "why " * 40}, call_id=f"c{n}")])
+        steps.append([assistant_message(f"Answer {n}: " + "because " * 60, item_id=f"m{n}")])
+    model = ScriptedModel(steps)
+    agent = Agent(name="a", model=model, tools=[lookup])
+    with AgentMemSession("long", memory=memory, windowed=True, context_window=3000) as session:
+        for n in range(30):
+            run(run_agent("run", agent, f"Question {n}: " + "please " * 40, session=session))
+        stored = run(session.get_items(limit=10_000))
+        view = run(session.get_items())
+        assert run(session.get_items(limit=4)) == stored[-4:]
+        counter = session.agentmem_session.token_counter
+    model.assert_complete()
+    assert len(stored) == 30 * 4
+    assert len(view) < len(stored)
+    for call in model.calls:
+        _check_responses_valid(call.input)
+        assert agentmem.count_messages(call.input, counter) <= 3000
+    assert "<thread_summary>" in json.dumps(view)
+    assert view[-1] == stored[-1]
+
+
+def test_bad_items_are_refused_and_nothing_is_stored(memory: agentmem.Memory) -> None:
+    with AgentMemSession("bad", memory=memory) as session:
+        run(session.add_items([user("kept")]))  # type: ignore[list-item]
+        with pytest.raises(agentmem.InvalidMessageError, match="item 1"):
+            run(session.add_items([user("lost"), "not an item"]))  # type: ignore[list-item]
+        assert run(session.get_items()) == [user("kept")]
+
+
+def test_import_agentmem_does_not_import_the_sdk() -> None:
+    code = (
+        "import sys, agentmem\n"
+        "assert 'agents' not in sys.modules and 'openai' not in sys.modules, sorted(sys.modules)\n"
+        "import agentmem.integrations\n"
+        "assert 'agents' not in sys.modules\n"
+        "import agentmem.integrations.openai_agents\n"
+        "assert 'agents' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=child_env(), timeout=120)
+
+
+def test_without_the_extra_the_error_names_it() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['agents'] = None\n"
+        "try:\n"
+        "    import agentmem.integrations.openai_agents\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, env=child_env(), timeout=120,
+        capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert out.startswith("ConfigurationError")
+    assert "agentmem[openai-agents]" in out
+
+
+def test_the_example_runs_offline(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE)], check=True, env=child_env(), timeout=120,
+        capture_output=True, text=True, cwd=tmp_path,
+    ).stdout  # fmt: skip
+    assert "turn 2 saw 5 items" in out
+    assert "resumed:" in out
