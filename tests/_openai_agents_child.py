@@ -1,29 +1,30 @@
 """Child process for tests/test_integration_openai_agents.py (run with ``sys.executable``).
 
-Every mode opens ``Memory(root=<root>, backend=<backend or "">)`` and the
-``AgentMemSession`` of ``<session_id>``::
+Every mode opens ``Memory(root=<root>, backend=<backend or "">)`` (importing the SDK
+costs a second or more of CPU, so each mode does all one process has to do)::
 
     hold <root> <backend> <session_id>
-        Print "held" once the session is open, then hold it until stdin closes.
+        Print "held" once the session's AgentMemSession is open, then hold it until
+        stdin closes.
 
-    open <root> <backend> <session_id>
-        Try to open the session once; print "opened" or "locked: <message>".
+    open <root> <backend> <session_id>...
+        Try to open each session once, in turn; print "opened" or "locked: <message>"
+        for each.
 
     write <root> <backend> <session_id> <start>
         Add batch after batch (:func:`batch`, from number <start>), printing each
         batch's number once its add_items returned; runs until killed.
 
-    turn <root> <backend> <session_id> <text> <reply>
-        One Runner.run turn: the scripted model calls ``lookup`` then answers <reply>.
-        Prints the JSON of the model's inputs (one list per model call).
+    first <root> <backend> <state_file>
+        Session "s1": one Runner.run turn (the scripted model calls ``lookup``, then
+        answers "first"). Session "s2": a turn whose tool needs approval; its RunState
+        (``to_string``) goes to <state_file>. Prints the JSON of
+        ``{"inputs": <the s1 model inputs>, "interruptions": <count>}``.
 
-    approve-start <root> <backend> <session_id> <state_file>
-        Runner.run a turn whose tool needs approval; write the RunState (to_string)
-        to <state_file> and print the number of interruptions.
-
-    approve-finish <root> <backend> <session_id> <state_file>
-        Load the RunState, approve the interruption, Runner.run it to the end with the
-        session; print the JSON of the final output and the last model input.
+    second <root> <backend> <state_file>
+        Session "s1": a second turn ("second"). Session "s2": load the RunState, approve,
+        run it to the end. Prints the JSON of ``{"inputs": <the s1 model inputs>,
+        "final": <s2's final output>, "approved_input": <s2's last model input>}``.
 """
 
 from __future__ import annotations
@@ -66,61 +67,76 @@ def _agent(model: Any) -> Any:
     return Agent(name="assistant", model=model, tools=[lookup, delete_file])
 
 
-async def _main(mode: str, root: str, backend: str, session_id: str, *rest: str) -> None:
+async def _turn(session: Any, text: str, reply: str) -> list[Any]:
+    """One turn: the model calls ``lookup``, then answers ``reply``; the model inputs."""
+    from agents import RunConfig, Runner
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    model = ScriptedModel(
+        [
+            [function_call("lookup", {"question": text}, call_id=f"call-{reply}")],
+            [assistant_message(reply, item_id=f"msg-{reply}")],
+        ]
+    )
+    await Runner.run(_agent(model), text, session=session, run_config=RunConfig(tracing_disabled=True))
+    model.assert_complete()
+    return [call.input for call in model.calls]
+
+
+async def _main(mode: str, root: str, backend: str, *rest: str) -> None:
     import agentmem
     from agentmem.integrations.openai_agents import AgentMemSession
     from agents import RunConfig, Runner, RunState
     from agents.testing import ScriptedModel, assistant_message, function_call
 
+    config = RunConfig(tracing_disabled=True)
     mem = agentmem.Memory(root=root, backend=backend or None)
     if mode == "open":
-        try:
-            AgentMemSession(session_id, memory=mem).close()
-        except agentmem.StoreLockedError as exc:
-            print(f"locked: {exc}", flush=True)
-        else:
-            print("opened", flush=True)
-        return
-    session = AgentMemSession(session_id, memory=mem)
-    config = RunConfig(tracing_disabled=True)
-    if mode == "hold":
-        print("held", flush=True)
-        sys.stdin.read()
+        for session_id in rest:
+            try:
+                AgentMemSession(session_id, memory=mem).close()
+            except agentmem.StoreLockedError as exc:
+                print(f"locked: {exc}", flush=True)
+            else:
+                print("opened", flush=True)
+    elif mode == "hold":
+        with AgentMemSession(rest[0], memory=mem):
+            print("held", flush=True)
+            sys.stdin.read()
     elif mode == "write":
-        number = int(rest[0])
+        session = AgentMemSession(rest[0], memory=mem)
+        number = int(rest[1])
         while True:
             await session.add_items(batch(number))  # type: ignore[arg-type]
             print(number, flush=True)
             number += 1
-    elif mode == "turn":
-        text, reply = rest
-        model = ScriptedModel(
-            [
-                [function_call("lookup", {"question": text}, call_id=f"call-{reply}")],
-                [assistant_message(reply, item_id=f"msg-{reply}")],
-            ]
-        )
-        await Runner.run(_agent(model), text, session=session, run_config=config)
-        model.assert_complete()
-        print(json.dumps([call.input for call in model.calls]), flush=True)
-    elif mode == "approve-start":
-        model = ScriptedModel([[function_call("delete_file", {"path": "/tmp/x"}, call_id="del")]])
-        result = await Runner.run(
-            _agent(model), "delete /tmp/x", session=session, run_config=config
-        )
+    elif mode == "first":
+        with AgentMemSession("s1", memory=mem) as session:
+            inputs = await _turn(session, "What is it?", "first")
+        with AgentMemSession("s2", memory=mem) as session:
+            model = ScriptedModel([[function_call("delete_file", {"path": "/tmp/x"}, call_id="del")]])
+            result = await Runner.run(
+                _agent(model), "delete /tmp/x", session=session, run_config=config
+            )
         with open(rest[0], "w", encoding="utf-8") as f:
             f.write(result.to_state().to_string())
-        print(len(result.interruptions), flush=True)
-    elif mode == "approve-finish":
-        model = ScriptedModel([[assistant_message("deleted it", item_id="msg-done")]])
-        agent = _agent(model)
-        with open(rest[0], encoding="utf-8") as f:
-            state = await RunState.from_string(agent, f.read())
-        for interruption in state.get_interruptions():
-            state.approve(interruption)
-        result = await Runner.run(agent, state, session=session, run_config=config)
-        print(json.dumps([result.final_output, model.calls[-1].input]), flush=True)
-    session.close()
+        print(json.dumps({"inputs": inputs, "interruptions": len(result.interruptions)}))
+    elif mode == "second":
+        with AgentMemSession("s1", memory=mem) as session:
+            inputs = await _turn(session, "Again?", "second")
+        with AgentMemSession("s2", memory=mem) as session:
+            model = ScriptedModel([[assistant_message("deleted it", item_id="msg-done")]])
+            agent = _agent(model)
+            with open(rest[0], encoding="utf-8") as f:
+                state = await RunState.from_string(agent, f.read())
+            for interruption in state.get_interruptions():
+                state.approve(interruption)
+            result = await Runner.run(agent, state, session=session, run_config=config)
+        print(
+            json.dumps(
+                {"inputs": inputs, "final": result.final_output, "approved_input": model.calls[-1].input}
+            )
+        )
     mem.close()
 
 

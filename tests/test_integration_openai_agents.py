@@ -631,19 +631,18 @@ def test_a_second_process_gets_store_locked(backend: str, tmp_path: Path) -> Non
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "held"
-        out = _child_output(root, backend, "open", "user@example.com")
-        assert out.startswith("locked: ")
-        assert "already open" in out
-        assert _child_output(root, backend, "open", "User@example.com") == "opened\n"
-        mem = agentmem.Memory(root=root, backend=backend or None)
-        try:
-            with pytest.raises(agentmem.StoreLockedError):
-                AgentMemSession("user@example.com", memory=mem)
-        finally:
-            mem.close()
+        out = _child_output(root, backend, "open", "user@example.com", "User@example.com")
+        locked, other = out.splitlines()
+        assert locked.startswith("locked: ")
+        assert "already open" in locked
+        assert other == "opened"  # a case-differing id is another session
     finally:
         holder.communicate(timeout=60)  # stdin closes: the holder lets go
-    assert _child_output(root, backend, "open", "user@example.com") == "opened\n"
+    mem = agentmem.Memory(root=root, backend=backend or None)
+    try:
+        AgentMemSession("user@example.com", memory=mem).close()
+    finally:
+        mem.close()
 
 
 def test_one_object_per_session_in_a_process(memory: agentmem.Memory) -> None:
@@ -661,7 +660,7 @@ def test_kill9_of_a_writer_loses_no_returned_batch(backend: str, tmp_path: Path)
     root = tmp_path / "root"
     rng = random.Random(7)
     start = 0
-    for _ in range(3):
+    for _ in range(2):
         writer = _child(root, backend, "write", "killed", str(start))
         assert writer.stdout is not None
         returned = [int(writer.stdout.readline()) for _ in range(rng.randint(3, 25))]
@@ -682,27 +681,27 @@ def test_kill9_of_a_writer_loses_no_returned_batch(backend: str, tmp_path: Path)
 
 
 def test_runner_resumes_in_a_new_process(backend: str, tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    first = json.loads(_child_output(root, backend, "turn", "s1", "What is it?", "first"))
-    second = json.loads(_child_output(root, backend, "turn", "s1", "Again?", "second"))
+    root, state_file = tmp_path / "root", str(tmp_path / "state.json")
+    first = json.loads(_child_output(root, backend, "first", state_file))
+    second = json.loads(_child_output(root, backend, "second", state_file))
     # The second process's first model call sees the whole first turn, as stored.
-    stored_first_turn = [*first[-1], assistant_message("first", item_id="msg-first").model_dump(exclude_none=True)]
-    assert texts(second[0]) == [*texts(stored_first_turn), "Again?"]
-    assert second[0][:2] == first[-1][:2]
-    kinds = [item.get("type", "message") for item in second[0]]
-    assert kinds == ["message", "function_call", "function_call_output", "message", "message"]
-    assert second[0][2]["output"] == TOOL_REPLY
-
-    state_file = tmp_path / "state.json"
-    assert _child_output(root, backend, "approve-start", "s2", str(state_file)) == "1\n"
-    final, last_input = json.loads(
-        _child_output(root, backend, "approve-finish", "s2", str(state_file))
-    )
-    assert final == "deleted it"
-    assert [item.get("type", "message") for item in last_input] == [
+    turn1 = first["inputs"][-1]
+    resumed = second["inputs"][0]
+    assert resumed[:3] == turn1
+    assert resumed[3]["id"] == "msg-first"
+    assert texts(resumed[3:]) == ["first", "Again?"]
+    assert [item.get("type", "message") for item in resumed] == [
+        "message", "function_call", "function_call_output", "message", "message",
+    ]  # fmt: skip
+    assert resumed[2]["output"] == TOOL_REPLY
+    # A run stopped for an approval, approved and finished by another process.
+    assert first["interruptions"] == 1
+    assert second["final"] == "deleted it"
+    approved = second["approved_input"]
+    assert [item.get("type", "message") for item in approved] == [
         "message", "function_call", "function_call_output",
     ]  # fmt: skip
-    assert last_input[2]["output"] == "deleted /tmp/x"
+    assert approved[2]["output"] == "deleted /tmp/x"
 
 
 def test_every_item_is_found_by_recall(memory: agentmem.Memory) -> None:
