@@ -58,7 +58,7 @@ from typing import Any, Final, Literal, overload
 import orjson
 
 from agentmem.errors import InvalidArgumentError
-from agentmem.messages import API_FIELDS, Message, to_anthropic
+from agentmem.messages import API_FIELDS, Message, to_anthropic, to_responses_items
 
 __all__ = [
     "MISSING_TOOL_RESULT",
@@ -77,8 +77,8 @@ __all__ = [
     "task_chain_set",
 ]
 
-Provider = Literal["openai", "anthropic"]
-PROVIDERS: Final = ("openai", "anthropic")
+Provider = Literal["openai", "anthropic", "openai-responses"]
+PROVIDERS: Final = ("openai", "anthropic", "openai-responses")
 
 MISSING_TOOL_RESULT: Final = (
     "[no result: this tool call was interrupted before it returned a result]"
@@ -482,7 +482,7 @@ def openai_view(msg: Message) -> dict[str, Any]:
 def build_payload(
     messages: Sequence[Message],
     *,
-    provider: Literal["openai"] = ...,
+    provider: Literal["openai", "openai-responses"] = ...,
     force_reasoning_content_pad: bool = ...,
     task_chain: Collection[int] | None = ...,
 ) -> list[dict[str, Any]]: ...
@@ -521,15 +521,17 @@ def build_payload(
         messages: Canonical messages (as validated by
             :func:`agentmem.messages.normalize_message`).
         provider: ``"openai"`` (Chat Completions, also most OpenAI-compatible
-            servers) or ``"anthropic"`` (Messages API).
+            servers), ``"anthropic"`` (Messages API) or ``"openai-responses"``
+            (the Responses API's ``input`` items).
         force_reasoning_content_pad: Give every assistant message a
-            ``reasoning_content`` even if none has one (OpenAI shape only).
+            ``reasoning_content`` even if none has one (OpenAI Chat shape only).
         task_chain: Task ids of the active time-machine chain; messages of
             other tasks are left out. ``None`` keeps all.
 
     Returns:
         For OpenAI, the list of message dicts. For Anthropic, ``(system,
-        messages)``; pass ``system`` only when it is not ``None``.
+        messages)``; pass ``system`` only when it is not ``None``. For the
+        Responses API, the list of input items.
 
     Raises:
         InvalidArgumentError: ``provider`` is not one of :data:`PROVIDERS`, or
@@ -546,6 +548,10 @@ def build_payload(
         if provider == "anthropic":
             system, turns = to_anthropic(repaired)
             return system, orjson.loads(orjson.dumps(turns))
+        if provider == "openai-responses":
+            payload = orjson.loads(orjson.dumps(to_responses_items(repaired)))
+            assert isinstance(payload, list)
+            return payload
         payload = orjson.loads(orjson.dumps([openai_view(m) for m in repaired]))
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise InvalidArgumentError(

@@ -110,7 +110,13 @@ from agentmem.context.types import (
     note_map,
 )
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
-from agentmem.messages import Message, is_real_user, message_text, to_anthropic
+from agentmem.messages import (
+    Message,
+    is_real_user,
+    message_text,
+    to_anthropic,
+    to_responses_items,
+)
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
@@ -236,7 +242,7 @@ class ContextManager:
             window: The working window; the bound one when omitted.
             yarn: Archive that receives evicted messages and supplies the
                 summary; the bound one when omitted.
-            provider: ``"openai"`` or ``"anthropic"``.
+            provider: ``"openai"``, ``"anthropic"`` or ``"openai-responses"``.
             injections: Texts appended to the system prompt (long-term memory,
                 persona, memory context), in order.
             task_chain: Active time-machine task ids (messages of other tasks
@@ -781,6 +787,8 @@ class ContextManager:
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
         if plan.provider == "anthropic":
             return to_anthropic(messages, cache=plan.state.turns)
+        if plan.provider == "openai-responses":
+            return to_responses_items(messages)
         views = plan.state.views.get_or_make_many(messages, openai_view)
         out = [copy_view(view) for view in views]
         if pad:
