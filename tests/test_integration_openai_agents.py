@@ -465,9 +465,24 @@ _text = st.text(max_size=30)
 @st.composite
 def items(draw: st.DrawFn, call_ids: list[str]) -> dict[str, Any]:
     """One Responses input item of the kinds a runner stores, with unknown extra fields."""
-    kind = draw(st.sampled_from(["user", "assistant", "output", "call", "output_of_call", "reasoning"]))
+    kind = draw(
+        st.sampled_from(
+            ["user", "parts", "system", "assistant", "output", "call", "output_of_call", "reasoning"]
+        )
+    )
     if kind == "user":
         item: dict[str, Any] = {"role": "user", "content": draw(_text)}
+    elif kind == "parts":
+        item = {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": draw(_text)},
+                {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"},
+            ],
+        }
+    elif kind == "system":
+        item = {"role": draw(st.sampled_from(["system", "developer"])), "content": draw(_text)}
     elif kind == "assistant":
         item = {"role": "assistant", "content": draw(_text)}
     elif kind == "output":
@@ -476,7 +491,18 @@ def items(draw: st.DrawFn, call_ids: list[str]) -> dict[str, Any]:
             "type": "message",
             "role": "assistant",
             "status": "completed",
-            "content": [{"type": "output_text", "text": draw(_text), "annotations": []}],
+            "content": draw(
+                st.sampled_from(
+                    [
+                        [{"type": "output_text", "text": "an answer", "annotations": []}],
+                        [{"type": "refusal", "refusal": "no"}],
+                        [
+                            {"type": "output_text", "text": "one", "annotations": [], "logprobs": []},
+                            {"type": "output_text", "text": "two", "annotations": []},
+                        ],
+                    ]
+                )
+            ),
         }
     elif kind == "call":
         call_id = f"call_{len(call_ids)}"
@@ -487,8 +513,9 @@ def items(draw: st.DrawFn, call_ids: list[str]) -> dict[str, Any]:
         call_id = draw(st.sampled_from(call_ids)) if call_ids else "call_none"
         item = {"type": "function_call_output", "call_id": call_id, "output": draw(_text)}
     else:
+        summary = [{"type": "summary_text", "text": t} for t in draw(st.lists(_text, max_size=2))]
         item = {"type": "reasoning", "id": f"rs_{draw(st.integers(0, 99))}",
-                "summary": [], "encrypted_content": draw(_text)}  # fmt: skip
+                "summary": summary, "encrypted_content": draw(_text)}  # fmt: skip
     return {**item, **draw(_extras)}
 
 
