@@ -267,6 +267,26 @@ def test_list_input_and_the_input_callback(make_session: MakeSession) -> None:
     assert model.calls[1].input == [history[0], user("Test message"), user("Name?")]
 
 
+def test_items_come_back_exactly_whatever_their_keys(make_session: MakeSession) -> None:
+    session = make_session("keys")
+    items = [
+        {"role": "user", "content": "kept", "transient": True, "x_count": 3, "x_ratio": 3.0},
+        {"role": "user", "content": "t", "task_id": 7, "created_at": "not a time"},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "truncated": 1},
+        {"type": "function_call_output", "call_id": "c", "output": "o", "responses_items": None},
+        {"role": "assistant", "content": "a", "system_injected": True, "x": {"n": [1, 2.5, None]}},
+    ]
+    run(session.add_items(items))  # type: ignore[arg-type]
+    stored = run(session.get_items())
+    assert stored == items
+    assert [type(v) for v in stored[0].values()] == [str, str, bool, int, float]
+    if isinstance(session, AgentMemSession):  # and as stored: after a reopen
+        session.close()
+        again = AgentMemSession("keys", memory=session.memory)
+        assert run(again.get_items()) == items
+        again.close()
+
+
 def test_unicode_and_sql_text(make_session: MakeSession) -> None:
     session = make_session("unicode")
     items = [
@@ -458,7 +478,9 @@ _values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
 )
-_extras = st.dictionaries(st.sampled_from(["x_int", "x_meta", "x_flag", "zz"]), _values, max_size=2)
+# Unknown keys, and keys agentmem itself gives a meaning to on its messages.
+_extra_keys = ["x_int", "x_meta", "zz", "transient", "task_id", "created_at", "responses_items"]
+_extras = st.dictionaries(st.sampled_from(_extra_keys), _values, max_size=2)
 _text = st.text(max_size=30)
 
 

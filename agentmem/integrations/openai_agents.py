@@ -52,6 +52,7 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from agentmem import (
+    INTERNAL_FIELDS,
     InvalidArgumentError,
     InvalidMessageError,
     Memory,
@@ -119,6 +120,18 @@ def _items_of(message: Mapping[str, Any]) -> list[Any]:
     return list(to_responses_items([cast(Message, dict(message))]))
 
 
+def _opaque(message: Message) -> Message:
+    """``message`` without the internal fields it took from its items' keys.
+
+    The codec lets an item's ``task_id``, ``transient``, ``created_at``... ride on its
+    message; an SDK item's keys mean nothing to agentmem (a ``transient`` key would keep
+    the item from being stored), so here they stay on the item only.
+    """
+    for key in INTERNAL_FIELDS.intersection(message).difference((ITEMS_FIELD,)):
+        del message[key]
+    return message
+
+
 def _without_calls(message: Mapping[str, Any]) -> dict[str, Any]:
     """``message`` (an assistant turn) without its tool calls; its original items kept."""
     kept = {k: v for k, v in message.items() if k != "tool_calls"}
@@ -175,7 +188,13 @@ class AgentMemSession:
     """
 
     session_id: str
+    """The SDK session id, as given."""
     session_settings: SessionSettings | None
+    """The SDK settings; ``limit`` is :meth:`get_items`' default."""
+    memory: Memory
+    """The memory holding the session."""
+    windowed: bool
+    """Whether :meth:`get_items` without a limit returns the fitted window."""
 
     def __init__(
         self,
@@ -201,6 +220,7 @@ class AgentMemSession:
             if session_settings is not None
             else SessionSettings()
         )
+        self.memory = memory
         self.windowed = windowed
         self._lock = threading.Lock()
         self._closed = False
@@ -343,7 +363,7 @@ class AgentMemSession:
         return cast(list[TResponseInputItem], _copy(found))
 
     def _add_items(self, items: list[Any]) -> None:
-        messages = from_responses_items(_copy(_check_items(items)))
+        messages = [_opaque(m) for m in from_responses_items(_check_items(items))]
         history = self._session.history
         with self._lock:
             self._check_open()
@@ -374,7 +394,7 @@ class AgentMemSession:
             if len(items) <= 1:
                 history.pop_last()
                 return cast(TResponseInputItem, _copy(items[0])) if items else None
-            rest = from_responses_items(_copy(items[:-1]))
+            rest = [_opaque(m) for m in from_responses_items(items[:-1])]
             if len(rest) == 1:
                 history.mutate_last_matching(lambda m: m is last, lambda _m: rest[0])
             else:
