@@ -78,16 +78,19 @@ async def _turn(session: Any, text: str, reply: str) -> list[Any]:
             [assistant_message(reply, item_id=f"msg-{reply}")],
         ]
     )
-    await Runner.run(_agent(model), text, session=session, run_config=RunConfig(tracing_disabled=True))
+    await Runner.run(
+        _agent(model), text, session=session, run_config=RunConfig(tracing_disabled=True)
+    )
     model.assert_complete()
     return [call.input for call in model.calls]
 
 
 async def _main(mode: str, root: str, backend: str, *rest: str) -> None:
-    import agentmem
-    from agentmem.integrations.openai_agents import AgentMemSession
     from agents import RunConfig, Runner, RunState
     from agents.testing import ScriptedModel, assistant_message, function_call
+
+    import agentmem
+    from agentmem.integrations.openai_agents import AgentMemSession
 
     config = RunConfig(tracing_disabled=True)
     mem = agentmem.Memory(root=root, backend=backend or None)
@@ -114,7 +117,9 @@ async def _main(mode: str, root: str, backend: str, *rest: str) -> None:
         with AgentMemSession("s1", memory=mem) as session:
             inputs = await _turn(session, "What is it?", "first")
         with AgentMemSession("s2", memory=mem) as session:
-            model = ScriptedModel([[function_call("delete_file", {"path": "/tmp/x"}, call_id="del")]])
+            model = ScriptedModel(
+                [[function_call("delete_file", {"path": "/tmp/x"}, call_id="del")]]
+            )
             result = await Runner.run(
                 _agent(model), "delete /tmp/x", session=session, run_config=config
             )
@@ -134,7 +139,11 @@ async def _main(mode: str, root: str, backend: str, *rest: str) -> None:
             result = await Runner.run(agent, state, session=session, run_config=config)
         print(
             json.dumps(
-                {"inputs": inputs, "final": result.final_output, "approved_input": model.calls[-1].input}
+                {
+                    "inputs": inputs,
+                    "final": result.final_output,
+                    "approved_input": model.calls[-1].input,
+                }
             )
         )
     mem.close()

@@ -15,7 +15,6 @@ The PostgreSQL cases need a server (tests/pg.py: without one they skip with one 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -29,6 +28,16 @@ from typing import Any, cast
 
 import pytest
 from _openai_agents_child import TOOL_REPLY, batch
+from agents import (
+    Agent,
+    RunConfig,
+    Runner,
+    RunState,
+    SQLiteSession,
+    function_tool,
+)
+from agents.memory import Session, SessionSettings
+from agents.testing import ScriptedModel, assistant_message, function_call
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -38,17 +47,6 @@ from test_recall_backends import pg_uri
 
 import agentmem
 from agentmem.integrations.openai_agents import AgentMemSession, agentmem_session_id
-from agents import (
-    Agent,
-    RunConfig,
-    Runner,
-    RunState,
-    SQLiteSession,
-    TResponseInputItem,
-    function_tool,
-)
-from agents.memory import Session, SessionSettings
-from agents.testing import ScriptedModel, assistant_message, function_call
 
 HERE = Path(__file__).parent
 CHILD = HERE / "_openai_agents_child.py"
@@ -413,10 +411,18 @@ def test_tool_calls_across_turns_match_sqlite_session(
         reference.close()
     kinds = [item.get("type", "message") for item in stored]
     assert kinds == [
-        "message", "function_call", "function_call_output", "message",
-        "message", "message", "function_call", "function_call",
-        "function_call_output", "function_call_output", "message",
-    ]  # fmt: skip
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+        "message",
+        "function_call",
+        "function_call",
+        "function_call_output",
+        "function_call_output",
+        "message",
+    ]
     assert inputs[-1] == stored[:-1]
 
 
@@ -454,7 +460,11 @@ def test_human_approval_matches_sqlite_session(make_session: MakeSession, resume
         reference.close()
     assert stored[1]["type"] == "function_call"
     if resume:
-        assert stored[2] == {"call_id": "del", "output": "deleted /tmp/x", "type": "function_call_output"}
+        assert stored[2] == {
+            "call_id": "del",
+            "output": "deleted /tmp/x",
+            "type": "function_call_output",
+        }
     else:
         # The unanswered call stays stored (SQLiteSession keeps it), the new input after it.
         assert stored[2] == user("Never mind, keep it")
@@ -475,7 +485,9 @@ _scalars = st.one_of(
 )
 _values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 # Unknown keys, and keys agentmem itself gives a meaning to on its messages.
@@ -489,7 +501,16 @@ def items(draw: st.DrawFn, call_ids: list[str]) -> dict[str, Any]:
     """One Responses input item of the kinds a runner stores, with unknown extra fields."""
     kind = draw(
         st.sampled_from(
-            ["user", "parts", "system", "assistant", "output", "call", "output_of_call", "reasoning"]
+            [
+                "user",
+                "parts",
+                "system",
+                "assistant",
+                "output",
+                "call",
+                "output_of_call",
+                "reasoning",
+            ]
         )
     )
     if kind == "user":
@@ -519,7 +540,12 @@ def items(draw: st.DrawFn, call_ids: list[str]) -> dict[str, Any]:
                         [{"type": "output_text", "text": "an answer", "annotations": []}],
                         [{"type": "refusal", "refusal": "no"}],
                         [
-                            {"type": "output_text", "text": "one", "annotations": [], "logprobs": []},
+                            {
+                                "type": "output_text",
+                                "text": "one",
+                                "annotations": [],
+                                "logprobs": [],
+                            },
                             {"type": "output_text", "text": "two", "annotations": []},
                         ],
                     ]
@@ -529,15 +555,23 @@ def items(draw: st.DrawFn, call_ids: list[str]) -> dict[str, Any]:
     elif kind == "call":
         call_id = f"call_{len(call_ids)}"
         call_ids.append(call_id)
-        item = {"type": "function_call", "call_id": call_id, "name": "lookup",
-                "arguments": json.dumps({"q": draw(_text)})}  # fmt: skip
+        item = {
+            "type": "function_call",
+            "call_id": call_id,
+            "name": "lookup",
+            "arguments": json.dumps({"q": draw(_text)}),
+        }
     elif kind == "output_of_call":
         call_id = draw(st.sampled_from(call_ids)) if call_ids else "call_none"
         item = {"type": "function_call_output", "call_id": call_id, "output": draw(_text)}
     else:
         summary = [{"type": "summary_text", "text": t} for t in draw(st.lists(_text, max_size=2))]
-        item = {"type": "reasoning", "id": f"rs_{draw(st.integers(0, 99))}",
-                "summary": summary, "encrypted_content": draw(_text)}  # fmt: skip
+        item = {
+            "type": "reasoning",
+            "id": f"rs_{draw(st.integers(0, 99))}",
+            "summary": summary,
+            "encrypted_content": draw(_text),
+        }
     return {**item, **draw(_extras)}
 
 
@@ -591,7 +625,9 @@ class SessionMachine(RuleBasedStateMachine):
         self.mem.close()
 
 
-def test_random_operations_match_sqlite_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_random_operations_match_sqlite_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTS_MACHINE_ROOT", str(tmp_path))
     machine = settings(max_examples=scaled(25), stateful_step_count=12)(SessionMachine)
     machine.TestCase().runTest()
@@ -617,7 +653,9 @@ ODD_IDS = [
 ]
 
 
-def test_any_session_id_maps_safely_and_distinctly(make_session: MakeSession, tmp_path: Path) -> None:
+def test_any_session_id_maps_safely_and_distinctly(
+    make_session: MakeSession, tmp_path: Path
+) -> None:
     sessions = [make_session(sid) for sid in ODD_IDS]
     for n, session in enumerate(sessions):
         assert session.session_id == ODD_IDS[n]
@@ -740,26 +778,41 @@ def test_runner_resumes_in_a_new_process(backend: str, tmp_path: Path) -> None:
     assert resumed[3]["id"] == "msg-first"
     assert texts(resumed[3:]) == ["first", "Again?"]
     assert [item.get("type", "message") for item in resumed] == [
-        "message", "function_call", "function_call_output", "message", "message",
-    ]  # fmt: skip
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+    ]
     assert resumed[2]["output"] == TOOL_REPLY
     # A run stopped for an approval, approved and finished by another process.
     assert first["interruptions"] == 1
     assert second["final"] == "deleted it"
     approved = second["approved_input"]
     assert [item.get("type", "message") for item in approved] == [
-        "message", "function_call", "function_call_output",
-    ]  # fmt: skip
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
     assert approved[2]["output"] == "deleted /tmp/x"
 
 
 def test_every_item_is_found_by_recall(memory: agentmem.Memory) -> None:
     session = AgentMemSession("recall-me", memory=memory)
     model = ScriptedModel(
-        [[function_call("lookup", {"question": "pelican"}, call_id="c1")],
-         [assistant_message("Pelicans migrate over the Bosphorus")]]  # fmt: skip
+        [
+            [function_call("lookup", {"question": "pelican"}, call_id="c1")],
+            [assistant_message("Pelicans migrate over the Bosphorus")],
+        ]
     )
-    run(run_agent("run", Agent(name="a", model=model, tools=[lookup]), "Where do pelicans fly?", session=session))
+    run(
+        run_agent(
+            "run",
+            Agent(name="a", model=model, tools=[lookup]),
+            "Where do pelicans fly?",
+            session=session,
+        )
+    )
     session.close()
     for query in ("pelicans fly", "Bosphorus", TOOL_REPLY):
         hits = memory.recall(query)
@@ -805,7 +858,9 @@ def _check_responses_valid(items: list[Any]) -> None:
 def test_the_windowed_view_fits_and_stays_valid(memory: agentmem.Memory) -> None:
     steps: list[Any] = []
     for n in range(30):
-        steps.append([function_call("lookup", {"question": f"q{n} " + "why " * 40}, call_id=f"c{n}")])
+        steps.append(
+            [function_call("lookup", {"question": f"q{n} " + "why " * 40}, call_id=f"c{n}")]
+        )
         steps.append([assistant_message(f"Answer {n}: " + "because " * 60, item_id=f"m{n}")])
     model = ScriptedModel(steps)
     agent = Agent(name="a", model=model, tools=[lookup])
@@ -856,17 +911,26 @@ def test_without_the_extra_the_error_names_it() -> None:
         "    print(type(exc).__name__, exc)\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], check=True, env=child_env(), timeout=120,
-        capture_output=True, text=True,
-    ).stdout  # fmt: skip
+        [sys.executable, "-c", code],
+        check=True,
+        env=child_env(),
+        timeout=120,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert out.startswith("ConfigurationError")
     assert "agentmem[openai-agents]" in out
 
 
 def test_the_example_runs_offline(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, str(EXAMPLE)], check=True, env=child_env(), timeout=120,
-        capture_output=True, text=True, cwd=tmp_path,
-    ).stdout  # fmt: skip
+        [sys.executable, str(EXAMPLE)],
+        check=True,
+        env=child_env(),
+        timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout
     assert "turn 2 saw 5 items" in out
     assert "resumed:" in out

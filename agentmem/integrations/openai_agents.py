@@ -95,9 +95,7 @@ def agentmem_session_id(session_id: str) -> str:
         InvalidArgumentError: ``session_id`` is not a string.
     """
     if not isinstance(session_id, str):
-        raise InvalidArgumentError(
-            f"session_id must be a string, got {type(session_id).__name__}"
-        )
+        raise InvalidArgumentError(f"session_id must be a string, got {type(session_id).__name__}")
     digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
     return _ID_PREFIX + digest
 
@@ -132,9 +130,14 @@ def _opaque(message: Message) -> Message:
     return message
 
 
-def _without_calls(message: Mapping[str, Any]) -> dict[str, Any]:
+def _is(stored: Message) -> Callable[[Message], bool]:
+    """A predicate matching the stored message ``stored`` itself."""
+    return lambda message: message is stored
+
+
+def _without_calls(message: Message) -> Message:
     """``message`` (an assistant turn) without its tool calls; its original items kept."""
-    kept = {k: v for k, v in message.items() if k != "tool_calls"}
+    kept: Message = {k: v for k, v in message.items() if k != "tool_calls"}
     if kept.get("content") is None:
         kept["content"] = ""
     return kept
@@ -284,9 +287,7 @@ class AgentMemSession:
         parts = (self._session.ltm_prompt, self._session.topics_prompt)
         return "\n\n".join(p for p in parts if p)
 
-    def instructions(
-        self, base: str = ""
-    ) -> Callable[[RunContextWrapper[Any], Any], str]:
+    def instructions(self, base: str = "") -> Callable[[RunContextWrapper[Any], Any], str]:
         """Dynamic ``Agent(instructions=...)``: ``base`` followed by :attr:`memory_prompt`.
 
         How long-term memory and topics reach an agent whose session returns the
@@ -373,13 +374,11 @@ class AgentMemSession:
                 previous = fixed[-1] if fixed else last
                 if message["role"] == "user" and previous is not None and _has_calls(previous):
                     if fixed:
-                        fixed[-1] = cast(Message, _without_calls(fixed[-1]))
+                        fixed[-1] = _without_calls(fixed[-1])
                     else:
-                        # The only case taking two writes; the first changes no stored item.
-                        stored = previous
-                        history.mutate_last_matching(
-                            lambda m: m is stored, lambda m: cast(Message, _without_calls(m))
-                        )
+                        # The one case taking two writes. The first changes no stored item
+                        # (only what the payload sends), so a kill between them loses nothing.
+                        history.mutate_last_matching(_is(previous), _without_calls)
                 fixed.append(message)
             history.extend(fixed)
 
@@ -396,7 +395,7 @@ class AgentMemSession:
                 return cast(TResponseInputItem, _copy(items[0])) if items else None
             rest = [_opaque(m) for m in from_responses_items(items[:-1])]
             if len(rest) == 1:
-                history.mutate_last_matching(lambda m: m is last, lambda _m: rest[0])
+                history.mutate_last_matching(_is(last), lambda _m: rest[0])
             else:
                 # The rest no longer forms one message: rewrite the history in one write.
                 history.replace_all([*history.to_list()[:-1], *rest])
