@@ -60,6 +60,7 @@ from agentmem._codecs.anthropic import (
 from agentmem._codecs.responses import (
     ITEMS_FIELD,
     RESPONSES_ITEM_TYPES,
+    is_responses_only,
     items_to_canonical,
     looks_like_responses_item,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "from_responses_items",
     "is_anthropic_message",
     "is_real_user",
+    "is_responses_only",
     "message_mapping",
     "message_text",
     "normalize_message",
@@ -496,7 +498,11 @@ def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
         return _from_items([message], index)
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:
-        hint = " (use 'system')" if role == "developer" else ""
+        hint = (
+            " (use 'system', or send it as a Responses item with type 'message')"
+            if role == "developer"
+            else ""
+        )
         raise InvalidMessageError(
             f"unknown role {role!r}; expected one of system, user, assistant, tool{hint}",
             index=index,

@@ -58,7 +58,13 @@ from typing import Any, Final, Literal, overload
 import orjson
 
 from agentmem.errors import InvalidArgumentError
-from agentmem.messages import API_FIELDS, Message, to_anthropic, to_responses_items
+from agentmem.messages import (
+    API_FIELDS,
+    Message,
+    is_responses_only,
+    to_anthropic,
+    to_responses_items,
+)
 
 __all__ = [
     "MISSING_TOOL_RESULT",
@@ -215,11 +221,14 @@ def drop_empty_assistant_messages(messages: Sequence[Message]) -> Sequence[Messa
 
 
 def _is_empty_assistant(msg: Message) -> bool:
+    """Nothing for any provider. A message of opaque Responses items only is kept:
+    the Responses API replays them; the Chat and Anthropic renderers leave it out."""
     return (
         not msg.get("tool_calls")
         and not msg.get("refusal")
         and not msg.get("audio")
         and _is_empty_content(msg.get("content"))
+        and not is_responses_only(msg)
     )
 
 
@@ -552,7 +561,8 @@ def build_payload(
             payload = orjson.loads(orjson.dumps(to_responses_items(repaired)))
             assert isinstance(payload, list)
             return payload
-        payload = orjson.loads(orjson.dumps([openai_view(m) for m in repaired]))
+        views = [openai_view(m) for m in repaired if not is_responses_only(m)]
+        payload = orjson.loads(orjson.dumps(views))
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise InvalidArgumentError(
             f"build_payload expects validated canonical messages ({type(exc).__name__}: {exc})"

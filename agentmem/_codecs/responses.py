@@ -74,6 +74,7 @@ from agentmem.errors import InvalidArgumentError, InvalidMessageError
 __all__ = [
     "ITEMS_FIELD",
     "RESPONSES_ITEM_TYPES",
+    "is_responses_only",
     "items_to_canonical",
     "looks_like_responses_item",
     "to_responses_items",
@@ -88,6 +89,9 @@ def _item_type(item: Mapping[str, Any]) -> Any:
     if kind is None and "role" in item:
         return "message"
     return kind
+
+
+_PART_MARKS: Final = INPUT_PARTS | {"output_text"}
 
 
 def looks_like_responses_item(message: Mapping[str, Any]) -> bool:
@@ -105,11 +109,29 @@ def looks_like_responses_item(message: Mapping[str, Any]) -> bool:
         return kind in ITEM_KEYS
     content = message.get("content")
     if isinstance(content, list):
-        return any(
-            isinstance(p, Mapping) and p.get("type") in INPUT_PARTS | {"output_text"}
-            for p in content
-        )
+        # A refusal part marks a typed message only: Chat assistant content has them too.
+        marks = _PART_MARKS | {"refusal"} if kind == "message" else _PART_MARKS
+        return any(isinstance(p, Mapping) and p.get("type") in marks for p in content)
     return kind == "message" and isinstance(content, str) and "role" in message
+
+
+def is_responses_only(message: Mapping[str, Any]) -> bool:
+    """True for an assistant message that carries nothing but opaque Responses items.
+
+    Reasoning or hosted-tool items with no text and no call of their own (a
+    turn's items appended one at a time, a standalone ``mcp_approval_response``)
+    have no Chat or Anthropic form: repair keeps such a message (it is not
+    empty for the Responses API), and the Chat and Anthropic renderers leave it out.
+    """
+    if message.get("role") != "assistant" or message.get("tool_calls"):
+        return False
+    content = message.get("content")
+    if content not in (None, "", []) or message.get("refusal") or message.get("audio"):
+        return False
+    items = message.get(ITEMS_FIELD)
+    return isinstance(items, list) and any(
+        isinstance(item, Mapping) and _is_opaque(item) for item in items
+    )
 
 
 # --------------------------------------------------------------------------- items -> canonical
@@ -536,7 +558,10 @@ def to_responses_items(messages: Sequence[Message], derive: Derive) -> list[dict
     try:
         for msg in messages:
             originals, valid = _originals(msg, derive)
-            if valid:
+            if is_responses_only(msg):
+                # Nothing but opaque items counts: an empty message item would be sent alone.
+                rendered = [_view(item) for item in originals if _is_opaque(item)]
+            elif valid:
                 rendered = [_view(item) for item in originals]
             else:
                 rendered = [_view(item) for item in originals if _is_opaque(item)]

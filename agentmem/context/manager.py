@@ -113,6 +113,7 @@ from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.messages import (
     Message,
     is_real_user,
+    is_responses_only,
     message_text,
     to_anthropic,
     to_responses_items,
@@ -789,6 +790,9 @@ class ContextManager:
             return to_anthropic(messages, cache=plan.state.turns)
         if plan.provider == "openai-responses":
             return to_responses_items(messages)
+        if any(is_responses_only(m) for m in messages):
+            # Opaque Responses items (reasoning, hosted tools) have no Chat form.
+            messages = [m for m in messages if not is_responses_only(m)]
         views = plan.state.views.get_or_make_many(messages, openai_view)
         out = [copy_view(view) for view in views]
         if pad:
