@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from pg import child_env
 from profiles import scaled
+from responses_rules import responses_violations
 from test_recall_backends import pg_uri
 
 import agentmem
@@ -840,45 +841,42 @@ def test_long_term_memory_and_topics_reach_the_agent(memory: agentmem.Memory) ->
     assert "make ship" in sent
 
 
-def _check_responses_valid(items: list[Any]) -> None:
-    """Every function call answered once, after it; no orphan output; no internal field."""
-    called: dict[str, int] = {}
-    answered: set[str] = set()
-    for n, item in enumerate(items):
-        assert not set(item) & set(agentmem.INTERNAL_FIELDS), item
-        if item.get("type") == "function_call":
-            called[item["call_id"]] = n
-        elif item.get("type") == "function_call_output":
-            assert item["call_id"] in called, item
-            assert item["call_id"] not in answered, item
-            answered.add(item["call_id"])
-    assert set(called) == answered
-
-
 def test_the_windowed_view_fits_and_stays_valid(memory: agentmem.Memory) -> None:
     steps: list[Any] = []
     for n in range(30):
-        steps.append(
-            [function_call("lookup", {"question": f"q{n} " + "why " * 40}, call_id=f"c{n}")]
-        )
+        question = {"question": f"q{n} " + "why " * 40}
+        steps.append([function_call("lookup", question, call_id=f"c{n}")])
         steps.append([assistant_message(f"Answer {n}: " + "because " * 60, item_id=f"m{n}")])
+    # A run stopped for an approval, then new input instead of a resume: the stored call
+    # stays unanswered, and the view must not send it.
+    steps.append([function_call("delete_file", {"path": "/x"}, call_id="del")])
+    steps.append([assistant_message("Kept it.", item_id="m-kept")])
     model = ScriptedModel(steps)
-    agent = Agent(name="a", model=model, tools=[lookup])
+    agent = Agent(name="a", model=model, tools=[lookup, delete_file])
+    views = []
     with AgentMemSession("long", memory=memory, windowed=True, context_window=3000) as session:
         for n in range(30):
             run(run_agent("run", agent, f"Question {n}: " + "please " * 40, session=session))
+            views.append(run(session.get_items()))
+        assert run(run_agent("run", agent, "Delete /x", session=session)).interruptions
+        run(run_agent("run", agent, "No, keep it", session=session))
+        views.append(run(session.get_items()))
         stored = run(session.get_items(limit=10_000))
-        view = run(session.get_items())
         assert run(session.get_items(limit=4)) == stored[-4:]
         counter = session.agentmem_session.token_counter
     model.assert_complete()
-    assert len(stored) == 30 * 4
-    assert len(view) < len(stored)
-    for call in model.calls:
-        _check_responses_valid(call.input)
-        assert agentmem.count_messages(call.input, counter) <= 3000
-    assert "<thread_summary>" in json.dumps(view)
-    assert view[-1] == stored[-1]
+    assert len(stored) == 30 * 4 + 4
+    assert stored[-3]["call_id"] == "del"  # stored, unanswered, as SQLiteSession keeps it
+    for view in views:
+        assert responses_violations(view, internal_fields=agentmem.INTERNAL_FIELDS) == []
+        assert agentmem.count_messages(view, counter) <= 3000
+    # The window moved: the last views hold the newest turns, the summary of the others.
+    assert len(views[-1]) < len(stored)
+    assert "<thread_summary>" in json.dumps(views[-1])
+    assert views[-1][-1] == stored[-1]
+    assert "del" not in json.dumps(views[-1])
+    for call in model.calls[1:]:  # what the runner sent: the view, then the turn's items
+        assert json.dumps(call.input).count("Question") < 30
 
 
 def test_bad_items_are_refused_and_nothing_is_stored(memory: agentmem.Memory) -> None:
