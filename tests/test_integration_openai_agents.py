@@ -879,6 +879,28 @@ def test_the_windowed_view_fits_and_stays_valid(memory: agentmem.Memory) -> None
         assert json.dumps(call.input).count("Question") < 30
 
 
+def test_clear_session_forgets_the_trimmed_part_too(memory: agentmem.Memory) -> None:
+    turns = [
+        [user(f"question {n} " + "please " * 30), user(f"answer {n} " + "because " * 30)]
+        for n in range(40)
+    ]
+    session = AgentMemSession("cleared", memory=memory, windowed=True, context_window=1000)
+    for turn in turns:
+        run(session.add_items(turn))  # type: ignore[arg-type]
+    assert "<thread_summary>" in json.dumps(run(session.get_items()))
+    run(session.clear_session())
+    assert run(session.get_items()) == []
+    assert run(session.get_items(limit=5)) == []
+    run(session.add_items([user("fresh start")]))  # type: ignore[list-item]
+    assert texts(run(session.get_items())) == ["fresh start"]  # the view: payload items
+    assert run(session.get_items(limit=5)) == [user("fresh start")]  # as stored
+    session.close()
+    with AgentMemSession("cleared", memory=memory, windowed=True) as again:
+        assert texts(run(again.get_items())) == ["fresh start"]
+        assert again.agentmem_session.name == "cleared"
+    assert not memory.recall("because")
+
+
 def test_bad_items_are_refused_and_nothing_is_stored(memory: agentmem.Memory) -> None:
     with AgentMemSession("bad", memory=memory) as session:
         run(session.add_items([user("kept")]))  # type: ignore[list-item]

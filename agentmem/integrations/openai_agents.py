@@ -227,7 +227,7 @@ class AgentMemSession:
         self.windowed = windowed
         self._lock = threading.Lock()
         self._closed = False
-        self._session: AgentMemStoreSession = memory.session(
+        self._open: Callable[[], AgentMemStoreSession] = lambda: memory.session(
             session_id=agentmem_session_id(session_id),
             name=sanitize_text(session_id) if session_id else None,
             model=model,
@@ -235,6 +235,7 @@ class AgentMemSession:
             tools=tools,
             max_output_tokens=max_output_tokens,
         )
+        self._session = self._open()
 
     # ------------------------------------------------------------------ the protocol
 
@@ -270,7 +271,16 @@ class AgentMemSession:
         return await _settle(asyncio.to_thread(self._pop_item))
 
     async def clear_session(self) -> None:
-        """Remove every item of the session (the session itself stays, empty)."""
+        """Remove every item of the session, and what agentmem kept about them.
+
+        The agentmem session is deleted (its messages, summary, billing, recall
+        entries) and opened again, empty, under the same id: :attr:`agentmem_session`
+        is a new object afterwards.
+
+        Raises:
+            StoreLockedError: another object or process opened the session while it
+                was being made again; this object is closed.
+        """
         self._check_open()
         await _settle(asyncio.to_thread(self._clear))
 
@@ -402,9 +412,17 @@ class AgentMemSession:
             return cast(TResponseInputItem, _copy(items[-1]))
 
     def _clear(self) -> None:
+        # Emptying the history would leave the window's summary of trimmed messages (and
+        # the billing) behind: the session is deleted and made again, empty, under its id.
         with self._lock:
             self._check_open()
-            self._session.history.truncate_from(0)
+            self._session.close()
+            try:
+                self.memory.sessions.delete(self._session.id)
+                self._session = self._open()
+            except BaseException:
+                self._closed = True  # another opener took the id meanwhile: say so, stay shut
+                raise
 
 
 def _check_items(items: Iterable[Any]) -> list[Any]:
