@@ -740,8 +740,9 @@ def test_one_object_per_session_in_a_process(memory: agentmem.Memory) -> None:
     first.close()
     with AgentMemSession("shared", memory=memory) as again:
         assert run(again.get_items()) == []
-    with pytest.raises(agentmem.SessionClosedError):
-        run(first.add_items([user("late")]))  # type: ignore[list-item]
+    for late in (first.add_items([user("late")]), first.get_items(), first.pop_item()):  # type: ignore[list-item]
+        with pytest.raises(agentmem.SessionClosedError):
+            run(late)
 
 
 def test_kill9_of_a_writer_loses_no_returned_batch(backend: str, tmp_path: Path) -> None:
@@ -906,6 +907,8 @@ def test_bad_items_are_refused_and_nothing_is_stored(memory: agentmem.Memory) ->
         run(session.add_items([user("kept")]))  # type: ignore[list-item]
         with pytest.raises(agentmem.InvalidMessageError, match="item 1"):
             run(session.add_items([user("lost"), "not an item"]))  # type: ignore[list-item]
+        with pytest.raises(agentmem.InvalidArgumentError, match="list of Responses input items"):
+            run(session.add_items(user("a dict, not a list")))  # type: ignore[arg-type]
         assert run(session.get_items()) == [user("kept")]
 
 

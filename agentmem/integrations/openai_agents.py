@@ -100,6 +100,15 @@ def agentmem_session_id(session_id: str) -> str:
     return _ID_PREFIX + digest
 
 
+def _display_name(session_id: str) -> str | None:
+    """The agentmem session's name: the SDK id as text any backend stores (``None``: empty).
+
+    Lone surrogates and NUL (PostgreSQL text cannot hold it) become U+FFFD; the name
+    is only shown, the id is the hash of the exact string.
+    """
+    return sanitize_text(session_id).replace("\x00", "\ufffd") if session_id else None
+
+
 def _copy(value: _T) -> _T:
     """A deep copy of a JSON value (what every stored item is)."""
     return cast(_T, orjson.loads(orjson.dumps(value)))
@@ -229,7 +238,7 @@ class AgentMemSession:
         self._closed = False
         self._open: Callable[[], AgentMemStoreSession] = lambda: memory.session(
             session_id=agentmem_session_id(session_id),
-            name=sanitize_text(session_id) if session_id else None,
+            name=_display_name(session_id),
             model=model,
             context_window=context_window,
             tools=tools,
@@ -245,7 +254,11 @@ class AgentMemSession:
         ``limit=None`` uses ``session_settings.limit``; ``0`` returns nothing; a
         negative limit returns every item (as the SDK's ``SQLiteSession`` does). In
         the windowed mode, no limit at all returns the fitted window (see the class).
+
+        Raises:
+            SessionClosedError: the session is closed.
         """
+        self._check_open()
         resolved = resolve_session_limit(limit, self.session_settings)
         return await asyncio.to_thread(self._get_items, resolved)
 
@@ -257,13 +270,13 @@ class AgentMemSession:
         Raises:
             InvalidMessageError: an item is not a Responses input item agentmem can
                 store (named by its index in the batch); nothing is stored.
+            InvalidArgumentError: ``items`` is not a list of items.
             SessionClosedError: the session is closed.
         """
         self._check_open()
-        if not items:
-            return
-        batch = list(items)
-        await _settle(asyncio.to_thread(self._add_items, batch))
+        batch = _check_items(items)
+        if batch:
+            await _settle(asyncio.to_thread(self._add_items, batch))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item (``None`` when there is none)."""
@@ -374,7 +387,7 @@ class AgentMemSession:
         return cast(list[TResponseInputItem], _copy(found))
 
     def _add_items(self, items: list[Any]) -> None:
-        messages = [_opaque(m) for m in from_responses_items(_check_items(items))]
+        messages = [_opaque(m) for m in from_responses_items(items)]
         history = self._session.history
         with self._lock:
             self._check_open()
@@ -425,8 +438,17 @@ class AgentMemSession:
                 raise
 
 
-def _check_items(items: Iterable[Any]) -> list[Any]:
-    """``items`` as a list of mappings, or :class:`InvalidMessageError` naming the first other."""
+def _check_items(items: object) -> list[Any]:
+    """``items`` as a list of mappings, or an error naming what is not.
+
+    Raises:
+        InvalidArgumentError: ``items`` is not a list (or another iterable) of items.
+        InvalidMessageError: an element is not a mapping (named by its index).
+    """
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidArgumentError(
+            f"add_items takes a list of Responses input items, got {type(items).__name__}"
+        )
     checked = list(items)
     for index, item in enumerate(checked):
         if not isinstance(item, Mapping):
