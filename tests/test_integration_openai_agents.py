@@ -585,9 +585,11 @@ class SessionMachine(RuleBasedStateMachine):
         super().__init__()
         SessionMachine.runs += 1
         self.tmp = Path(os.environ["AGENTS_MACHINE_ROOT"]) / str(SessionMachine.runs)
-        self.mem = agentmem.Memory(root=self.tmp, durability="normal")
-        self.ours = AgentMemSession("machine", memory=self.mem)
-        self.theirs = SQLiteSession("machine")
+        backend = os.environ["AGENTS_MACHINE_BACKEND"] or None
+        self.mem = agentmem.Memory(root=self.tmp, backend=backend, durability="normal")
+        self.sid = f"machine {SessionMachine.runs}"  # one database holds every run's sessions
+        self.ours = AgentMemSession(self.sid, memory=self.mem)
+        self.theirs = SQLiteSession(self.sid)
         self.call_ids: list[str] = []
 
     @rule(data=st.data(), n=st.integers(1, 4))
@@ -614,7 +616,7 @@ class SessionMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.ours.close()
-        self.ours = AgentMemSession("machine", memory=self.mem)
+        self.ours = AgentMemSession(self.sid, memory=self.mem)
 
     @invariant()
     def same_items(self) -> None:
@@ -627,11 +629,14 @@ class SessionMachine(RuleBasedStateMachine):
 
 
 def test_random_operations_match_sqlite_session(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AGENTS_MACHINE_ROOT", str(tmp_path))
-    machine = settings(max_examples=scaled(25), stateful_step_count=12)(SessionMachine)
-    machine.TestCase().runTest()
+    monkeypatch.setenv("AGENTS_MACHINE_BACKEND", backend)
+    examples = 25 if not backend else 10
+    case = SessionMachine.TestCase
+    case.settings = settings(max_examples=scaled(examples), stateful_step_count=12)
+    case().runTest()
 
 
 # --------------------------------------------------------------------------- session ids
@@ -734,7 +739,8 @@ def test_a_second_process_gets_store_locked(backend: str, tmp_path: Path) -> Non
 
 
 def test_one_object_per_session_in_a_process(memory: agentmem.Memory) -> None:
-    first = AgentMemSession("shared", memory=memory)
+    first = run(AgentMemSession.aopen("shared", memory=memory, windowed=True))
+    assert first.windowed
     with pytest.raises(agentmem.StoreLockedError):
         AgentMemSession("shared", memory=memory)
     first.close()

@@ -246,6 +246,15 @@ class AgentMemSession:
         )
         self._session = self._open()
 
+    @classmethod
+    async def aopen(cls, session_id: str, *, memory: Memory, **kwargs: Any) -> AgentMemSession:
+        """``AgentMemSession(session_id, memory=memory, **kwargs)`` made off the event loop.
+
+        Opening a session reads (and may repair) it from the store: from async code,
+        ``session = await AgentMemSession.aopen(...)`` keeps that off the loop.
+        """
+        return await asyncio.to_thread(lambda: cls(session_id, memory=memory, **kwargs))
+
     # ------------------------------------------------------------------ the protocol
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
