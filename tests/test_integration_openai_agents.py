@@ -911,6 +911,15 @@ def test_clear_session_forgets_the_trimmed_part_too(memory: agentmem.Memory) -> 
 def test_bad_items_are_refused_and_nothing_is_stored(memory: agentmem.Memory) -> None:
     with AgentMemSession("bad", memory=memory) as session:
         run(session.add_items([user("kept")]))  # type: ignore[list-item]
+        for value, error in [
+            (float("nan"), "not a JSON number"),
+            (float("inf"), "not a JSON number"),
+            (2**64, "64 bits"),
+        ]:
+            with pytest.raises(agentmem.InvalidMessageError, match=error):
+                run(session.add_items([user("lost"), {**user("lost"), "x": value}]))  # type: ignore[list-item]
+        run(session.add_items([user("a\x00b")]))  # type: ignore[list-item]  # NUL: kept
+        assert run(session.pop_item()) == user("a\x00b")
         with pytest.raises(agentmem.InvalidMessageError, match="item 1"):
             run(session.add_items([user("lost"), "not an item"]))  # type: ignore[list-item]
         with pytest.raises(agentmem.InvalidArgumentError, match="list of Responses input items"):
