@@ -30,10 +30,14 @@ from strategies import (
 
 from agentmem import (
     INTERNAL_FIELDS,
+    ContextManager,
+    HeuristicCounter,
     InvalidArgumentError,
     InvalidMessageError,
     Memory,
     MessageHistory,
+    ShortTermMemory,
+    YaRN,
     from_responses_items,
     normalize_message,
     sanitize_text,
@@ -624,3 +628,27 @@ def test_the_referee_flags_each_rule() -> None:
             [{**user, "responses_items": []}], internal_fields=frozenset({"responses_items"})
         )
     )
+
+
+# --------------------------------------------------------------------------- the context
+
+
+@given(responses_conversation(max_turns=8), st.integers(0, 2**16))
+def test_the_windowed_context_stays_valid_for_the_responses_api(items: Items, seed: int) -> None:
+    """Trims, truncation and summaries on a Responses history: every payload valid, in the window."""
+    big = " ".join(f"w{seed + k}" for k in range(2_000))  # outputs too big for the window
+    for item in items:
+        if item.get("type") in ("function_call_output", "custom_tool_call_output"):
+            item["output"] = big
+    history = MessageHistory(token_counter=HeuristicCounter())
+    history.replace_system_prompt("You are terse.")
+    window, yarn = ShortTermMemory(history), YaRN(main_thread=history)
+    manager = ContextManager({"context_window": 6_000})
+    for msg in from_responses_items(items):
+        history.append(msg)
+        payload = manager.build(window, yarn, provider="openai-responses")
+        note(f"payload: {payload!r}")
+        assert responses_violations(payload, internal_fields=INTERNAL_FIELDS) == []
+        assert manager.stats.tokens <= 6_000
+        chat = manager.build(window, yarn)
+        assert openai_violations(chat, internal_fields=INTERNAL_FIELDS) == []
