@@ -649,7 +649,7 @@ def test_the_referee_flags_each_rule() -> None:
 @settings(max_examples=60 if profile_name() == "ci" else scaled(300))
 @given(responses_conversation(max_turns=8), st.integers(0, 2**16))
 def test_the_windowed_context_stays_valid_for_the_responses_api(items: Items, seed: int) -> None:
-    """Trims, truncation and summaries on a Responses history: every payload valid, in the window."""
+    """Trims, truncation and summaries on a Responses history: every payload valid, fits."""
     big = " ".join(f"w{seed + k}" for k in range(2_000))  # outputs too big for the window
     for item in items:
         if item.get("type") in ("function_call_output", "custom_tool_call_output"):
