@@ -438,6 +438,28 @@ def test_duplicate_item_ids_are_made_unique() -> None:
     assert out[3] == {"type": "message", "role": "assistant", "content": "a"}
 
 
+def test_a_repeated_empty_reply_is_dropped_not_sent_as_an_empty_message() -> None:
+    # Found by the soup property: the repeat became {"content": ""}, which read back as
+    # an empty assistant message and was dropped: the payload was not a fixed point.
+    reply = {
+        "type": "message",
+        "id": "msg_2",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "refusal", "refusal": ""}],
+    }
+    items = [{"role": "user", "content": "1"}, reply, {"role": "user", "content": "2"}, reply]
+    out = _payload(items)
+    assert out == _sent(items[:3])
+    assert MessageHistory(from_responses_items(out)).to_api(provider="openai-responses") == out
+
+
+def test_an_image_without_detail_gets_auto() -> None:
+    part = {"type": "input_image", "image_url": "https://e.com/i.png"}
+    out = _payload([{"type": "message", "role": "user", "content": [part]}])
+    assert out[0]["content"] == [{**part, "detail": "auto"}]
+
+
 def test_approval_response_needs_its_request_and_trigger_comes_last() -> None:
     response = {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True}
     request = {

@@ -648,8 +648,8 @@ def _item_passes(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Responses-only rules, applied in order on the rendered items.
 
     1. Item ids are unique: a later item repeating an ``id`` loses the id when
-       its type allows none (an assistant message becomes a plain one), else
-       it is dropped.
+       its type allows none (an assistant message becomes a plain one, dropped
+       when its text is empty), else it is dropped.
     2. A reply to an earlier item needs that item: an ``mcp_approval_response``
        without its ``mcp_approval_request``, a ``program_output`` without its
        ``program``, a ``tool_search_output`` naming a ``call_id`` no earlier
@@ -667,6 +667,8 @@ def _item_passes(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if item_id in seen:
                 if kind == "message":
                     item = _message_view({k: v for k, v in item.items() if k != "id"})
+                    if item["content"] == "":
+                        continue  # an empty plain message says nothing
                 elif kind in IDLESS:
                     item = {k: v for k, v in item.items() if k != "id"}
                 else:
