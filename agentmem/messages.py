@@ -60,6 +60,7 @@ from agentmem._codecs.anthropic import (
 from agentmem._codecs.responses import (
     ITEMS_FIELD,
     RESPONSES_ITEM_TYPES,
+    ItemCache,
     is_responses_only,
     items_to_canonical,
     looks_like_responses_item,
@@ -79,6 +80,7 @@ __all__ = [
     "RESPONSES_ITEM_TYPES",
     "ROLES",
     "SYSTEM_NOTE_TAG",
+    "ItemCache",
     "Message",
     "TurnCache",
     "content_text",
@@ -643,7 +645,9 @@ def _derive(items: list[Any]) -> list[Message]:
     return _from_items(items, 0)
 
 
-def to_responses_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def to_responses_items(
+    messages: Sequence[Message], *, cache: ItemCache | None = None
+) -> list[dict[str, Any]]:
     """Convert canonical messages to OpenAI Responses input items.
 
     A message's stored ``responses_items`` are sent (cut to the keys the
@@ -651,9 +655,10 @@ def to_responses_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
     items are built from its Chat fields, its reasoning and hosted-tool
     items kept. ``messages`` must already satisfy the pairing rules (use
     ``MessageHistory.to_api(provider="openai-responses")`` for a repaired
-    payload of any history).
+    payload of any history). With ``cache`` (a dict kept between calls) each
+    message object is converted once.
 
     Raises:
         InvalidArgumentError: ``messages`` are not validated canonical messages.
     """
-    return _items_from_canonical(messages, _derive)
+    return _items_from_canonical(messages, _derive, cache=cache)

@@ -52,6 +52,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+import orjson
+
 from agentmem._codecs._responses_schema import (
     CALLS,
     IDLESS,
@@ -74,6 +76,7 @@ from agentmem.errors import InvalidArgumentError, InvalidMessageError
 __all__ = [
     "ITEMS_FIELD",
     "RESPONSES_ITEM_TYPES",
+    "ItemCache",
     "is_responses_only",
     "items_to_canonical",
     "looks_like_responses_item",
@@ -541,13 +544,34 @@ def _view(item: Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(view)
 
 
-def to_responses_items(messages: Sequence[Message], derive: Derive) -> list[dict[str, Any]]:
+ItemCache = dict[int, tuple[Message, "list[dict[str, Any]]"]]
+"""Identity cache of one message's rendered items (see :func:`to_responses_items`)."""
+
+
+def _render(msg: Message, derive: Derive) -> list[dict[str, Any]]:
+    """One message's items, before the item-level passes."""
+    originals, valid = _originals(msg, derive)
+    if is_responses_only(msg):
+        # Nothing but opaque items counts: an empty message item would be sent alone.
+        return [_view(item) for item in originals if _is_opaque(item)]
+    if valid:
+        return [_view(item) for item in originals]
+    rendered = [_view(item) for item in originals if _is_opaque(item)]
+    rendered.extend(_built(msg))
+    return rendered
+
+
+def to_responses_items(
+    messages: Sequence[Message], derive: Derive, *, cache: ItemCache | None = None
+) -> list[dict[str, Any]]:
     """Convert repaired canonical messages to Responses input items.
 
     ``messages`` must satisfy the pairing rules (:func:`agentmem.repair.repair`).
     ``derive`` converts stored items back to validated canonical messages (it is
     :func:`agentmem.messages.from_responses_items`), which decides whether a
-    message's stored items still describe it.
+    message's stored items still describe it. With ``cache`` (a dict the caller
+    keeps between calls) each message is rendered once while the same object is
+    passed again. Either way the result is the caller's to modify.
 
     Raises:
         InvalidArgumentError: ``messages`` are not validated canonical messages.
@@ -557,15 +581,14 @@ def to_responses_items(messages: Sequence[Message], derive: Derive) -> list[dict
     answers: list[tuple[int, Message]] = []
     try:
         for msg in messages:
-            originals, valid = _originals(msg, derive)
-            if is_responses_only(msg):
-                # Nothing but opaque items counts: an empty message item would be sent alone.
-                rendered = [_view(item) for item in originals if _is_opaque(item)]
-            elif valid:
-                rendered = [_view(item) for item in originals]
+            if cache is None:
+                rendered = _render(msg, derive)
             else:
-                rendered = [_view(item) for item in originals if _is_opaque(item)]
-                rendered.extend(_built(msg))
+                hit = cache.get(id(msg))
+                if hit is None or hit[0] is not msg:
+                    hit = (msg, _render(msg, derive))
+                    cache[id(msg)] = hit
+                rendered = hit[1]
             base = len(items)
             items.extend(rendered)
             if msg["role"] == "assistant":
@@ -580,7 +603,12 @@ def to_responses_items(messages: Sequence[Message], derive: Derive) -> list[dict
             f"to_responses_items expects validated canonical messages ({type(exc).__name__}: {exc})"
         ) from exc
     _match_outputs(items, calls, answers)
-    return _item_passes(items)
+    out = _item_passes(items)
+    if cache is None:
+        return out
+    copied = orjson.loads(orjson.dumps(out))  # the cached items stay the cache's
+    assert isinstance(copied, list)
+    return copied
 
 
 def _match_outputs(
@@ -620,8 +648,8 @@ def _item_passes(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Responses-only rules, applied in order on the rendered items.
 
     1. Item ids are unique: a later item repeating an ``id`` loses the id when
-       its type allows none (an assistant message becomes a plain one), else
-       it is dropped.
+       its type allows none (an assistant message becomes a plain one, dropped
+       when its text is empty), else it is dropped.
     2. A reply to an earlier item needs that item: an ``mcp_approval_response``
        without its ``mcp_approval_request``, a ``program_output`` without its
        ``program``, a ``tool_search_output`` naming a ``call_id`` no earlier
@@ -639,6 +667,8 @@ def _item_passes(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if item_id in seen:
                 if kind == "message":
                     item = _message_view({k: v for k, v in item.items() if k != "id"})
+                    if item["content"] == "":
+                        continue  # an empty plain message says nothing
                 elif kind in IDLESS:
                     item = {k: v for k, v in item.items() if k != "id"}
                 else:

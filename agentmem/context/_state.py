@@ -27,7 +27,7 @@ from agentmem.context._identity import IdentityCache
 from agentmem.context._shrink import PayloadShrinker
 from agentmem.context.types import NoteMap
 from agentmem.history import MessageHistory
-from agentmem.messages import Message, TurnCache, message_text
+from agentmem.messages import ItemCache, Message, TurnCache, message_text
 from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.repair import RepairStream
 from agentmem.stm import ShortTermMemory
@@ -152,6 +152,8 @@ class WindowState:
     """OpenAI views of payload messages (see :func:`copy_view`)."""
     turns: TurnCache = field(default_factory=dict)
     """Anthropic turns of payload messages (the codec's own identity cache)."""
+    items: ItemCache = field(default_factory=dict)
+    """Responses items of payload messages (the codec's own identity cache)."""
     shrinker: PayloadShrinker = field(default_factory=PayloadShrinker)
     system: SystemCache | None = None
     summary: SummaryCache | None = None
@@ -164,6 +166,7 @@ class WindowState:
         self.shrinker.reset()
         live = {id(m) for m in alive}
         self.turns = {k: v for k, v in self.turns.items() if k in live}
+        self.items = {k: v for k, v in self.items.items() if k in live}
 
     def system_message(
         self, history: MessageHistory, injections: Sequence[str]

@@ -789,7 +789,7 @@ class ContextManager:
         if plan.provider == "anthropic":
             return to_anthropic(messages, cache=plan.state.turns)
         if plan.provider == "openai-responses":
-            return to_responses_items(messages)
+            return to_responses_items(messages, cache=plan.state.items)
         if any(is_responses_only(m) for m in messages):
             # Opaque Responses items (reasoning, hosted tools) have no Chat form.
             messages = [m for m in messages if not is_responses_only(m)]
