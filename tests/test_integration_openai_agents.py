@@ -329,6 +329,27 @@ def test_concurrent_add_items_from_threads_and_tasks(make_session: MakeSession) 
         assert stored[i : i + 2] == pair(tag)
 
 
+def test_a_cancelled_write_still_completes(make_session: MakeSession) -> None:
+    session = make_session("cancelled")
+
+    async def go() -> list[Any]:
+        write = asyncio.create_task(session.add_items([user("one"), user("two")]))  # type: ignore[list-item]
+        await asyncio.sleep(0)  # the write has started
+        write.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await write
+        popping = asyncio.create_task(session.pop_item())
+        await asyncio.sleep(0)
+        popping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await popping
+        return await session.get_items()
+
+    # The caller sees its cancellation, and the store is not left half-way: the
+    # batch is stored whole, the pop done.
+    assert run(go()) == [user("one")]
+
+
 def test_session_settings(make_session: MakeSession) -> None:
     plain = make_session("default-settings")
     assert isinstance(plain.session_settings, SessionSettings)
@@ -484,13 +505,13 @@ _scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=8),
 )
-_values = st.recursive(
-    _scalars,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
+
+
+def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+
+
+_values = st.recursive(_scalars, _nested, max_leaves=6)
 # Unknown keys, and keys agentmem itself gives a meaning to on its messages.
 _extra_keys = ["x_int", "x_meta", "zz", "transient", "task_id", "created_at", "responses_items"]
 _extras = st.dictionaries(st.sampled_from(_extra_keys), _values, max_size=2)
