@@ -37,7 +37,7 @@ from agents import (
     function_tool,
 )
 from agents.memory import Session, SessionSettings
-from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -494,6 +494,67 @@ def test_human_approval_matches_sqlite_session(make_session: MakeSession, resume
     popped = [run(session.pop_item()) for _ in stored]
     assert popped == stored[::-1]
     assert run(session.get_items()) == []
+
+
+executed: list[str] = []
+
+
+@function_tool(needs_approval=True)
+def fetch_profile(query: str) -> str:
+    """Fetch a customer profile (needs approval)."""
+    executed.append(query)
+    return f"profile:{query}"
+
+
+def _call_the_tool(call: Any) -> Any:
+    """The model's move: call the tool on the newest user text, or relay the tool's answer."""
+    last = call.input[-1]
+    if last.get("type") == "function_call_output":
+        return [assistant_message(f"done: {last['output']}", item_id=f"m{len(call.input)}")]
+    query = texts([last])[0]
+    return [function_call("fetch_profile", {"query": query}, call_id=f"call-{len(call.input)}")]
+
+
+def _three_approvals(make: Callable[[], Session]) -> tuple[list[Any], list[Any], list[str]]:
+    """Three turns each stopped for an approval: approved, approved on a session object
+    made again for the same id, rejected. (model inputs, stored items, tool executions)."""
+    executed.clear()
+    model = ScriptedModel([ModelStep.respond(_call_the_tool) for _ in range(6)])
+    agent = Agent(name="a", model=model, tools=[fetch_profile])
+    session = make()
+
+    async def turn(text: str, approve: bool) -> None:
+        first = await run_agent("run", agent, text, session=session)
+        (approval,) = first.interruptions
+        state = first.to_state()
+        if approve:
+            state.approve(approval)
+        else:
+            state.reject(approval)
+        done = await run_agent("run", agent, state, session=session)
+        assert done.interruptions == []
+
+    run(turn("customer 104", True))
+    session.close()
+    session = make()
+    run(turn("note for 104", True))
+    run(turn("delete 104", False))
+    stored = run(session.get_items())
+    session.close()
+    model.assert_complete()
+    return [call.input for call in model.calls], stored, list(executed)
+
+
+def test_three_approval_turns_match_sqlite_session(
+    make_session: MakeSession, tmp_path: Path
+) -> None:
+    inputs, stored, ran = _three_approvals(lambda: make_session("hitl"))
+    reference = _three_approvals(lambda: SQLiteSession("hitl", tmp_path / "reference.db"))
+    assert (inputs, stored, ran) == reference
+    assert ran == ["customer 104", "note for 104"]  # the rejected call never ran
+    kinds = [item.get("type", "message") for item in stored]
+    assert kinds.count("function_call") == kinds.count("function_call_output") == 3
+    assert texts([stored[-1]])[0].startswith("done: ")
 
 
 # --------------------------------------------------------------------------- random sequences
