@@ -990,6 +990,23 @@ def test_clear_session_forgets_the_trimmed_part_too(memory: agentmem.Memory) -> 
     assert not memory.recall("because")
 
 
+def test_messages_appended_through_agentmem_are_items_too(memory: agentmem.Memory) -> None:
+    with AgentMemSession("mixed", memory=memory) as session:
+        run(session.add_items([user("from the runner")]))  # type: ignore[list-item]
+        session.agentmem_session.append({"role": "system", "content": "from the host"})
+        session.agentmem_session.append({"role": "assistant", "content": ""})  # no item
+        expected = [
+            user("from the runner"),
+            {"type": "message", "role": "system", "content": "from the host"},
+        ]
+        assert run(session.get_items()) == expected
+        assert run(session.get_items(limit=1)) == expected[1:]
+        # pop_item passes over the message that stands for no item
+        assert run(session.pop_item()) == expected[1]
+        assert run(session.pop_item()) == expected[0]
+        assert run(session.pop_item()) is None
+
+
 def test_bad_items_are_refused_and_nothing_is_stored(memory: agentmem.Memory) -> None:
     with AgentMemSession("bad", memory=memory) as session:
         run(session.add_items([user("kept")]))  # type: ignore[list-item]

@@ -144,6 +144,11 @@ def _is(stored: Message) -> Callable[[Message], bool]:
     return lambda message: message is stored
 
 
+def _replaced_by(new: Message) -> Callable[[Message], Message]:
+    """A mutation replacing a message by ``new``."""
+    return lambda _old: new
+
+
 def _without_calls(message: Message) -> Message:
     """``message`` (an assistant turn) without its tool calls; its original items kept."""
     kept: Message = {k: v for k, v in message.items() if k != "tool_calls"}
@@ -418,20 +423,22 @@ class AgentMemSession:
         history = self._session.history
         with self._lock:
             self._check_open()
-            if not len(history):
-                return None
-            last = history[-1]
-            items = _items_of(last)
-            if len(items) <= 1:
-                history.pop_last()
-                return cast(TResponseInputItem, _copy(items[0])) if items else None
-            rest = [_opaque(m) for m in from_responses_items(items[:-1])]
-            if len(rest) == 1:
-                history.mutate_last_matching(_is(last), lambda _m: rest[0])
-            else:
-                # The rest no longer forms one message: rewrite the history in one write.
-                history.replace_all([*history.to_list()[:-1], *rest])
-            return cast(TResponseInputItem, _copy(items[-1]))
+            while len(history):
+                last = history[-1]
+                items = _items_of(last)
+                if len(items) <= 1:
+                    history.pop_last()
+                    if not items:  # a message that stands for no item: look further back
+                        continue
+                    return cast(TResponseInputItem, _copy(items[0]))
+                rest = [_opaque(m) for m in from_responses_items(items[:-1])]
+                if len(rest) == 1:
+                    history.mutate_last_matching(_is(last), _replaced_by(rest[0]))
+                else:
+                    # The rest no longer forms one message: rewrite the history in one write.
+                    history.replace_all([*history.to_list()[:-1], *rest])
+                return cast(TResponseInputItem, _copy(items[-1]))
+            return None
 
     def _clear(self) -> None:
         # Emptying the history would leave the window's summary of trimmed messages (and
