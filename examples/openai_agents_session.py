@@ -14,10 +14,11 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-import agentmem
-from agentmem.integrations.openai_agents import AgentMemSession
 from agents import Agent, RunConfig, Runner, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
+
+import agentmem
+from agentmem.integrations.openai_agents import AgentMemSession
 
 
 @function_tool
@@ -52,7 +53,9 @@ async def main(root: Path) -> None:
         second = await Runner.run(agent, "What did I ask?", session=session, run_config=config)
         print("turn 2:", second.final_output)
         print(f"turn 2 saw {len(model.calls[-1].input)} items")  # the whole first turn + 1
-        print("instructions mention Lisbon:", "Lisbon" in (model.calls[0].system_instructions or ""))
+        print(
+            "instructions mention Lisbon:", "Lisbon" in (model.calls[0].system_instructions or "")
+        )
 
     # Every item is searchable from any later session.
     hit = mem.recall("weather Lisbon")[0]

@@ -382,23 +382,26 @@ class AgentMemSession:
             raise SessionClosedError(f"session {self.session_id!r} is closed")
 
     def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
+        history = self._session.history
         with self._lock:
             if limit is None and self.windowed:
                 view = self._session.context(provider="openai-responses")
                 return cast(list[TResponseInputItem], _copy(view))
-            messages = self._session.history.to_list()
-        if limit is None or limit < 0:
-            found = [item for m in messages for item in _items_of(m)]
-        elif limit == 0:
-            return []
-        else:
-            newest: list[Any] = []
-            for message in reversed(messages):
-                newest[:0] = _items_of(message)
-                if len(newest) >= limit:
-                    break
-            found = newest[-limit:]
-        return cast(list[TResponseInputItem], _copy(found))
+            if limit == 0:
+                return []
+            if limit is None or limit < 0:
+                found = [item for m in history.to_list() for item in _items_of(m)]
+            else:
+                # The newest messages only: O(limit), however long the session.
+                found = []
+                for index in range(len(history) - 1, -1, -1):
+                    message = history[index]
+                    if not message.get("transient"):  # not stored: not an item
+                        found[:0] = _items_of(message)
+                    if len(found) >= limit:
+                        break
+                found = found[-limit:]
+            return cast(list[TResponseInputItem], _copy(found))
 
     def _add_items(self, items: list[Any]) -> None:
         messages = [_opaque(m) for m in from_responses_items(items)]
