@@ -1007,6 +1007,21 @@ def test_messages_appended_through_agentmem_are_items_too(memory: agentmem.Memor
         assert run(session.pop_item()) is None
 
 
+def test_a_popped_new_input_gives_the_unanswered_call_back(memory: agentmem.Memory) -> None:
+    call = {"type": "function_call", "call_id": "del", "name": "delete_file", "arguments": "{}"}
+    answer = {"type": "function_call_output", "call_id": "del", "output": "deleted"}
+    with AgentMemSession("undo-input", memory=memory, windowed=True) as session:
+        run(session.add_items([user("Delete /x"), call]))  # type: ignore[list-item]
+        run(session.add_items([user("Never mind")]))  # type: ignore[list-item]
+        assert "del" not in json.dumps(run(session.get_items()))  # unanswered: not sent
+        assert run(session.pop_item()) == user("Never mind")
+        run(session.add_items([answer]))  # type: ignore[list-item]  # the approval resumed
+        view = run(session.get_items())
+        assert responses_violations(view, internal_fields=agentmem.INTERNAL_FIELDS) == []
+        assert [item.get("type") for item in view[-2:]] == ["function_call", "function_call_output"]
+        assert run(session.get_items(limit=10)) == [user("Delete /x"), call, answer]
+
+
 def test_bad_items_are_refused_and_nothing_is_stored(memory: agentmem.Memory) -> None:
     with AgentMemSession("bad", memory=memory) as session:
         run(session.add_items([user("kept")]))  # type: ignore[list-item]

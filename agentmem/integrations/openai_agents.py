@@ -22,7 +22,8 @@ SDK stores exactly that when a run stops for a tool approval and the next run st
 with new input instead of resuming, and its ``SQLiteSession`` keeps the call. So
 before such a user message the adapter stores the unanswered turn without its
 ``tool_calls`` (its original items stay in ``responses_items``): nothing the runner
-stored is lost, and the payload sends what the history would have sent.
+stored is lost, and the payload sends what the history would have sent. Popping that
+user message gives the turn its calls back.
 
 Session ids. The SDK accepts any string; agentmem session ids are 1-128 characters
 of letters, digits, ``_``, ``.`` and ``-``, and each names a lock file. The agentmem
@@ -57,6 +58,7 @@ from agentmem import (
     InvalidMessageError,
     Memory,
     Message,
+    MessageHistory,
     SessionClosedError,
     sanitize_text,
 )
@@ -433,6 +435,7 @@ class AgentMemSession:
                     history.pop_last()
                     if not items:  # a message that stands for no item: look further back
                         continue
+                    _restore_calls(history)
                     return cast(TResponseInputItem, _copy(items[0]))
                 rest = [_opaque(m) for m in from_responses_items(items[:-1])]
                 if len(rest) == 1:
@@ -455,6 +458,25 @@ class AgentMemSession:
             except BaseException:
                 self._closed = True  # another opener took the id meanwhile: say so, stay shut
                 raise
+
+
+def _restore_calls(history: MessageHistory) -> None:
+    """Give the last message back the tool calls :func:`_without_calls` took away.
+
+    Once the user message that followed an unanswered call is popped, the call is the
+    newest turn again and may still be answered (an approval resumed), so it goes back
+    into what the payload sends. A second write, after the pop: a kill between them
+    leaves the turn as it was while the user message stood, every item intact.
+    """
+    if not len(history):
+        return
+    last = history[-1]
+    items = last.get(ITEMS_FIELD)
+    if last["role"] != "assistant" or last.get("tool_calls") or not isinstance(items, list):
+        return
+    again = [_opaque(m) for m in from_responses_items(items)]
+    if len(again) == 1 and again[0].get("tool_calls"):
+        history.mutate_last_matching(_is(last), _replaced_by(again[0]))
 
 
 def _check_items(items: object) -> list[Any]:
