@@ -306,6 +306,35 @@ def test_sdk_objects_are_read_through_model_dump() -> None:
         ({"type": "web_search_call", "id": "ws"}, 1, "action"),
         ({"type": "local_shell_call_output", "output": "x"}, 1, "id"),
         ({"type": "message", "role": "user", "content": 5}, 1, "content"),
+        (
+            {"type": "function_call_output", "call_id": "c", "output": [{"type": "text"}]},
+            1,
+            "output[0].type",
+        ),
+        ({"type": "function_call_output", "call_id": "c", "output": 5}, 1, "output"),
+        (
+            {"type": "computer_call_output", "call_id": "c", "output": {"type": "png"}},
+            1,
+            "output.type",
+        ),
+        ({"type": "web_search_call", "id": "ws", "status": "done", "action": {}}, 1, "status"),
+        (
+            {"type": "mcp_approval_response", "approval_request_id": "r", "approve": "yes"},
+            1,
+            "approve",
+        ),
+        ({"type": "message", "role": "user", "content": "x", "status": "finished"}, 1, "status"),
+        ({"type": "message", "role": ["user"], "content": "x"}, 1, "role"),
+        (
+            {"type": "message", "role": "user", "content": [{"type": ["input_text"]}]},
+            1,
+            "content[0].type",
+        ),
+        (
+            {"type": "reasoning", "id": "rs", "summary": [], "content": [{"type": "x"}]},
+            1,
+            "content[0]",
+        ),
     ],
 )
 def test_a_bad_item_names_its_index_and_field_and_nothing_is_stored(
@@ -482,7 +511,7 @@ def test_approval_response_needs_its_request_and_trigger_comes_last() -> None:
 # --------------------------------------------------------------------------- properties
 
 
-@settings(max_examples=_many(2_000))
+@settings(max_examples=_many(1_000))
 @given(responses_conversation())
 def test_a_well_formed_conversation_is_replayed_exactly(items: Items) -> None:
     messages = from_responses_items(items)

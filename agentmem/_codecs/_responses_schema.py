@@ -18,6 +18,7 @@ __all__ = [
     "IDLESS",
     "IMAGE_DETAILS",
     "INPUT_PARTS",
+    "ITEM_FIELDS",
     "ITEM_KEYS",
     "MESSAGE_ROLES",
     "NAME_RE",
@@ -26,7 +27,9 @@ __all__ = [
     "OUTPUTS",
     "OUTPUT_PARTS",
     "PART_KEYS",
+    "REQUIRED",
     "RESPONSES_ITEM_TYPES",
+    "Spec",
 ]
 
 # A client call -> (the type of its output item, the output's key holding the call id).
@@ -66,131 +69,254 @@ OPAQUE_CLIENT: Final = frozenset(
     }
 )
 
-# Keys each item type may carry, and the ones it must (openai.types.responses
-# .ResponseInputItemParam, openai 3.57). "message" is handled apart.
-ITEM_KEYS: Final[Mapping[str, tuple[frozenset[str], tuple[str, ...]]]] = {
-    "file_search_call": (frozenset({"id", "queries", "results", "status"}), ("id", "queries")),
-    "computer_call": (
-        frozenset({"action", "actions", "call_id", "id", "pending_safety_checks", "status"}),
-        ("call_id", "id", "pending_safety_checks", "status"),
-    ),
-    "computer_call_output": (
-        frozenset({"acknowledged_safety_checks", "call_id", "id", "output", "status"}),
-        ("call_id", "output"),
-    ),
-    "web_search_call": (frozenset({"action", "id", "status"}), ("action", "id", "status")),
-    "function_call": (
-        frozenset({"arguments", "async", "call_id", "caller", "id", "name", "namespace", "status"}),
-        ("arguments", "call_id", "name"),
-    ),
-    "function_call_output": (
-        frozenset({"call_id", "caller", "id", "name", "namespace", "output", "status"}),
-        ("call_id", "output"),
-    ),
-    "tool_search_call": (
-        frozenset({"arguments", "call_id", "execution", "id", "status"}),
-        ("arguments",),
-    ),
-    "tool_search_output": (
-        frozenset({"call_id", "execution", "id", "status", "tools"}),
-        ("tools",),
-    ),
-    "additional_tools": (frozenset({"id", "role", "tools"}), ("role", "tools")),
-    "configuration_update": (frozenset({"id", "reasoning", "text"}), ()),
-    "reasoning": (
-        frozenset({"content", "encrypted_content", "id", "status", "summary"}),
-        ("id", "summary"),
-    ),
-    "compaction": (frozenset({"encrypted_content", "id"}), ("encrypted_content",)),
-    "image_generation_call": (
-        frozenset(
-            {
-                "action",
-                "background",
-                "error",
-                "id",
-                "output_format",
-                "quality",
-                "result",
-                "revised_prompt",
-                "size",
-                "status",
-                "svg_usage",
-            }
-        ),
-        ("id", "result", "status"),
-    ),
-    "code_interpreter_call": (
-        frozenset({"code", "container_id", "id", "outputs", "status"}),
-        ("code", "container_id", "id", "outputs", "status"),
-    ),
-    "local_shell_call": (
-        frozenset({"action", "call_id", "id", "status"}),
-        ("action", "call_id", "id", "status"),
-    ),
-    "local_shell_call_output": (frozenset({"id", "output", "status"}), ("id", "output")),
-    "shell_call": (
-        frozenset({"action", "call_id", "caller", "environment", "id", "status"}),
-        ("action", "call_id"),
-    ),
-    "shell_call_output": (
-        frozenset({"call_id", "caller", "id", "max_output_length", "output", "status"}),
-        ("call_id", "output"),
-    ),
-    "apply_patch_call": (
-        frozenset({"call_id", "caller", "id", "operation", "status"}),
-        ("call_id", "operation", "status"),
-    ),
-    "apply_patch_call_output": (
-        frozenset({"call_id", "caller", "id", "output", "status"}),
-        ("call_id", "status"),
-    ),
-    "mcp_list_tools": (
-        frozenset({"error", "id", "server_label", "tools"}),
-        ("id", "server_label", "tools"),
-    ),
-    "mcp_approval_request": (
-        frozenset({"arguments", "id", "name", "server_label"}),
-        ("arguments", "id", "name", "server_label"),
-    ),
-    "mcp_approval_response": (
-        frozenset({"approval_request_id", "approve", "id", "reason"}),
-        ("approval_request_id", "approve"),
-    ),
-    "mcp_call": (
-        frozenset(
-            {
-                "approval_request_id",
-                "arguments",
-                "error",
-                "id",
-                "name",
-                "output",
-                "server_label",
-                "status",
-            }
-        ),
-        ("arguments", "id", "name", "server_label"),
-    ),
-    "custom_tool_call_output": (
-        frozenset({"call_id", "caller", "id", "output"}),
-        ("call_id", "output"),
-    ),
-    "custom_tool_call": (
-        frozenset({"async", "call_id", "caller", "id", "input", "name", "namespace"}),
-        ("call_id", "input", "name"),
-    ),
-    "compaction_trigger": (frozenset({"id"}), ()),
-    "item_reference": (frozenset({"id"}), ("id",)),
-    "program": (
-        frozenset({"call_id", "code", "fingerprint", "id"}),
-        ("call_id", "code", "fingerprint", "id"),
-    ),
-    "program_output": (
-        frozenset({"call_id", "id", "result", "status"}),
-        ("call_id", "id", "result", "status"),
-    ),
+Spec = str | frozenset[str]
+"""What a field holds: ``"str"``, ``"bool"``, ``"int"``, ``"list"``, ``"dict"``,
+``"str|list"``, ``"any"``, or the set of the strings it may be (a ``Literal``)."""
+
+# For each item type but "message" (handled apart): its fields and what they hold, and
+# the ones it must carry (openai.types.responses.ResponseInputItemParam, openai 3.57).
+# Nested objects (an action, a tool list) are checked as objects or lists only.
+ITEM_FIELDS: Final[Mapping[str, Mapping[str, Spec]]] = {
+    "file_search_call": {
+        "id": "str",
+        "queries": "list",
+        "results": "list",
+        "status": frozenset({"completed", "failed", "in_progress", "incomplete", "searching"}),
+    },
+    "computer_call": {
+        "action": "dict",
+        "actions": "list",
+        "call_id": "str",
+        "id": "str",
+        "pending_safety_checks": "list",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "computer_call_output": {
+        "acknowledged_safety_checks": "list",
+        "call_id": "str",
+        "id": "str",
+        "output": "dict",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "web_search_call": {
+        "action": "dict",
+        "id": "str",
+        "status": frozenset({"completed", "failed", "in_progress", "incomplete", "searching"}),
+    },
+    "function_call": {
+        "arguments": "str",
+        "async": "bool",
+        "call_id": "str",
+        "caller": "dict",
+        "id": "str",
+        "name": "str",
+        "namespace": "str",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "function_call_output": {
+        "call_id": "str",
+        "caller": "dict",
+        "id": "str",
+        "name": "str",
+        "namespace": "str",
+        "output": "str|list",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "tool_search_call": {
+        "arguments": "any",
+        "call_id": "str",
+        "execution": frozenset({"client", "server"}),
+        "id": "str",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "tool_search_output": {
+        "call_id": "str",
+        "execution": frozenset({"client", "server"}),
+        "id": "str",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+        "tools": "list",
+    },
+    "additional_tools": {
+        "id": "str",
+        "role": frozenset({"developer"}),
+        "tools": "list",
+    },
+    "configuration_update": {
+        "id": "str",
+        "reasoning": "dict",
+        "text": "dict",
+    },
+    "reasoning": {
+        "content": "list",
+        "encrypted_content": "str",
+        "id": "str",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+        "summary": "list",
+    },
+    "compaction": {
+        "encrypted_content": "str",
+        "id": "str",
+    },
+    "image_generation_call": {
+        "action": frozenset({"auto", "edit", "generate"}),
+        "background": frozenset({"auto", "opaque", "transparent"}),
+        "error": "dict",
+        "id": "str",
+        "output_format": frozenset({"gif", "jpeg", "png", "svg", "webp"}),
+        "quality": frozenset({"auto", "high", "low", "max", "medium", "xhigh"}),
+        "result": "str",
+        "revised_prompt": "str",
+        "size": "str",
+        "status": frozenset({"completed", "failed", "generating", "in_progress"}),
+        "svg_usage": "dict",
+    },
+    "code_interpreter_call": {
+        "code": "str",
+        "container_id": "str",
+        "id": "str",
+        "outputs": "list",
+        "status": frozenset({"completed", "failed", "in_progress", "incomplete", "interpreting"}),
+    },
+    "local_shell_call": {
+        "action": "dict",
+        "call_id": "str",
+        "id": "str",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "local_shell_call_output": {
+        "id": "str",
+        "output": "str",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "shell_call": {
+        "action": "dict",
+        "call_id": "str",
+        "caller": "dict",
+        "environment": "dict",
+        "id": "str",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "shell_call_output": {
+        "call_id": "str",
+        "caller": "dict",
+        "id": "str",
+        "max_output_length": "int",
+        "output": "list",
+        "status": frozenset({"completed", "in_progress", "incomplete"}),
+    },
+    "apply_patch_call": {
+        "call_id": "str",
+        "caller": "dict",
+        "id": "str",
+        "operation": "dict",
+        "status": frozenset({"completed", "in_progress"}),
+    },
+    "apply_patch_call_output": {
+        "call_id": "str",
+        "caller": "dict",
+        "id": "str",
+        "output": "str",
+        "status": frozenset({"completed", "failed"}),
+    },
+    "mcp_list_tools": {
+        "error": "str",
+        "id": "str",
+        "server_label": "str",
+        "tools": "list",
+    },
+    "mcp_approval_request": {
+        "arguments": "str",
+        "id": "str",
+        "name": "str",
+        "server_label": "str",
+    },
+    "mcp_approval_response": {
+        "approval_request_id": "str",
+        "approve": "bool",
+        "id": "str",
+        "reason": "str",
+    },
+    "mcp_call": {
+        "approval_request_id": "str",
+        "arguments": "str",
+        "error": "dict",
+        "id": "str",
+        "name": "str",
+        "output": "str",
+        "server_label": "str",
+        "status": frozenset({"calling", "completed", "failed", "in_progress", "incomplete"}),
+    },
+    "custom_tool_call_output": {
+        "call_id": "str",
+        "caller": "dict",
+        "id": "str",
+        "output": "str|list",
+    },
+    "custom_tool_call": {
+        "async": "bool",
+        "call_id": "str",
+        "caller": "dict",
+        "id": "str",
+        "input": "str",
+        "name": "str",
+        "namespace": "str",
+    },
+    "compaction_trigger": {
+        "id": "str",
+    },
+    "item_reference": {
+        "id": "str",
+    },
+    "program": {
+        "call_id": "str",
+        "code": "str",
+        "fingerprint": "str",
+        "id": "str",
+    },
+    "program_output": {
+        "call_id": "str",
+        "id": "str",
+        "result": "str",
+        "status": frozenset({"completed", "incomplete"}),
+    },
 }
+REQUIRED: Final[Mapping[str, tuple[str, ...]]] = {
+    "file_search_call": ("id", "queries", "status"),
+    "computer_call": ("call_id", "id", "pending_safety_checks", "status"),
+    "computer_call_output": ("call_id", "output"),
+    "web_search_call": ("action", "id", "status"),
+    "function_call": ("arguments", "call_id", "name"),
+    "function_call_output": ("output",),
+    "tool_search_call": ("arguments",),
+    "tool_search_output": ("tools",),
+    "additional_tools": ("role", "tools"),
+    "configuration_update": (),
+    "reasoning": ("id", "summary"),
+    "compaction": ("encrypted_content",),
+    "image_generation_call": ("id", "result", "status"),
+    "code_interpreter_call": ("code", "container_id", "id", "outputs", "status"),
+    "local_shell_call": ("action", "call_id", "id", "status"),
+    "local_shell_call_output": ("id", "output"),
+    "shell_call": ("action", "call_id"),
+    "shell_call_output": ("call_id", "output"),
+    "apply_patch_call": ("call_id", "operation", "status"),
+    "apply_patch_call_output": ("call_id", "status"),
+    "mcp_list_tools": ("id", "server_label", "tools"),
+    "mcp_approval_request": ("arguments", "id", "name", "server_label"),
+    "mcp_approval_response": ("approval_request_id", "approve"),
+    "mcp_call": ("arguments", "id", "name", "server_label"),
+    "custom_tool_call_output": ("call_id", "output"),
+    "custom_tool_call": ("call_id", "input", "name"),
+    "compaction_trigger": (),
+    "item_reference": ("id",),
+    "program": ("call_id", "code", "fingerprint", "id"),
+    "program_output": ("call_id", "id", "result", "status"),
+}
+
+ITEM_KEYS: Final[Mapping[str, tuple[frozenset[str], tuple[str, ...]]]] = {
+    kind: (frozenset(fields), REQUIRED[kind]) for kind, fields in ITEM_FIELDS.items()
+}
+"""For each item type: the keys it may carry and the ones it must."""
 
 RESPONSES_ITEM_TYPES: Final = frozenset({"message", *ITEM_KEYS})
 """Every ``type`` a Responses input item may have."""

@@ -59,6 +59,7 @@ from agentmem._codecs._responses_schema import (
     IDLESS,
     IMAGE_DETAILS,
     INPUT_PARTS,
+    ITEM_FIELDS,
     ITEM_KEYS,
     MESSAGE_ROLES,
     NAME_RE,
@@ -68,6 +69,7 @@ from agentmem._codecs._responses_schema import (
     OUTPUTS,
     PART_KEYS,
     RESPONSES_ITEM_TYPES,
+    Spec,
 )
 from agentmem._json import parse_arguments, type_name
 from agentmem._shape import Message, require_str
@@ -87,11 +89,16 @@ ITEMS_FIELD: Final = "responses_items"
 """The internal field holding the Responses items a canonical message was made from."""
 
 
-def _item_type(item: Mapping[str, Any]) -> Any:
+def _item_type(item: Mapping[str, Any]) -> str | None:
     kind = item.get("type")
     if kind is None and "role" in item:
         return "message"
-    return kind
+    return kind if isinstance(kind, str) else None
+
+
+def _part_type(part: Any) -> str | None:
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 _PART_MARKS: Final = INPUT_PARTS | {"output_text"}
@@ -114,7 +121,7 @@ def looks_like_responses_item(message: Mapping[str, Any]) -> bool:
     if isinstance(content, list):
         # A refusal part marks a typed message only: Chat assistant content has them too.
         marks = _PART_MARKS | {"refusal"} if kind == "message" else _PART_MARKS
-        return any(isinstance(p, Mapping) and p.get("type") in marks for p in content)
+        return any(_part_type(p) in marks for p in content)
     return kind == "message" and isinstance(content, str) and "role" in message
 
 
@@ -152,7 +159,7 @@ def _input_part(part: Any, index: int, field: str, *, tool: bool = False) -> dic
     if kind == "input_image":
         url = part.get("image_url")
         detail = part.get("detail")
-        if detail is not None and detail not in IMAGE_DETAILS:
+        if detail is not None and (not isinstance(detail, str) or detail not in IMAGE_DETAILS):
             raise _bad(
                 "detail must be 'auto', 'low', 'high' or 'original'", index, f"{field}.detail"
             )
@@ -187,8 +194,8 @@ def _parts(
     if not isinstance(content, list):
         raise _bad(f"expected a string or a list of parts, got {type_name(content)}", index, field)
     for i, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind not in allowed:
+        kind = _part_type(part)
+        if kind is None or kind not in allowed:
             raise _bad(
                 f"part type {kind!r} is not allowed here (allowed: {', '.join(sorted(allowed))})",
                 index,
@@ -221,11 +228,9 @@ def _output(item: Mapping[str, Any], kind: str, index: int) -> str | list[dict[s
         return "[computer screenshot]"
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(
-        isinstance(p, Mapping) and p.get("type") in INPUT_PARTS for p in value
-    ):
-        converted = [_input_part(p, index, f"{key}[{i}]", tool=True) for i, p in enumerate(value)]
-        return converted
+    if isinstance(value, list) and kind in ("function_call_output", "custom_tool_call_output"):
+        parts = _parts(value, INPUT_PARTS, index, key)
+        return [_input_part(p, index, f"{key}[{i}]", tool=True) for i, p in enumerate(parts)]
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
@@ -245,6 +250,13 @@ def _call_arguments(item: Mapping[str, Any], kind: str) -> str:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
+_MESSAGE_FIELDS: Final[Mapping[str, Spec]] = {
+    "id": "str",
+    "status": frozenset({"in_progress", "completed", "incomplete"}),
+    "phase": frozenset({"commentary", "final_answer"}),
+}
+
+
 def _check_item(item: Any, index: int) -> str:
     """The item's type after checking its required keys (the SDK's ``Required`` ones)."""
     if not isinstance(item, Mapping):
@@ -252,7 +264,7 @@ def _check_item(item: Any, index: int) -> str:
     kind = _item_type(item)
     if kind == "message":
         role = item.get("role")
-        if role not in MESSAGE_ROLES:
+        if not isinstance(role, str) or role not in MESSAGE_ROLES:
             raise _bad(
                 f"message role {role!r} must be one of user, system, developer, assistant",
                 index,
@@ -260,12 +272,21 @@ def _check_item(item: Any, index: int) -> str:
             )
         if "content" not in item:
             raise _bad("a message needs content", index, "content")
+        for key, rule in _MESSAGE_FIELDS.items():
+            value = item.get(key)
+            if value is not None and not _holds(value, rule):
+                raise _bad(f"expected {_expected(rule)}, got {value!r:.40}", index, key)
         return "message"
     if not isinstance(kind, str) or kind not in ITEM_KEYS:
         raise _bad(f"unknown Responses item type {kind!r}", index, "type")
     for key in ITEM_KEYS[kind][1]:
         if item.get(key) is None:
             raise _bad(f"a {kind} item needs {key!r}", index, key)
+    fields = ITEM_FIELDS[kind]
+    for key, value in item.items():
+        spec = fields.get(key)
+        if spec is not None and value is not None and not _holds(value, spec):
+            raise _bad(f"expected {_expected(spec)}, got {value!r:.40}", index, key)
     for key in ("id", "call_id", "approval_request_id"):
         if item.get(key) is not None:
             require_str(item[key], key, index, nonempty=True)
@@ -284,18 +305,43 @@ def _check_item(item: Any, index: int) -> str:
         require_str(item["input"], "input", index)
     elif kind == "computer_call" and item.get("action") is None and item.get("actions") is None:
         raise _bad("a computer_call needs 'action' or 'actions'", index, "action")
+    elif kind == "computer_call_output":
+        screenshot = item["output"]
+        if screenshot.get("type") != "computer_screenshot":
+            raise _bad("expected a computer_screenshot", index, "output.type")
+        for key in ("image_url", "file_id"):
+            if screenshot.get(key) is not None:
+                require_str(screenshot[key], f"output.{key}", index)
     elif kind == "reasoning":
-        summary = item["summary"]
-        if not isinstance(summary, list):
-            raise _bad(f"expected a list, got {type_name(summary)}", index, "summary")
-        for i, part in enumerate(summary):
-            if not isinstance(part, Mapping) or part.get("type") != "summary_text":
-                raise _bad("summary parts are summary_text objects", index, f"summary[{i}]")
-            require_str(part.get("text"), f"summary[{i}].text", index)
-        encrypted = item.get("encrypted_content")
-        if encrypted is not None:
-            require_str(encrypted, "encrypted_content", index)
+        for key, part_type in (("summary", "summary_text"), ("content", "reasoning_text")):
+            for i, part in enumerate(item.get(key) or ()):
+                if _part_type(part) != part_type:
+                    raise _bad(f"{key} parts are {part_type} objects", index, f"{key}[{i}]")
+                require_str(part.get("text"), f"{key}[{i}].text", index)
     return kind
+
+
+def _expected(spec: Spec) -> str:
+    return " or ".join(map(repr, sorted(spec))) if isinstance(spec, frozenset) else spec
+
+
+def _holds(value: Any, spec: Spec) -> bool:
+    """Whether a field's value is what the SDK's type says it holds (nested objects: shape only)."""
+    if isinstance(spec, frozenset):
+        return isinstance(value, str) and value in spec
+    if spec == "str":
+        return isinstance(value, str)
+    if spec == "bool":
+        return isinstance(value, bool)
+    if spec == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if spec == "list":
+        return isinstance(value, list)
+    if spec == "dict":
+        return isinstance(value, dict)
+    if spec == "str|list":
+        return isinstance(value, str | list)
+    return True
 
 
 def items_to_canonical(items: Sequence[Any], start: int = 0) -> list[tuple[int, Message]]:
@@ -532,6 +578,7 @@ def _view(item: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "message":
         view = _message_view(item)
     else:
+        assert kind is not None  # stored items were checked on the way in
         allowed = ITEM_KEYS[kind][0]
         view = {"type": kind} | {k: v for k, v in item.items() if k in allowed and v is not None}
         if kind in ("function_call_output", "custom_tool_call_output") and isinstance(
