@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from agents import Agent, RunConfig, Runner, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
@@ -64,7 +65,8 @@ async def main(root: Path) -> None:
     # Another process (or this one, later) resumes the conversation exactly.
     with AgentMemSession("user-42@example.com", memory=mem) as session:
         items = await session.get_items()
-        print(f"resumed: {len(items)} items, last: {items[-1]['content'][0]['text']!r}")  # type: ignore[index]
+        last: dict[str, Any] = dict(items[-1])  # exactly the item the runner stored
+        print(f"resumed: {len(items)} items, last: {last['content'][0]['text']!r}")
     mem.close()
 
 
