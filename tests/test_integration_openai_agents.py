@@ -968,6 +968,37 @@ def test_the_windowed_view_fits_and_stays_valid(memory: agentmem.Memory) -> None
         assert json.dumps(call.input).count("Question") < 30
 
 
+def test_the_windowed_view_stores_what_sqlite_session_stores(
+    memory: agentmem.Memory, tmp_path: Path
+) -> None:
+    # The runner reads the view, but what it stores (and reads back with a limit for
+    # its own bookkeeping) must stay exactly what it stores in a SQLiteSession.
+    def windowed(sid: str) -> AgentMemSession:
+        return AgentMemSession(sid, memory=memory, windowed=True)
+
+    def stored(sid: str) -> list[Any]:
+        with AgentMemSession(sid, memory=memory) as session:
+            return cast(list[Any], run(session.get_items()))
+
+    flows: list[tuple[str, Callable[[Session], Any]]] = [
+        ("tools", lambda session: _tool_turns(session, "run_streamed")),
+        ("approved", lambda session: _approval_flow(session, resume=True)),
+        ("new-input", lambda session: _approval_flow(session, resume=False)),
+    ]
+    for sid, flow in flows:
+        session = windowed(sid)
+        flow(session)
+        session.close()
+        reference = SQLiteSession(sid)
+        try:
+            assert stored(sid) == flow(reference)[1], sid
+        finally:
+            reference.close()
+    _three_approvals(lambda: windowed("three"))
+    expected = _three_approvals(lambda: SQLiteSession("three", tmp_path / "reference.db"))[1]
+    assert stored("three") == expected
+
+
 def test_clear_session_forgets_the_trimmed_part_too(memory: agentmem.Memory) -> None:
     turns = [
         [user(f"question {n} " + "please " * 30), user(f"answer {n} " + "because " * 30)]
