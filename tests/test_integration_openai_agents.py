@@ -1053,6 +1053,15 @@ def test_a_popped_new_input_gives_the_unanswered_call_back(memory: agentmem.Memo
         assert run(session.get_items(limit=10)) == [user("Delete /x"), call, answer]
 
 
+def test_sdk_item_objects_are_stored_as_dicts(memory: agentmem.Memory) -> None:
+    objects = [assistant_message("hi", item_id="m1"), function_call("f", {"a": 1}, call_id="c")]
+    with AgentMemSession("objects", memory=memory) as session:
+        run(session.add_items(objects))  # type: ignore[arg-type]
+        assert run(session.get_items()) == [
+            item.model_dump(mode="json", exclude_none=True) for item in objects
+        ]
+
+
 def test_bad_items_are_refused_and_nothing_is_stored(memory: agentmem.Memory) -> None:
     with AgentMemSession("bad", memory=memory) as session:
         run(session.add_items([user("kept")]))  # type: ignore[list-item]

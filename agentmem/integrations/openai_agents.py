@@ -480,7 +480,7 @@ def _restore_calls(history: MessageHistory) -> None:
 
 
 def _check_items(items: object) -> list[Any]:
-    """``items`` as a list of mappings, or an error naming what is not.
+    """``items`` as a list of items (mappings or SDK objects), or an error naming what is not.
 
     Raises:
         InvalidArgumentError: ``items`` is not a list (or another iterable) of items.
@@ -492,10 +492,11 @@ def _check_items(items: object) -> list[Any]:
         )
     checked = list(items)
     for index, item in enumerate(checked):
-        if not isinstance(item, Mapping):
+        # The SDK's pydantic items are read by the codec (model_dump, unset fields left out).
+        if not isinstance(item, Mapping) and not hasattr(item, "model_dump"):
             raise InvalidMessageError(
                 f"item {index} of the batch is a {type(item).__name__}, not a Responses "
-                "input item (a dict)",
+                "input item (a dict or an SDK item object)",
                 index=index,
             )
     return checked
