@@ -60,12 +60,12 @@ from agentmem._codecs.anthropic import (
 from agentmem._codecs.responses import (
     ITEMS_FIELD,
     RESPONSES_ITEM_TYPES,
-    ItemCache,
     is_responses_only,
     items_to_canonical,
     looks_like_responses_item,
 )
-from agentmem._codecs.responses import to_responses_items as _items_from_canonical
+from agentmem._codecs.responses_render import ItemCache
+from agentmem._codecs.responses_render import to_responses_items as _items_from_canonical
 from agentmem._json import clean_value, parse_arguments, sanitize_text, type_name
 from agentmem._shape import Message, content_text, message_text, require_str
 from agentmem.errors import InvalidArgumentError, InvalidMessageError

@@ -483,6 +483,28 @@ def test_a_repeated_empty_reply_is_dropped_not_sent_as_an_empty_message() -> Non
     assert MessageHistory(from_responses_items(out)).to_api(provider="openai-responses") == out
 
 
+def test_a_call_repeating_an_item_id_is_replayed_as_a_function_call() -> None:
+    # A computer_call must carry an id; dropping the repeat would orphan its output.
+    first, second = responses_call("computer_call", "c1"), responses_call("computer_call", "c2")
+    second["id"] = first["id"]
+    items = [
+        {"role": "user", "content": "go"},
+        first,
+        second,
+        responses_output("computer_call", "c1", ""),
+        responses_output("computer_call", "c2", ""),
+    ]
+    out = _payload(items)
+    assert [i["type"] for i in out] == [
+        "message",
+        "computer_call",
+        "function_call",
+        "computer_call_output",
+        "function_call_output",
+    ]
+    assert out[2]["call_id"] == out[4]["call_id"] == "c2"
+
+
 def test_an_image_without_detail_gets_auto() -> None:
     part = {"type": "input_image", "image_url": "https://e.com/i.png"}
     out = _payload([{"type": "message", "role": "user", "content": [part]}])

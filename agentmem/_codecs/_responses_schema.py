@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "CALLS",
     "IDLESS",
     "IMAGE_DETAILS",
     "INPUT_PARTS",
+    "ITEMS_FIELD",
     "ITEM_FIELDS",
     "ITEM_KEYS",
     "MESSAGE_ROLES",
@@ -30,6 +31,10 @@ __all__ = [
     "REQUIRED",
     "RESPONSES_ITEM_TYPES",
     "Spec",
+    "is_opaque",
+    "is_responses_only",
+    "item_type",
+    "part_type",
 ]
 
 # A client call -> (the type of its output item, the output's key holding the call id).
@@ -366,3 +371,45 @@ IDLESS: Final = frozenset(
         "compaction_trigger",
     }
 )
+
+
+# --------------------------------------------------------------------------- readers
+
+ITEMS_FIELD: Final = "responses_items"
+"""The internal field holding the Responses items a canonical message was made from."""
+
+
+def item_type(item: Mapping[str, Any]) -> str | None:
+    kind = item.get("type")
+    if kind is None and "role" in item:
+        return "message"
+    return kind if isinstance(kind, str) else None
+
+
+def part_type(part: Any) -> str | None:
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    return kind if isinstance(kind, str) else None
+
+
+def is_opaque(item: Mapping[str, Any]) -> bool:
+    kind = item_type(item)
+    return kind in OPAQUE_ASSISTANT or kind in OPAQUE_CLIENT
+
+
+def is_responses_only(message: Mapping[str, Any]) -> bool:
+    """True for an assistant message that carries nothing but opaque Responses items.
+
+    Reasoning or hosted-tool items with no text and no call of their own (a
+    turn's items appended one at a time, a standalone ``mcp_approval_response``)
+    have no Chat or Anthropic form: repair keeps such a message (it is not
+    empty for the Responses API), and the Chat and Anthropic renderers leave it out.
+    """
+    if message.get("role") != "assistant" or message.get("tool_calls"):
+        return False
+    content = message.get("content")
+    if content not in (None, "", []) or message.get("refusal") or message.get("audio"):
+        return False
+    items = message.get(ITEMS_FIELD)
+    return isinstance(items, list) and any(
+        isinstance(item, Mapping) and is_opaque(item) for item in items
+    )
