@@ -15,6 +15,10 @@ costs a second or more of CPU, so each mode does all one process has to do)::
         Add batch after batch (:func:`batch`, from number <start>), printing each
         batch's number once its add_items returned; runs until killed.
 
+    turn <root> <backend> <session_id> <text>
+        One Runner.run turn on the session (``lookup``, then the answer "done");
+        prints the JSON of the model inputs.
+
     first <root> <backend> <state_file>
         Session "s1": one Runner.run turn (the scripted model calls ``lookup``, then
         answers "first"). Session "s2": a turn whose tool needs approval; its RunState
@@ -113,6 +117,9 @@ async def _main(mode: str, root: str, backend: str, *rest: str) -> None:
             await session.add_items(batch(number))  # type: ignore[arg-type]
             print(number, flush=True)
             number += 1
+    elif mode == "turn":
+        with AgentMemSession(rest[0], memory=mem) as session:
+            print(json.dumps(await _turn(session, rest[1], "done")))
     elif mode == "first":
         with AgentMemSession("s1", memory=mem) as session:
             inputs = await _turn(session, "What is it?", "first")

@@ -855,6 +855,9 @@ def test_kill9_of_a_writer_loses_no_returned_batch(backend: str, tmp_path: Path)
         assert stored[: len(complete)] == complete
         assert stored[len(complete) :] in ([], batch(returned[-1] + 1))
         start = stored[-1]["x_batch"] + 1
+    # A runner in a new process carries on from exactly what the killed writers stored.
+    inputs = json.loads(_child_output(root, backend, "turn", "killed", "And now?"))
+    assert inputs[0] == [*stored, {"content": "And now?", "role": "user"}]
 
 
 def test_runner_resumes_in_a_new_process(backend: str, tmp_path: Path) -> None:
