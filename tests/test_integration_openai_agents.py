@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -44,7 +45,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from pg import child_env
 from profiles import scaled
 from responses_rules import responses_violations
-from test_recall_backends import pg_uri
 
 import agentmem
 from agentmem.integrations.openai_agents import AgentMemSession, agentmem_session_id
@@ -57,6 +57,15 @@ MakeSession = Callable[..., Session]
 
 
 # --------------------------------------------------------------------------- fixtures
+
+
+def pg_uri(dsn: str) -> str:
+    """The ``postgresql://`` URI of a libpq keyword DSN (what ``Memory(backend=)`` takes)."""
+    import psycopg
+
+    p = psycopg.conninfo.conninfo_to_dict(dsn)
+    query = {k: str(p[k]) for k in ("host", "port") if p.get(k)}
+    return f"postgresql://{p.get('user') or ''}@/{p['dbname']}?{urllib.parse.urlencode(query)}"
 
 
 def _memory(request: pytest.FixtureRequest, root: Path, backend_name: str) -> agentmem.Memory:
