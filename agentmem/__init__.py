@@ -43,9 +43,11 @@ from agentmem.messages import (
     INTERNAL_FIELDS,
     Message,
     from_anthropic,
+    from_responses_items,
     normalize_message,
     sanitize_text,
     to_anthropic,
+    to_responses_items,
 )
 from agentmem.notes import KeyValueStore
 from agentmem.protocols import (
@@ -148,11 +150,13 @@ __all__ = [
     "count_messages",
     "counter_for_model",
     "from_anthropic",
+    "from_responses_items",
     "normalize_message",
     "repair",
     "sanitize_text",
     "scrub_secrets",
     "to_anthropic",
+    "to_responses_items",
 ]
 
 

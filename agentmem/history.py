@@ -479,7 +479,7 @@ class MessageHistory(Sequence[Message]):
         self,
         force_reasoning_content_pad: bool = ...,
         task_chain: Collection[int] | None = ...,
-        provider: Literal["openai"] = ...,
+        provider: Literal["openai", "openai-responses"] = ...,
     ) -> list[dict[str, Any]]: ...
 
     @overload
@@ -515,10 +515,11 @@ class MessageHistory(Sequence[Message]):
                 padded only when some assistant message already has it.
             task_chain: Active time-machine task ids; messages tagged with
                 another ``task_id`` are left out.
-            provider: ``"openai"`` or ``"anthropic"``.
+            provider: ``"openai"``, ``"anthropic"`` or ``"openai-responses"``.
 
         Returns:
             OpenAI: a list of message dicts. Anthropic: ``(system, messages)``.
+            OpenAI Responses: a list of input items.
             Either way a fresh deep copy the caller may modify.
 
         Raises:

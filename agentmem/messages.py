@@ -57,6 +57,15 @@ from agentmem._codecs.anthropic import (
     is_anthropic_message,
     to_anthropic,
 )
+from agentmem._codecs.responses import (
+    ITEMS_FIELD,
+    RESPONSES_ITEM_TYPES,
+    is_responses_only,
+    items_to_canonical,
+    looks_like_responses_item,
+)
+from agentmem._codecs.responses_render import ItemCache
+from agentmem._codecs.responses_render import to_responses_items as _items_from_canonical
 from agentmem._json import clean_value, parse_arguments, sanitize_text, type_name
 from agentmem._shape import Message, content_text, message_text, require_str
 from agentmem.errors import InvalidArgumentError, InvalidMessageError
@@ -66,21 +75,27 @@ __all__ = [
     "API_FIELDS",
     "EMPTY_USER_PLACEHOLDER",
     "INTERNAL_FIELDS",
+    "ITEMS_FIELD",
     "LEADING_USER_PLACEHOLDER",
+    "RESPONSES_ITEM_TYPES",
     "ROLES",
     "SYSTEM_NOTE_TAG",
+    "ItemCache",
     "Message",
     "TurnCache",
     "content_text",
     "from_anthropic",
+    "from_responses_items",
     "is_anthropic_message",
     "is_real_user",
+    "is_responses_only",
     "message_mapping",
     "message_text",
     "normalize_message",
     "normalize_messages",
     "sanitize_text",
     "to_anthropic",
+    "to_responses_items",
 ]
 
 ROLES: Final = frozenset({"system", "user", "assistant", "tool"})
@@ -109,6 +124,7 @@ INTERNAL_FIELDS: Final = frozenset(
         "is_error",  # Anthropic tool_result.is_error, kept on the tool message
         "synthesized",  # marks a message agentmem made up during repair
         "usage",  # usage block an LLM reply carries (see protocols.LLM)
+        ITEMS_FIELD,  # verbatim OpenAI Responses input items the message was made from
     }
 )
 """Keys that ride in message dicts but are never sent to a provider.
@@ -360,6 +376,13 @@ def _validate_canonical(msg: Message, index: int) -> Message:
         raise InvalidMessageError(
             "expected a list of Anthropic thinking blocks", index=index, field="thinking_blocks"
         )
+    items = msg.get(ITEMS_FIELD)
+    if items is not None and not (
+        isinstance(items, list) and all(isinstance(i, dict) for i in items)
+    ):
+        raise InvalidMessageError(
+            "expected a list of OpenAI Responses items", index=index, field=ITEMS_FIELD
+        )
     return msg
 
 
@@ -473,9 +496,15 @@ def normalize_message(message: Any, *, index: int = 0) -> list[Message]:
             the index and the field.
     """
     message = message_mapping(message, index=index)
+    if looks_like_responses_item(message):
+        return _from_items([message], index)
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:
-        hint = " (use 'system')" if role == "developer" else ""
+        hint = (
+            " (use 'system', or send it as a Responses item with type 'message')"
+            if role == "developer"
+            else ""
+        )
         raise InvalidMessageError(
             f"unknown role {role!r}; expected one of system, user, assistant, tool{hint}",
             index=index,
@@ -564,3 +593,72 @@ def from_anthropic(
         else:
             out.extend(normalize_message(message, index=i))
     return out
+
+
+def _from_items(items: Sequence[Any], start: int) -> list[Message]:
+    """Clean, convert and validate Responses items (errors name the item's index)."""
+    cleaned = [
+        clean_value(message_mapping(item, index=i), "", i) for i, item in enumerate(items, start)
+    ]
+    out: list[Message] = []
+    for index, msg in items_to_canonical(cleaned, start):
+        # Internal fields a host put on an item ride on the message too (the item keeps them;
+        # they never reach a payload, which carries only the keys the SDK types define).
+        for item in msg[ITEMS_FIELD]:
+            for key in INTERNAL_FIELDS.intersection(item):
+                if key != ITEMS_FIELD:
+                    msg.setdefault(key, item[key])
+        out.append(_validate_canonical(msg, index))
+    return out
+
+
+def from_responses_items(items: Iterable[Any]) -> list[Message]:
+    """Convert OpenAI Responses input items into canonical messages.
+
+    Accepts every ``ResponseInputItemParam`` type (see
+    :mod:`agentmem._codecs.responses` for how each is read), as dicts or as
+    the SDK's pydantic objects, and easy input messages without ``type``.
+    A run of assistant-side items (an assistant message, consecutive
+    ``function_call`` items, the ``reasoning`` and hosted-tool items before
+    them) becomes one assistant message; each output becomes a ``tool``
+    message. Each canonical message keeps, in the internal field
+    ``responses_items``, deep copies of the items it was made from: together,
+    in order, they are the input items.
+
+    Raises:
+        InvalidArgumentError: ``items`` is not an iterable of items.
+        InvalidMessageError: an item cannot be accepted; the error names its
+            index in ``items`` and the field. Nothing is returned.
+    """
+    if (
+        isinstance(items, str | bytes | Mapping)
+        or not isinstance(items, Iterable)
+        or hasattr(items, "model_dump")
+    ):
+        raise InvalidArgumentError(
+            f"expected an iterable of Responses input items, got {type_name(items)}"
+        )
+    return _from_items(list(items), 0)
+
+
+def _derive(items: list[Any]) -> list[Message]:
+    return _from_items(items, 0)
+
+
+def to_responses_items(
+    messages: Sequence[Message], *, cache: ItemCache | None = None
+) -> list[dict[str, Any]]:
+    """Convert canonical messages to OpenAI Responses input items.
+
+    A message's stored ``responses_items`` are sent (cut to the keys the
+    SDK's input types define) while they still describe it; otherwise its
+    items are built from its Chat fields, its reasoning and hosted-tool
+    items kept. ``messages`` must already satisfy the pairing rules (use
+    ``MessageHistory.to_api(provider="openai-responses")`` for a repaired
+    payload of any history). With ``cache`` (a dict kept between calls) each
+    message object is converted once.
+
+    Raises:
+        InvalidArgumentError: ``messages`` are not validated canonical messages.
+    """
+    return _items_from_canonical(messages, _derive, cache=cache)

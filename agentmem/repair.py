@@ -58,7 +58,13 @@ from typing import Any, Final, Literal, overload
 import orjson
 
 from agentmem.errors import InvalidArgumentError
-from agentmem.messages import API_FIELDS, Message, to_anthropic
+from agentmem.messages import (
+    API_FIELDS,
+    Message,
+    is_responses_only,
+    to_anthropic,
+    to_responses_items,
+)
 
 __all__ = [
     "MISSING_TOOL_RESULT",
@@ -77,8 +83,8 @@ __all__ = [
     "task_chain_set",
 ]
 
-Provider = Literal["openai", "anthropic"]
-PROVIDERS: Final = ("openai", "anthropic")
+Provider = Literal["openai", "anthropic", "openai-responses"]
+PROVIDERS: Final = ("openai", "anthropic", "openai-responses")
 
 MISSING_TOOL_RESULT: Final = (
     "[no result: this tool call was interrupted before it returned a result]"
@@ -215,11 +221,14 @@ def drop_empty_assistant_messages(messages: Sequence[Message]) -> Sequence[Messa
 
 
 def _is_empty_assistant(msg: Message) -> bool:
+    """Nothing for any provider. A message of opaque Responses items only is kept:
+    the Responses API replays them; the Chat and Anthropic renderers leave it out."""
     return (
         not msg.get("tool_calls")
         and not msg.get("refusal")
         and not msg.get("audio")
         and _is_empty_content(msg.get("content"))
+        and not is_responses_only(msg)
     )
 
 
@@ -482,7 +491,7 @@ def openai_view(msg: Message) -> dict[str, Any]:
 def build_payload(
     messages: Sequence[Message],
     *,
-    provider: Literal["openai"] = ...,
+    provider: Literal["openai", "openai-responses"] = ...,
     force_reasoning_content_pad: bool = ...,
     task_chain: Collection[int] | None = ...,
 ) -> list[dict[str, Any]]: ...
@@ -521,15 +530,17 @@ def build_payload(
         messages: Canonical messages (as validated by
             :func:`agentmem.messages.normalize_message`).
         provider: ``"openai"`` (Chat Completions, also most OpenAI-compatible
-            servers) or ``"anthropic"`` (Messages API).
+            servers), ``"anthropic"`` (Messages API) or ``"openai-responses"``
+            (the Responses API's ``input`` items).
         force_reasoning_content_pad: Give every assistant message a
-            ``reasoning_content`` even if none has one (OpenAI shape only).
+            ``reasoning_content`` even if none has one (OpenAI Chat shape only).
         task_chain: Task ids of the active time-machine chain; messages of
             other tasks are left out. ``None`` keeps all.
 
     Returns:
         For OpenAI, the list of message dicts. For Anthropic, ``(system,
-        messages)``; pass ``system`` only when it is not ``None``.
+        messages)``; pass ``system`` only when it is not ``None``. For the
+        Responses API, the list of input items.
 
     Raises:
         InvalidArgumentError: ``provider`` is not one of :data:`PROVIDERS`, or
@@ -546,7 +557,12 @@ def build_payload(
         if provider == "anthropic":
             system, turns = to_anthropic(repaired)
             return system, orjson.loads(orjson.dumps(turns))
-        payload = orjson.loads(orjson.dumps([openai_view(m) for m in repaired]))
+        if provider == "openai-responses":
+            payload = orjson.loads(orjson.dumps(to_responses_items(repaired)))
+            assert isinstance(payload, list)
+            return payload
+        views = [openai_view(m) for m in repaired if not is_responses_only(m)]
+        payload = orjson.loads(orjson.dumps(views))
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise InvalidArgumentError(
             f"build_payload expects validated canonical messages ({type(exc).__name__}: {exc})"

@@ -267,3 +267,208 @@ def conversation(draw: st.DrawFn, max_size: int = 25) -> list[dict[str, Any]]:
             for call in msg["tool_calls"]:
                 out.append({"role": "tool", "tool_call_id": call["id"], "content": draw(odd_text)})
     return out
+
+
+# ---- OpenAI Responses input items ---------------------------------------------------
+# Ids come from small pools so duplicates, orphan outputs and unanswered calls are common
+# in a soup; the well-formed conversation draws fresh ids.
+
+RESPONSES_CALL_IDS = ["call_1", "call_2", "call_3", "x.y", "z" * 50]
+_RS_IDS = ["rs_1", "rs_2", "rs_3"]
+_MSG_IDS = ["msg_1", "msg_2"]
+
+
+def _input_part(text: str) -> st.SearchStrategy[dict[str, Any]]:
+    return st.sampled_from(
+        [
+            {"type": "input_text", "text": text},
+            {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "low"},
+            {
+                "type": "input_image",
+                "image_url": "data:image/png;base64,iVBORw0KGgo=",
+                "detail": "auto",
+            },
+            {"type": "input_image", "file_id": "file-img", "detail": "auto"},
+            {"type": "input_file", "file_id": "file-1", "filename": "a.pdf"},
+            {"type": "input_file", "file_url": "https://example.com/a.pdf"},
+        ]
+    )
+
+
+@st.composite
+def responses_input_message(draw: st.DrawFn) -> dict[str, Any]:
+    role = draw(st.sampled_from(["user", "user", "user", "system", "developer"]))
+    text = draw(odd_text)
+    content: Any
+    if draw(st.booleans()):
+        content = text
+    elif role == "user":
+        content = draw(st.lists(st.deferred(lambda: _input_part(text)), min_size=1, max_size=3))
+    else:
+        content = [{"type": "input_text", "text": text}]
+    item: dict[str, Any] = {"role": role, "content": content}
+    if draw(st.booleans()):
+        item["type"] = "message"
+    return item
+
+
+@st.composite
+def responses_assistant_message(draw: st.DrawFn, msg_id: str | None = None) -> dict[str, Any]:
+    """An assistant message; with ``msg_id`` (a well-formed conversation) its text is not empty."""
+    text = odd_text.filter(bool) if msg_id else odd_text
+    if draw(st.booleans()):
+        return {"type": "message", "role": "assistant", "content": draw(text)}
+    parts = draw(
+        st.lists(
+            st.one_of(
+                st.builds(lambda t: {"type": "output_text", "text": t, "annotations": []}, text),
+                st.builds(lambda t: {"type": "refusal", "refusal": t}, text),
+            ),
+            min_size=1,
+            max_size=2,
+        )
+    )
+    return {
+        "type": "message",
+        "role": "assistant",
+        "id": msg_id or draw(st.sampled_from(_MSG_IDS)),
+        "status": "completed",
+        "content": parts,
+    }
+
+
+def responses_reasoning(rs_id: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "reasoning",
+        "id": rs_id,
+        "summary": [{"type": "summary_text", "text": text}] if text else [],
+        "encrypted_content": "gAAAAB" + rs_id,
+    }
+
+
+def responses_call(kind: str, call_id: str, name: str = "lookup") -> dict[str, Any]:
+    if kind == "function_call":
+        return {"type": kind, "call_id": call_id, "name": name, "arguments": '{"q": 1}'}
+    if kind == "custom_tool_call":
+        return {"type": kind, "call_id": call_id, "name": name, "input": "free text"}
+    if kind == "computer_call":
+        return {
+            "type": kind,
+            "id": "cu_" + call_id,
+            "call_id": call_id,
+            "action": {"type": "click", "button": "left", "x": 1, "y": 2},
+            "pending_safety_checks": [],
+            "status": "completed",
+        }
+    assert kind == "local_shell_call"
+    return {
+        "type": kind,
+        "id": "ls_" + call_id,
+        "call_id": call_id,
+        "action": {"type": "exec", "command": ["ls"], "env": {}},
+        "status": "completed",
+    }
+
+
+def responses_output(kind: str, call_id: str, text: str) -> dict[str, Any]:
+    if kind == "function_call":
+        return {"type": "function_call_output", "call_id": call_id, "output": text}
+    if kind == "custom_tool_call":
+        return {"type": "custom_tool_call_output", "call_id": call_id, "output": text}
+    if kind == "computer_call":
+        return {
+            "type": "computer_call_output",
+            "call_id": call_id,
+            "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA=="},
+        }
+    return {"type": "local_shell_call_output", "id": call_id, "output": text}
+
+
+_CALL_KINDS = [
+    "function_call",
+    "function_call",
+    "custom_tool_call",
+    "computer_call",
+    "local_shell_call",
+]
+
+_HOSTED = [
+    {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "q"},
+    },
+    {"type": "file_search_call", "id": "fs_1", "status": "completed", "queries": ["q"]},
+    {"type": "mcp_call", "id": "mcp_1", "name": "t", "arguments": "{}", "server_label": "s"},
+    {
+        "type": "mcp_approval_request",
+        "id": "mcpr_1",
+        "name": "t",
+        "arguments": "{}",
+        "server_label": "s",
+    },
+    {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
+    {
+        "type": "code_interpreter_call",
+        "id": "ci_1",
+        "code": "1+1",
+        "container_id": "c",
+        "outputs": [],
+        "status": "completed",
+    },
+    {"type": "image_generation_call", "id": "ig_1", "result": "aGk=", "status": "completed"},
+    {"type": "item_reference", "id": "msg_old"},
+]
+
+
+@st.composite
+def responses_item(draw: st.DrawFn) -> dict[str, Any]:
+    """One valid Responses input item; ids from small pools (soup material)."""
+    choice = draw(st.integers(0, 9))
+    if choice <= 1:
+        return draw(responses_input_message())
+    if choice == 2:
+        return draw(responses_assistant_message())
+    if choice == 3:
+        return responses_reasoning(draw(st.sampled_from(_RS_IDS)), draw(odd_text))
+    if choice in (4, 5):
+        kind = draw(st.sampled_from(_CALL_KINDS))
+        return responses_call(kind, draw(st.sampled_from(RESPONSES_CALL_IDS)))
+    if choice in (6, 7):
+        kind = draw(st.sampled_from(_CALL_KINDS))
+        return responses_output(kind, draw(st.sampled_from(RESPONSES_CALL_IDS)), draw(odd_text))
+    return dict(draw(st.sampled_from(_HOSTED)))
+
+
+@st.composite
+def responses_conversation(draw: st.DrawFn, max_turns: int = 6) -> list[dict[str, Any]]:
+    """A well-formed Responses conversation: every call answered, fresh unique ids."""
+    counter = iter(range(10_000))
+    items: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        items.append({"role": "developer", "content": draw(odd_text)})
+    for _ in range(draw(st.integers(1, max_turns))):
+        items.append(draw(responses_input_message()))
+        for _ in range(draw(st.integers(0, 2))):  # model steps with tool calls
+            if draw(st.booleans()):
+                items.append(responses_reasoning(f"rs_{next(counter)}", draw(odd_text)))
+            kinds = draw(st.lists(st.sampled_from(_CALL_KINDS), min_size=1, max_size=3))
+            calls = [(kind, f"call_{next(counter)}") for kind in kinds]
+            items.extend(responses_call(kind, cid) for kind, cid in calls)
+            answers = draw(st.permutations(calls))
+            items.extend(responses_output(kind, cid, draw(odd_text)) for kind, cid in answers)
+        if draw(st.booleans()):
+            items.append(responses_reasoning(f"rs_{next(counter)}", draw(odd_text)))
+        if draw(st.integers(0, 3)) == 0:
+            n = next(counter)
+            items.append(
+                {
+                    "type": "web_search_call",
+                    "id": f"ws_{n}",
+                    "status": "completed",
+                    "action": {"type": "search", "query": "q"},
+                }
+            )
+        items.append(draw(responses_assistant_message(msg_id=f"msg_{next(counter)}")))
+    return items

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from provider_rules import anthropic_violations, openai_violations
+from responses_rules import responses_violations
 
 from agentmem import (
     INTERNAL_FIELDS,
@@ -50,6 +51,11 @@ json_values = st.recursive(
                     "input",
                     "content",
                     "source",
+                    "call_id",
+                    "output",
+                    "summary",
+                    "encrypted_content",
+                    "action",
                 ]
             ),
             inner,
@@ -78,7 +84,34 @@ garbage_message = st.fixed_dictionaries(
 )
 
 
-@given(st.lists(st.one_of(garbage_message, json_values), max_size=12))
+# OpenAI Responses items: a known or unknown type, any fields.
+garbage_item = st.fixed_dictionaries(
+    {
+        "type": st.one_of(
+            st.sampled_from(
+                ["message", "function_call", "function_call_output", "reasoning",
+                 "web_search_call", "computer_call_output", "local_shell_call_output",
+                 "mcp_approval_response", "compaction_trigger", "nonsense"]
+            ),
+            json_values,
+        )
+    },
+    optional={
+        "role": st.one_of(st.sampled_from(["user", "assistant", "developer"]), json_values),
+        "content": json_values,
+        "id": json_values,
+        "call_id": st.one_of(st.sampled_from(["call_1", "call_2"]), json_values),
+        "name": json_values,
+        "arguments": st.one_of(st.just("{}"), json_values),
+        "output": json_values,
+        "summary": st.one_of(st.just([]), json_values),
+        "encrypted_content": json_values,
+        "status": json_values,
+    },
+)  # fmt: skip
+
+
+@given(st.lists(st.one_of(garbage_message, garbage_item, json_values), max_size=12))
 def test_garbage_only_raises_agentmem_errors(items: list[Any]) -> None:
     history = MessageHistory([{"role": "user", "content": "keep me"}])
     for item in items:
@@ -91,6 +124,8 @@ def test_garbage_only_raises_agentmem_errors(items: list[Any]) -> None:
     assert openai_violations(history.to_api(), internal_fields=INTERNAL_FIELDS) == []
     system, turns = history.to_api(provider="anthropic")
     assert anthropic_violations(system, turns, internal_fields=INTERNAL_FIELDS) == []
+    responses = history.to_api(provider="openai-responses")
+    assert responses_violations(responses, internal_fields=INTERNAL_FIELDS) == []
 
 
 @pytest.mark.parametrize("chain", [5, "12", b"1", [[1]], object()])

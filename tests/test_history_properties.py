@@ -16,9 +16,10 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from provider_rules import anthropic_violations, openai_violations
-from strategies import TASK_IDS, conversation, message, odd_text
+from responses_rules import responses_violations
+from strategies import TASK_IDS, conversation, message, odd_text, responses_item
 
-from agentmem import INTERNAL_FIELDS, MessageHistory, from_anthropic
+from agentmem import INTERNAL_FIELDS, MessageHistory, from_anthropic, from_responses_items
 from agentmem.messages import content_text
 
 
@@ -77,6 +78,15 @@ def check_payloads(history: MessageHistory, task_chain: set[int] | None = None) 
     assert _is_subsequence(_user_text_pieces(stored), _anthropic_user_texts(turns))
     again = MessageHistory(from_anthropic(turns, system)).to_api(provider="anthropic")
     assert again == (system, turns)
+
+    items = history.to_api(task_chain=task_chain, provider="openai-responses")
+    note(f"responses payload: {items!r}")
+    assert responses_violations(items, internal_fields=INTERNAL_FIELDS) == []
+    assert history.to_api(task_chain=task_chain, provider="openai-responses") == items
+    # No user message is lost, and the payload, stored again, repairs to itself.
+    assert _user_texts(from_responses_items(items)) == _user_texts(stored)
+    again_items = MessageHistory(from_responses_items(items)).to_api(provider="openai-responses")
+    assert again_items == items
 
 
 @given(conversation())
@@ -140,6 +150,11 @@ class HistoryMachine(RuleBasedStateMachine):
     @rule(msgs=st.lists(message(), max_size=4))
     def extend(self, msgs: list[dict[str, Any]]) -> None:
         for msg in msgs:
+            self.append(msg)
+
+    @rule(items=st.lists(responses_item(), min_size=1, max_size=5))
+    def extend_responses(self, items: list[dict[str, Any]]) -> None:
+        for msg in from_responses_items(items):
             self.append(msg)
 
     @rule()

@@ -76,11 +76,13 @@ EXPECTED = [
     "count_messages",
     "counter_for_model",
     "from_anthropic",
+    "from_responses_items",
     "normalize_message",
     "repair",
     "sanitize_text",
     "scrub_secrets",
     "to_anthropic",
+    "to_responses_items",
 ]
 
 

@@ -246,6 +246,21 @@ def test_configure_registers_recall_once() -> None:
     ext.close()
 
 
+def test_recall_tool_in_the_responses_shape() -> None:
+    ext = ext_for(FakeClient())
+    spec = ext.tool_schema("openai-responses")
+    assert spec["type"] == "function" and spec["name"] == "recall"
+    assert spec["parameters"] == ext.tool_schema("openai")["function"]["parameters"]
+    specs: list[dict[str, Any]] = [
+        {"type": "function", "name": "bash", "parameters": {"type": "object"}}
+    ]
+    ext.configure(specs)
+    assert specs[-1] == spec  # in the list's own format
+    with pytest.raises(ConfigurationError, match="already registered"):
+        ext.configure(specs)
+    ext.close()
+
+
 def test_persona_summarises_newest_memories_within_its_budget() -> None:
     client = FakeClient()
     for i in range(50):

@@ -27,7 +27,15 @@ from agentmem.context._identity import IdentityCache
 from agentmem.context._shrink import PayloadShrinker
 from agentmem.context.types import NoteMap
 from agentmem.history import MessageHistory
-from agentmem.messages import Message, TurnCache, message_text
+from agentmem.messages import (
+    ItemCache,
+    Message,
+    TurnCache,
+    is_responses_only,
+    message_text,
+    to_anthropic,
+    to_responses_items,
+)
 from agentmem.protocols import TokenCounter, counter_epoch
 from agentmem.repair import RepairStream
 from agentmem.stm import ShortTermMemory
@@ -42,8 +50,10 @@ __all__ = [
     "SystemCache",
     "WindowState",
     "anthropic_extra",
+    "chat_visible",
     "copy_view",
     "has_reasoning",
+    "other_payload",
     "prompt_tokens_in",
     "same_notes",
 ]
@@ -152,6 +162,8 @@ class WindowState:
     """OpenAI views of payload messages (see :func:`copy_view`)."""
     turns: TurnCache = field(default_factory=dict)
     """Anthropic turns of payload messages (the codec's own identity cache)."""
+    items: ItemCache = field(default_factory=dict)
+    """Responses items of payload messages (the codec's own identity cache)."""
     shrinker: PayloadShrinker = field(default_factory=PayloadShrinker)
     system: SystemCache | None = None
     summary: SummaryCache | None = None
@@ -164,6 +176,7 @@ class WindowState:
         self.shrinker.reset()
         live = {id(m) for m in alive}
         self.turns = {k: v for k, v in self.turns.items() if k in live}
+        self.items = {k: v for k, v in self.items.items() if k in live}
 
     def system_message(
         self, history: MessageHistory, injections: Sequence[str]
@@ -303,6 +316,23 @@ class WindowState:
         reasoning = any(has_reasoning(entry) for entry in stream.out)
         self.prefix = Prefix(key, stream, first, tokens, len(stream.out), reasoning)
         return self.prefix
+
+
+def chat_visible(messages: Sequence[Message]) -> Sequence[Message]:
+    """``messages`` less those carrying only opaque Responses items (no Chat form)."""
+    if not any(is_responses_only(m) for m in messages):
+        return messages
+    return [m for m in messages if not is_responses_only(m)]
+
+
+def other_payload(
+    provider: str, messages: Sequence[Message], state: WindowState
+) -> tuple[str | None, list[dict[str, Any]]] | list[dict[str, Any]]:
+    """The Anthropic or Responses payload of repaired ``messages`` (each message converted
+    once per window, by the codec's identity cache)."""
+    if provider == "anthropic":
+        return to_anthropic(messages, cache=state.turns)
+    return to_responses_items(messages, cache=state.items)
 
 
 def has_reasoning(msg: Mapping[str, Any]) -> bool:

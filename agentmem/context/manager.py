@@ -92,7 +92,9 @@ from agentmem.context._state import (
     Repaired,
     WindowState,
     anthropic_extra,
+    chat_visible,
     copy_view,
+    other_payload,
     prompt_tokens_in,
 )
 from agentmem.context.types import (
@@ -110,7 +112,7 @@ from agentmem.context.types import (
     note_map,
 )
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
-from agentmem.messages import Message, is_real_user, message_text, to_anthropic
+from agentmem.messages import Message, is_real_user, message_text
 from agentmem.protocols import ProgressReporter, TokenCounter
 from agentmem.repair import PROVIDERS, openai_view, task_chain_set
 from agentmem.stm import ShortTermMemory
@@ -236,7 +238,7 @@ class ContextManager:
             window: The working window; the bound one when omitted.
             yarn: Archive that receives evicted messages and supplies the
                 summary; the bound one when omitted.
-            provider: ``"openai"`` or ``"anthropic"``.
+            provider: ``"openai"``, ``"anthropic"`` or ``"openai-responses"``.
             injections: Texts appended to the system prompt (long-term memory,
                 persona, memory context), in order.
             task_chain: Active time-machine task ids (messages of other tasks
@@ -779,8 +781,9 @@ class ContextManager:
     def _render(
         self, plan: _Plan, messages: Sequence[Message], pad: bool
     ) -> list[dict[str, Any]] | tuple[str | None, list[dict[str, Any]]]:
-        if plan.provider == "anthropic":
-            return to_anthropic(messages, cache=plan.state.turns)
+        if plan.provider != "openai":
+            return other_payload(plan.provider, messages, plan.state)
+        messages = chat_visible(messages)  # reasoning / hosted-tool-only messages have no Chat form
         views = plan.state.views.get_or_make_many(messages, openai_view)
         out = [copy_view(view) for view in views]
         if pad:

@@ -47,7 +47,7 @@ from agentmem.context import ContextBuild, ContextManager, ContextSettings
 from agentmem.errors import ContextOverflowError, InvalidArgumentError
 from agentmem.history import MessageHistory
 from agentmem.memory_updater._tools import TOOL_NAMES
-from agentmem.messages import Message
+from agentmem.messages import Message, is_responses_only
 from agentmem.protocols import Summarizer, TokenCounter
 from agentmem.repair import build_payload, openai_view, select_task_chain
 from agentmem.stm import ShortTermMemory
@@ -147,6 +147,8 @@ def render_prefix(request: TaskRequest) -> list[dict[str, Any]]:
     """The payload ``context(provider="openai")`` returned for ``request`` (a fresh copy)."""
     out = []
     for msg in request.messages:
+        if is_responses_only(msg):
+            continue  # context(provider="openai") leaves these out too
         view = openai_view(msg)
         if request.pad_reasoning and msg["role"] == "assistant" and "reasoning_content" not in view:
             view["reasoning_content"] = ""

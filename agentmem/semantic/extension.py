@@ -376,7 +376,10 @@ class SemanticMemoryExtension:
     # ------------------------------------------------------------------ recall tool
 
     def tool_schema(self, provider: str = "openai") -> dict[str, Any]:
-        """The ``recall`` tool definition for ``provider`` (``"openai"`` or ``"anthropic"``).
+        """The ``recall`` tool definition for ``provider``.
+
+        ``"openai"`` (Chat Completions), ``"openai-responses"`` (a Responses
+        function tool) or ``"anthropic"``.
 
         Raises:
             InvalidArgumentError: unknown provider.
@@ -409,6 +412,13 @@ class SemanticMemoryExtension:
                     "parameters": parameters,
                 },
             }
+        if provider == "openai-responses":
+            return {
+                "type": "function",
+                "name": RECALL_TOOL,
+                "description": _RECALL_DESCRIPTION,
+                "parameters": parameters,
+            }
         if provider == "anthropic":
             return {
                 "name": RECALL_TOOL,
@@ -416,7 +426,7 @@ class SemanticMemoryExtension:
                 "input_schema": parameters,
             }
         raise InvalidArgumentError(
-            f"unknown provider {provider!r}; expected 'openai' or 'anthropic'"
+            f"unknown provider {provider!r}; expected 'openai', 'openai-responses' or 'anthropic'"
         )
 
     def handle_tool_call(self, name: str, arguments: object) -> str:
@@ -473,8 +483,8 @@ class SemanticMemoryExtension:
                 as ``handler(arguments) -> str``), or a list of tool definitions
                 (the ``recall`` definition is appended, in the format of the
                 ones already there, else ``provider``'s).
-            provider: ``"openai"`` or ``"anthropic"`` for a list (default: as
-                the list's entries, else OpenAI).
+            provider: ``"openai"``, ``"openai-responses"`` or ``"anthropic"``
+                for a list (default: as the list's entries, else OpenAI Chat).
 
         Raises:
             ConfigurationError: a tool named ``recall`` is already registered, or
@@ -496,8 +506,13 @@ class SemanticMemoryExtension:
                     "the semantic memory extension cannot add its own"
                 )
             if provider is None:
-                anthropic = any(isinstance(s, Mapping) and "input_schema" in s for s in tools)
-                provider = "anthropic" if anthropic else "openai"
+                specs = [s for s in tools if isinstance(s, Mapping)]
+                if any("input_schema" in s for s in specs):
+                    provider = "anthropic"
+                elif any(s.get("type") == "function" and "parameters" in s for s in specs):
+                    provider = "openai-responses"  # a Responses function tool: no "function" key
+                else:
+                    provider = "openai"
             try:
                 tools.append(self.tool_schema(provider))
             except InvalidArgumentError as exc:

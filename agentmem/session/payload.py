@@ -60,7 +60,7 @@ class PayloadMixin:
     @overload
     def context(
         self,
-        provider: Literal["openai"] = ...,
+        provider: Literal["openai", "openai-responses"] = ...,
         tools: Sequence[Mapping[str, Any]] | None = ...,
         max_output_tokens: int | None = ...,
         *,
@@ -110,7 +110,7 @@ class PayloadMixin:
         :meth:`acontext` to await it.
 
         Args:
-            provider: ``"openai"`` or ``"anthropic"``.
+            provider: ``"openai"``, ``"anthropic"`` or ``"openai-responses"``.
             tools: The tool specs sent with this request (OpenAI Chat, OpenAI
                 Responses or Anthropic shape, any of them for any provider);
                 their cost in ``provider``'s shape is taken off the window
@@ -126,6 +126,7 @@ class PayloadMixin:
 
         Returns:
             OpenAI: list of messages. Anthropic: ``(system, messages)``.
+            OpenAI Responses: list of input items.
 
         Raises:
             InvalidArgumentError: unknown provider, ``injections`` not a
@@ -150,7 +151,7 @@ class PayloadMixin:
     @overload
     async def acontext(
         self,
-        provider: Literal["openai"] = ...,
+        provider: Literal["openai", "openai-responses"] = ...,
         tools: Sequence[Mapping[str, Any]] | None = ...,
         max_output_tokens: int | None = ...,
         *,
@@ -229,7 +230,7 @@ class PayloadMixin:
 
         Args:
             attempt: 1, 2 or 3: trims to 50%, 25% and the minimum.
-            provider: ``"openai"`` or ``"anthropic"``.
+            provider: ``"openai"``, ``"anthropic"`` or ``"openai-responses"``.
             tools: As for :meth:`context`.
             max_output_tokens: As for :meth:`context`.
             reported_tokens: The prompt size the provider's error reported,
