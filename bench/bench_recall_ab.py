@@ -65,9 +65,16 @@ pickle.dump(results, open(out, "wb"))
 
 
 def run(code: str, tree: Path, *args: str) -> str:
+    # cwd: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH, so
+    # a child started from the --new checkout would import its code whatever tree it was given.
     env = {**os.environ, "PYTHONPATH": str(tree)}
     return subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, check=True, capture_output=True, text=True
+        [sys.executable, "-c", code, *args],
+        env=env,
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
 
 

@@ -558,6 +558,10 @@ def recall(
     sessions: dict[str, _Session] = {}
     # Session names rarely hold a keyword: one search of them all usually settles it.
     untitled = prefixes.absent({row.session_name or "" for row in rows})
+    # What a text holds, by text: a text met again (an agent's command or its output,
+    # repeated across sessions) is searched once. Nothing downstream changes these.
+    counts: dict[str, tuple[dict[str, int], set[str], int]] = {}
+    starts: dict[str, tuple[set[str], int]] = {}
     for row in rows:
         key = (row.session_id, row.seq)
         if key[0] not in sessions:
@@ -565,9 +569,14 @@ def recall(
             titled = not untitled and bool(title and prefixes.count(title)[1])
             sessions[key[0]] = _Session(title, row.created_at, row.updated_at, titled)
         if row.frequencies is None:
-            counted = matcher.count(row.text)
+            known = counts.get(row.text)
+            counted = known if known is not None else matcher.count(row.text)
+            counts[row.text] = counted
         elif len(row.text) <= SCAN_CHARS:  # the postings counted the terms
-            _, found, occurrences = prefixes.count(row.text)
+            started = starts.get(row.text)
+            if started is None:
+                started = starts[row.text] = prefixes.count(row.text)[1:]
+            found, occurrences = started
             counted = (
                 {t: n for t, n in row.frequencies.items() if n and t in weighted},
                 found,
@@ -639,6 +648,16 @@ def recall(
             final[key] += ranking.verbatim * len(words)
 
     order = sorted(final, key=lambda k: (-final[k], -sessions[k[0]].updated, k[1]))[:limit]
+    # A text shown twice (a hit beside another, or an agent's command output repeated across
+    # sessions) is scrubbed once: the preview depends on the text and the words only.
+    previews: dict[str, str] = {}
+
+    def preview(text: str) -> str:
+        shown = previews.get(text)
+        if shown is None:
+            shown = previews[text] = _preview(text, words)
+        return shown
+
     out: list[RecallHit] = []
     for sid, seq in order:
         hit, session = candidates[(sid, seq)], sessions[sid]
@@ -650,11 +669,11 @@ def recall(
                 index=seq,
                 role=hit.role,
                 score=round(final[(sid, seq)], 6),
-                preview=_preview(hit.body, words),
+                preview=preview(hit.body),
                 session_name=session.title,
                 session_date=datetime.fromtimestamp(session.created, tz=UTC),
-                previous=None if before is None else _preview(before, words),
-                next=None if after is None else _preview(after, words),
+                previous=None if before is None else preview(before),
+                next=None if after is None else preview(after),
             )
         )
     return out

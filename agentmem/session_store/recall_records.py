@@ -40,17 +40,26 @@ class RecallRow(NamedTuple):
         """The record of one raw row of ``SessionsSQL.recall_rows`` (or ``recall_top``,
         whose rows end with the frequencies), decoded."""
         sid, seq, role, score, text, name, created, updated, length = row[:9]
-        return cls(
-            str(sid),
-            int(seq),
-            decoded(role),
-            float(score),
-            decoded(text),
-            None if name is None else decoded(name),
-            float(created),
-            float(updated),
-            int(length),
-            dict(row[9]) if len(row) > 9 else None,
+        # tuple.__new__ and bytes.decode inline: as cls(...) and decoded(), a quarter faster
+        # (150 rows a search).
+        return tuple.__new__(
+            cls,
+            (
+                str(sid),
+                int(seq),
+                role.decode("utf-8", "replace") if type(role) is bytes else decoded(role),
+                float(score),
+                text.decode("utf-8", "replace") if type(text) is bytes else decoded(text),
+                None
+                if name is None
+                else name.decode("utf-8", "replace")
+                if type(name) is bytes
+                else decoded(name),
+                float(created),
+                float(updated),
+                int(length),
+                dict(row[9]) if len(row) > 9 else None,
+            ),
         )
 
 
