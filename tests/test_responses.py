@@ -505,6 +505,38 @@ def test_a_call_repeating_an_item_id_is_replayed_as_a_function_call() -> None:
     assert out[2]["call_id"] == out[4]["call_id"] == "c2"
 
 
+def test_the_agents_sdk_placeholders_are_not_sent() -> None:
+    # What agents.models.openai_responses does before a request: the placeholder id
+    # "__fake_id__" goes, and reasoning another provider produced (provider_data) too.
+    fake = "__fake_id__"
+    reply = {
+        "type": "message",
+        "id": fake,
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+    }
+    foreign = {**responses_reasoning("rs_9", "t"), "provider_data": {"model": "claude"}}
+    call = {**responses_call("function_call", "c1"), "id": fake}
+    items = [
+        {"role": "user", "content": "go"},
+        foreign,
+        call,
+        responses_output("function_call", "c1", "ok"),
+        {**responses_reasoning(fake, "t")},
+        reply,
+    ]
+    out = _payload(items)
+    assert fake not in json.dumps(out)
+    assert [i["type"] for i in out] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert out[-1] == {"type": "message", "role": "assistant", "content": "hi"}
+
+
 def test_an_image_without_detail_gets_auto() -> None:
     part = {"type": "input_image", "image_url": "https://e.com/i.png"}
     out = _payload([{"type": "message", "role": "user", "content": [part]}])
