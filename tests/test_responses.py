@@ -65,7 +65,7 @@ TURN: Items = [
         "id": "rs_1",
         "summary": [{"type": "summary_text", "text": "Look it up."}],
         "encrypted_content": "gAAAAB-opaque",
-        "provider_data": {"model": "o4", "n": 3},  # unknown to the SDK: kept, never sent
+        "host_note": {"model": "o4", "n": 3},  # unknown to the SDK: kept, never sent
     },
     {
         "type": "function_call",
@@ -104,7 +104,7 @@ def _sent(items: Items) -> Items:
     """What the API receives for well-formed ``items``: the SDK's keys only."""
     out = copy.deepcopy(items)
     for item in out:
-        item.pop("provider_data", None)
+        item.pop("host_note", None)
         item.setdefault("type", "message")
     return out
 
@@ -141,15 +141,15 @@ def test_items_become_chat_messages_that_keep_their_items() -> None:
     # Together the items of the messages, in order, are exactly the input (ints stay ints,
     # unknown fields stay).
     assert [i for m in messages for i in m["responses_items"]] == TURN
-    assert messages[2]["responses_items"][0]["provider_data"]["n"] == 3
+    assert messages[2]["responses_items"][0]["host_note"]["n"] == 3
     assert "responses_items" in INTERNAL_FIELDS
 
 
 def test_the_items_are_deep_copies() -> None:
     items = copy.deepcopy(TURN)
     messages = from_responses_items(items)
-    items[2]["provider_data"]["n"] = 99
-    assert messages[2]["responses_items"][0]["provider_data"]["n"] == 3
+    items[2]["host_note"]["n"] = 99
+    assert messages[2]["responses_items"][0]["host_note"]["n"] == 3
 
 
 def test_responses_payload_replays_the_items() -> None:
@@ -805,3 +805,17 @@ def test_the_codec_does_not_import_the_sdk() -> None:
     )
     done = _run(["-c", code])
     assert done.returncode == 0, done.stderr
+
+
+def test_items_survive_a_reopen_exactly(tmp_path: Path) -> None:
+    items = copy.deepcopy(TURN)
+    items[3]["host_note"] = {"big": 2**62, "f": 1.5, "nested": [{"k": None}]}
+    with Memory(root=tmp_path) as mem, mem.session("s1") as s:
+        for msg in from_responses_items(items):
+            s.append(msg)
+        before = s.context(provider="openai-responses")
+    with Memory(root=tmp_path) as mem, mem.session("s1", create=False) as s:
+        stored = [i for m in s.history for i in m.get("responses_items", ())]
+        assert stored == items  # ints stay ints, unknown fields stay
+        assert type(stored[3]["host_note"]["big"]) is int
+        assert s.context(provider="openai-responses") == before == _sent(items)
