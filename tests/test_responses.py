@@ -307,6 +307,15 @@ def test_sdk_objects_are_read_through_model_dump() -> None:
         ({"type": "local_shell_call_output", "output": "x"}, 1, "id"),
         ({"type": "message", "role": "user", "content": 5}, 1, "content"),
         (
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_file", "file_id": "f", "detail": "max"}],
+            },
+            1,
+            "content[0].detail",
+        ),
+        (
             {"type": "function_call_output", "call_id": "c", "output": [{"type": "text"}]},
             1,
             "output[0].type",
@@ -535,6 +544,18 @@ def test_the_agents_sdk_placeholders_are_not_sent() -> None:
         "message",
     ]
     assert out[-1] == {"type": "message", "role": "assistant", "content": "hi"}
+
+
+def test_null_part_fields_are_not_sent() -> None:
+    reply = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "a", "annotations": [], "logprobs": None}],
+    }
+    out = _payload([{"role": "user", "content": "1"}, reply])
+    assert out[1]["content"] == [{"type": "output_text", "text": "a", "annotations": []}]
 
 
 def test_an_image_without_detail_gets_auto() -> None:

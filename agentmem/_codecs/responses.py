@@ -135,6 +135,9 @@ def _input_part(part: Any, index: int, field: str, *, tool: bool = False) -> dic
         }
         if not any(key in body for key in ("file_data", "file_id", "file_url")):
             raise _bad("an input_file needs file_data, file_id or file_url", index, field)
+        detail = part.get("detail")
+        if detail is not None and detail not in ("auto", "low", "high"):
+            raise _bad("detail must be 'auto', 'low' or 'high'", index, f"{field}.detail")
         label = body.get("filename") or body.get("file_url") or body.get("file_id") or "attachment"
         if tool or "file_url" in body or ("file_data" not in body and "file_id" not in body):
             return {"type": "text", "text": f"[file: {label}]"}

@@ -142,7 +142,8 @@ def _message_view(item: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(content, list):
             parts = []
             for part in content:
-                view = {k: v for k, v in part.items() if k in PART_KEYS[part["type"]]}
+                keys = PART_KEYS[part["type"]]
+                view = {k: v for k, v in part.items() if k in keys and v is not None}
                 if part["type"] == "output_text" and not isinstance(view.get("annotations"), list):
                     view["annotations"] = []
                 parts.append(view)
