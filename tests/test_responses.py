@@ -840,3 +840,20 @@ def test_items_survive_a_reopen_exactly(tmp_path: Path) -> None:
         assert stored == items  # ints stay ints, unknown fields stay
         assert type(stored[3]["host_note"]["big"]) is int
         assert s.context(provider="openai-responses") == before == _sent(items)
+
+
+def test_a_payload_is_the_callers_to_modify() -> None:
+    history = MessageHistory(from_responses_items(TURN))
+    window, yarn = ShortTermMemory(history), YaRN(main_thread=history)
+    manager = ContextManager({"context_window": 100_000})
+    for build in (
+        lambda: history.to_api(provider="openai-responses"),
+        lambda: manager.build(window, yarn, provider="openai-responses"),
+    ):
+        payload = build()
+        expected = copy.deepcopy(payload)
+        payload[2]["summary"].append({"type": "summary_text", "text": "host edit"})
+        payload[3]["status"] = "incomplete"
+        payload[-1]["content"][0]["annotations"].append({"x": 1})
+        assert build() == expected
+    assert [i for m in history for i in m["responses_items"]] == TURN

@@ -42,7 +42,6 @@ module never imports it.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -304,10 +303,13 @@ def _holds(value: Any, spec: Spec) -> bool:
     return True
 
 
-def items_to_canonical(items: Sequence[Any], start: int = 0) -> list[tuple[int, Message]]:
+def items_to_canonical(
+    items: Sequence[dict[str, Any]], start: int = 0
+) -> list[tuple[int, Message]]:
     """Convert cleaned Responses items into canonical messages, not yet validated.
 
-    Each message carries its source items (deep copies) in :data:`ITEMS_FIELD`
+    Each message carries its source items (the objects given: the caller passes
+    fresh cleaned copies, see :func:`agentmem._json.clean_value`) in :data:`ITEMS_FIELD`
     and comes with the index of its first item (``start`` is ``items[0]``'s),
     the index errors report.
     """
@@ -342,7 +344,7 @@ def items_to_canonical(items: Sequence[Any], start: int = 0) -> list[tuple[int, 
             }
         else:
             msg = {"role": "assistant", "content": None}
-        msg[ITEMS_FIELD] = [copy.deepcopy(dict(item))]
+        msg[ITEMS_FIELD] = [item]
         out.append((index, msg))
     flush()
     return out
@@ -387,5 +389,5 @@ def _assistant_turn(run: list[tuple[int, str, Mapping[str, Any]]]) -> Message:
         msg["tool_calls"] = calls
     if reasoning:
         msg["reasoning_content"] = "\n\n".join(reasoning)
-    msg[ITEMS_FIELD] = [copy.deepcopy(dict(item)) for _, _, item in run]
+    msg[ITEMS_FIELD] = [item for _, _, item in run]
     return msg

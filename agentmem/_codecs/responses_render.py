@@ -13,7 +13,6 @@ Item-level passes then enforce the Responses-only rules (see
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -174,7 +173,7 @@ def _message_view(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _view(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored item cut down to the keys its SDK input type defines (a deep copy)."""
+    """A stored item cut down to the keys its SDK input type defines (nested values shared)."""
     kind = item_type(item)
     if kind == "message":
         view = _message_view(item)
@@ -189,7 +188,7 @@ def _view(item: Mapping[str, Any]) -> dict[str, Any]:
                 {k: v for k, v in p.items() if k in PART_KEYS[p["type"]] and v is not None}
                 for p in view["output"]
             ]
-    return copy.deepcopy(view)
+    return view
 
 
 ItemCache = dict[int, tuple[Message, "list[dict[str, Any]]"]]
@@ -257,9 +256,8 @@ def to_responses_items(
     _unique_ids(slots, calls)
     _match_outputs(slots, calls, answers)
     out = _item_passes([item for item in slots if item is not None])
-    if cache is None:
-        return out
-    copied = orjson.loads(orjson.dumps(out))  # the cached items stay the cache's
+    # Views share nested values with the stored items (and the cache): the caller gets a copy.
+    copied = orjson.loads(orjson.dumps(out))
     assert isinstance(copied, list)
     return copied
 
