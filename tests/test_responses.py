@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -828,18 +829,33 @@ def test_the_codec_does_not_import_the_sdk() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_items_survive_a_reopen_exactly(tmp_path: Path) -> None:
+def _pg_uri(dsn: str) -> str:
+    """The ``postgresql://`` URI of a libpq keyword DSN (what ``Memory(backend=)`` takes)."""
+    import psycopg
+
+    p = psycopg.conninfo.conninfo_to_dict(dsn)
+    query = {k: str(p[k]) for k in ("host", "port") if p.get(k)}
+    return f"postgresql://{p.get('user') or ''}@/{p['dbname']}?{urllib.parse.urlencode(query)}"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_items_survive_a_reopen_exactly(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    uri = _pg_uri(request.getfixturevalue("pg_dsn")) if backend == "postgresql" else None
     items = copy.deepcopy(TURN)
-    items[3]["host_note"] = {"big": 2**62, "f": 1.5, "nested": [{"k": None}]}
-    with Memory(root=tmp_path) as mem, mem.session("s1") as s:
+    items[3]["host_note"] = {"big": 2**62, "f": 1.5, "nested": [{"k": None}], "z": 1, "a": 2}
+    with Memory(root=tmp_path, backend=uri) as mem, mem.session("s1") as s:
         for msg in from_responses_items(items):
             s.append(msg)
         before = s.context(provider="openai-responses")
-    with Memory(root=tmp_path) as mem, mem.session("s1", create=False) as s:
+    with Memory(root=tmp_path, backend=uri) as mem, mem.session("s1", create=False) as s:
         stored = [i for m in s.history for i in m.get("responses_items", ())]
         assert stored == items  # ints stay ints, unknown fields stay
         assert type(stored[3]["host_note"]["big"]) is int
+        assert list(stored[3]["host_note"]) == ["big", "f", "nested", "z", "a"]  # key order too
         assert s.context(provider="openai-responses") == before == _sent(items)
+        assert [h.role for h in mem.recall("Sunny at noon")][:1] == ["assistant"]
 
 
 def test_a_payload_is_the_callers_to_modify() -> None:
