@@ -136,7 +136,8 @@ def test_items_become_chat_messages_that_keep_their_items() -> None:
     ]
     calls = messages[2]
     assert [c["id"] for c in calls["tool_calls"]] == ["call_a", "call_b"]
-    assert calls["reasoning_content"] == "Look it up."
+    # Reasoning is not mirrored into reasoning_content: a Chat payload stays OpenAI's.
+    assert "reasoning_content" not in calls
     assert messages[3]["tool_call_id"] == "call_b"
     assert messages[5]["content"] == "Sunny at noon."
     # Together the items of the messages, in order, are exactly the input (ints stay ints,

@@ -26,10 +26,11 @@ types. Items fall in four groups:
 
 A maximal run of assistant-side items (assistant messages, client calls,
 opaque assistant-side items) becomes ONE canonical assistant message: its
-texts, its tool calls in order, the summary text of its reasoning items in
-``reasoning_content``. Every canonical message keeps the items it was made
-from, verbatim, in the internal field ``responses_items``: together they
-are the input list.
+texts and its tool calls in order. Reasoning is not mirrored into
+``reasoning_content`` (a Chat field only DeepSeek-style providers accept:
+an OpenAI Chat payload of a Responses history stays free of it). Every
+canonical message keeps the items it was made from, verbatim, in the
+internal field ``responses_items``: together they are the input list.
 
 The other direction is :mod:`agentmem._codecs.responses_render`; the
 tables both read (transcribed from the SDK's types) are in
@@ -353,7 +354,6 @@ def items_to_canonical(
 def _assistant_turn(run: list[tuple[int, str, Mapping[str, Any]]]) -> Message:
     texts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
-    reasoning: list[str] = []
     for index, kind, item in run:
         if kind == "message":
             content = item["content"]
@@ -376,10 +376,6 @@ def _assistant_turn(run: list[tuple[int, str, Mapping[str, Any]]]) -> Message:
                     "function": {"name": name, "arguments": _call_arguments(item, kind)},
                 }
             )
-        elif kind == "reasoning":
-            summary = "\n".join(p["text"] for p in item["summary"] if p["text"])
-            if summary:
-                reasoning.append(summary)
     msg: Message = {"role": "assistant"}
     if len(texts) == 1 and texts[0]["type"] == "text":
         msg["content"] = texts[0]["text"]
@@ -387,7 +383,5 @@ def _assistant_turn(run: list[tuple[int, str, Mapping[str, Any]]]) -> Message:
         msg["content"] = texts or None
     if calls:
         msg["tool_calls"] = calls
-    if reasoning:
-        msg["reasoning_content"] = "\n\n".join(reasoning)
     msg[ITEMS_FIELD] = [item for _, _, item in run]
     return msg
