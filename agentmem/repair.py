@@ -558,9 +558,7 @@ def build_payload(
             system, turns = to_anthropic(repaired)
             return system, orjson.loads(orjson.dumps(turns))
         if provider == "openai-responses":
-            payload = orjson.loads(orjson.dumps(to_responses_items(repaired)))
-            assert isinstance(payload, list)
-            return payload
+            return to_responses_items(repaired)  # a fresh copy already
         views = [openai_view(m) for m in repaired if not is_responses_only(m)]
         payload = orjson.loads(orjson.dumps(views))
     except (KeyError, TypeError, AttributeError, IndexError) as exc:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ TURN: Items = [
         "id": "rs_1",
         "summary": [{"type": "summary_text", "text": "Look it up."}],
         "encrypted_content": "gAAAAB-opaque",
-        "provider_data": {"model": "o4", "n": 3},  # unknown to the SDK: kept, never sent
+        "host_note": {"model": "o4", "n": 3},  # unknown to the SDK: kept, never sent
     },
     {
         "type": "function_call",
@@ -104,7 +105,7 @@ def _sent(items: Items) -> Items:
     """What the API receives for well-formed ``items``: the SDK's keys only."""
     out = copy.deepcopy(items)
     for item in out:
-        item.pop("provider_data", None)
+        item.pop("host_note", None)
         item.setdefault("type", "message")
     return out
 
@@ -135,21 +136,22 @@ def test_items_become_chat_messages_that_keep_their_items() -> None:
     ]
     calls = messages[2]
     assert [c["id"] for c in calls["tool_calls"]] == ["call_a", "call_b"]
-    assert calls["reasoning_content"] == "Look it up."
+    # Reasoning is not mirrored into reasoning_content: a Chat payload stays OpenAI's.
+    assert "reasoning_content" not in calls
     assert messages[3]["tool_call_id"] == "call_b"
     assert messages[5]["content"] == "Sunny at noon."
     # Together the items of the messages, in order, are exactly the input (ints stay ints,
     # unknown fields stay).
     assert [i for m in messages for i in m["responses_items"]] == TURN
-    assert messages[2]["responses_items"][0]["provider_data"]["n"] == 3
+    assert messages[2]["responses_items"][0]["host_note"]["n"] == 3
     assert "responses_items" in INTERNAL_FIELDS
 
 
 def test_the_items_are_deep_copies() -> None:
     items = copy.deepcopy(TURN)
     messages = from_responses_items(items)
-    items[2]["provider_data"]["n"] = 99
-    assert messages[2]["responses_items"][0]["provider_data"]["n"] == 3
+    items[2]["host_note"]["n"] = 99
+    assert messages[2]["responses_items"][0]["host_note"]["n"] == 3
 
 
 def test_responses_payload_replays_the_items() -> None:
@@ -306,6 +308,15 @@ def test_sdk_objects_are_read_through_model_dump() -> None:
         ({"type": "web_search_call", "id": "ws"}, 1, "action"),
         ({"type": "local_shell_call_output", "output": "x"}, 1, "id"),
         ({"type": "message", "role": "user", "content": 5}, 1, "content"),
+        (
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_file", "file_id": "f", "detail": "max"}],
+            },
+            1,
+            "content[0].detail",
+        ),
         (
             {"type": "function_call_output", "call_id": "c", "output": [{"type": "text"}]},
             1,
@@ -503,6 +514,50 @@ def test_a_call_repeating_an_item_id_is_replayed_as_a_function_call() -> None:
         "function_call_output",
     ]
     assert out[2]["call_id"] == out[4]["call_id"] == "c2"
+
+
+def test_the_agents_sdk_placeholders_are_not_sent() -> None:
+    # What agents.models.openai_responses does before a request: the placeholder id
+    # "__fake_id__" goes, and reasoning another provider produced (provider_data) too.
+    fake = "__fake_id__"
+    reply = {
+        "type": "message",
+        "id": fake,
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "hi", "annotations": []}],
+    }
+    foreign = {**responses_reasoning("rs_9", "t"), "provider_data": {"model": "claude"}}
+    call = {**responses_call("function_call", "c1"), "id": fake}
+    items = [
+        {"role": "user", "content": "go"},
+        foreign,
+        call,
+        responses_output("function_call", "c1", "ok"),
+        {**responses_reasoning(fake, "t")},
+        reply,
+    ]
+    out = _payload(items)
+    assert fake not in json.dumps(out)
+    assert [i["type"] for i in out] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert out[-1] == {"type": "message", "role": "assistant", "content": "hi"}
+
+
+def test_null_part_fields_are_not_sent() -> None:
+    reply = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "a", "annotations": [], "logprobs": None}],
+    }
+    out = _payload([{"role": "user", "content": "1"}, reply])
+    assert out[1]["content"] == [{"type": "output_text", "text": "a", "annotations": []}]
 
 
 def test_an_image_without_detail_gets_auto() -> None:
@@ -773,3 +828,49 @@ def test_the_codec_does_not_import_the_sdk() -> None:
     )
     done = _run(["-c", code])
     assert done.returncode == 0, done.stderr
+
+
+def _pg_uri(dsn: str) -> str:
+    """The ``postgresql://`` URI of a libpq keyword DSN (what ``Memory(backend=)`` takes)."""
+    import psycopg
+
+    p = psycopg.conninfo.conninfo_to_dict(dsn)
+    query = {k: str(p[k]) for k in ("host", "port") if p.get(k)}
+    return f"postgresql://{p.get('user') or ''}@/{p['dbname']}?{urllib.parse.urlencode(query)}"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_items_survive_a_reopen_exactly(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    uri = _pg_uri(request.getfixturevalue("pg_dsn")) if backend == "postgresql" else None
+    items = copy.deepcopy(TURN)
+    items[3]["host_note"] = {"big": 2**62, "f": 1.5, "nested": [{"k": None}], "z": 1, "a": 2}
+    with Memory(root=tmp_path, backend=uri) as mem, mem.session("s1") as s:
+        for msg in from_responses_items(items):
+            s.append(msg)
+        before = s.context(provider="openai-responses")
+    with Memory(root=tmp_path, backend=uri) as mem, mem.session("s1", create=False) as s:
+        stored = [i for m in s.history for i in m.get("responses_items", ())]
+        assert stored == items  # ints stay ints, unknown fields stay
+        assert type(stored[3]["host_note"]["big"]) is int
+        assert list(stored[3]["host_note"]) == ["big", "f", "nested", "z", "a"]  # key order too
+        assert s.context(provider="openai-responses") == before == _sent(items)
+        assert [h.role for h in mem.recall("Sunny at noon")][:1] == ["assistant"]
+
+
+def test_a_payload_is_the_callers_to_modify() -> None:
+    history = MessageHistory(from_responses_items(TURN))
+    window, yarn = ShortTermMemory(history), YaRN(main_thread=history)
+    manager = ContextManager({"context_window": 100_000})
+    for build in (
+        lambda: history.to_api(provider="openai-responses"),
+        lambda: manager.build(window, yarn, provider="openai-responses"),
+    ):
+        payload = build()
+        expected = copy.deepcopy(payload)
+        payload[2]["summary"].append({"type": "summary_text", "text": "host edit"})
+        payload[3]["status"] = "incomplete"
+        payload[-1]["content"][0]["annotations"].append({"x": 1})
+        assert build() == expected
+    assert [i for m in history for i in m["responses_items"]] == TURN

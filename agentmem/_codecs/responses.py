@@ -26,10 +26,11 @@ types. Items fall in four groups:
 
 A maximal run of assistant-side items (assistant messages, client calls,
 opaque assistant-side items) becomes ONE canonical assistant message: its
-texts, its tool calls in order, the summary text of its reasoning items in
-``reasoning_content``. Every canonical message keeps the items it was made
-from, verbatim, in the internal field ``responses_items``: together they
-are the input list.
+texts and its tool calls in order. Reasoning is not mirrored into
+``reasoning_content`` (a Chat field only DeepSeek-style providers accept:
+an OpenAI Chat payload of a Responses history stays free of it). Every
+canonical message keeps the items it was made from, verbatim, in the
+internal field ``responses_items``: together they are the input list.
 
 The other direction is :mod:`agentmem._codecs.responses_render`; the
 tables both read (transcribed from the SDK's types) are in
@@ -42,7 +43,6 @@ module never imports it.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -135,6 +135,9 @@ def _input_part(part: Any, index: int, field: str, *, tool: bool = False) -> dic
         }
         if not any(key in body for key in ("file_data", "file_id", "file_url")):
             raise _bad("an input_file needs file_data, file_id or file_url", index, field)
+        detail = part.get("detail")
+        if detail is not None and detail not in ("auto", "low", "high"):
+            raise _bad("detail must be 'auto', 'low' or 'high'", index, f"{field}.detail")
         label = body.get("filename") or body.get("file_url") or body.get("file_id") or "attachment"
         if tool or "file_url" in body or ("file_data" not in body and "file_id" not in body):
             return {"type": "text", "text": f"[file: {label}]"}
@@ -301,10 +304,13 @@ def _holds(value: Any, spec: Spec) -> bool:
     return True
 
 
-def items_to_canonical(items: Sequence[Any], start: int = 0) -> list[tuple[int, Message]]:
+def items_to_canonical(
+    items: Sequence[dict[str, Any]], start: int = 0
+) -> list[tuple[int, Message]]:
     """Convert cleaned Responses items into canonical messages, not yet validated.
 
-    Each message carries its source items (deep copies) in :data:`ITEMS_FIELD`
+    Each message carries its source items (the objects given: the caller passes
+    fresh cleaned copies, see :func:`agentmem._json.clean_value`) in :data:`ITEMS_FIELD`
     and comes with the index of its first item (``start`` is ``items[0]``'s),
     the index errors report.
     """
@@ -339,7 +345,7 @@ def items_to_canonical(items: Sequence[Any], start: int = 0) -> list[tuple[int, 
             }
         else:
             msg = {"role": "assistant", "content": None}
-        msg[ITEMS_FIELD] = [copy.deepcopy(dict(item))]
+        msg[ITEMS_FIELD] = [item]
         out.append((index, msg))
     flush()
     return out
@@ -348,7 +354,6 @@ def items_to_canonical(items: Sequence[Any], start: int = 0) -> list[tuple[int, 
 def _assistant_turn(run: list[tuple[int, str, Mapping[str, Any]]]) -> Message:
     texts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
-    reasoning: list[str] = []
     for index, kind, item in run:
         if kind == "message":
             content = item["content"]
@@ -371,10 +376,6 @@ def _assistant_turn(run: list[tuple[int, str, Mapping[str, Any]]]) -> Message:
                     "function": {"name": name, "arguments": _call_arguments(item, kind)},
                 }
             )
-        elif kind == "reasoning":
-            summary = "\n".join(p["text"] for p in item["summary"] if p["text"])
-            if summary:
-                reasoning.append(summary)
     msg: Message = {"role": "assistant"}
     if len(texts) == 1 and texts[0]["type"] == "text":
         msg["content"] = texts[0]["text"]
@@ -382,7 +383,5 @@ def _assistant_turn(run: list[tuple[int, str, Mapping[str, Any]]]) -> Message:
         msg["content"] = texts or None
     if calls:
         msg["tool_calls"] = calls
-    if reasoning:
-        msg["reasoning_content"] = "\n\n".join(reasoning)
-    msg[ITEMS_FIELD] = [copy.deepcopy(dict(item)) for _, _, item in run]
+    msg[ITEMS_FIELD] = [item for _, _, item in run]
     return msg

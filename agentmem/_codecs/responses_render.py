@@ -13,7 +13,6 @@ Item-level passes then enforce the Responses-only rules (see
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -34,9 +33,12 @@ from agentmem._codecs._responses_schema import (
 from agentmem._shape import Message
 from agentmem.errors import InvalidArgumentError, InvalidMessageError
 
-__all__ = ["Derive", "ItemCache", "to_responses_items"]
+__all__ = ["FAKE_ID", "Derive", "ItemCache", "to_responses_items"]
 
 _COMPARED: Final = ("role", "content", "tool_calls", "tool_call_id", "refusal")
+
+FAKE_ID: Final = "__fake_id__"
+"""The OpenAI Agents SDK's placeholder item id (``agents.models.fake_id.FAKE_RESPONSES_ID``)."""
 
 Derive = Callable[[list[Any]], list[Message]]
 """Converts stored items to validated canonical messages (raises InvalidMessageError)."""
@@ -139,7 +141,8 @@ def _message_view(item: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(content, list):
             parts = []
             for part in content:
-                view = {k: v for k, v in part.items() if k in PART_KEYS[part["type"]]}
+                keys = PART_KEYS[part["type"]]
+                view = {k: v for k, v in part.items() if k in keys and v is not None}
                 if part["type"] == "output_text" and not isinstance(view.get("annotations"), list):
                     view["annotations"] = []
                 parts.append(view)
@@ -170,7 +173,7 @@ def _message_view(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _view(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored item cut down to the keys its SDK input type defines (a deep copy)."""
+    """A stored item cut down to the keys its SDK input type defines (nested values shared)."""
     kind = item_type(item)
     if kind == "message":
         view = _message_view(item)
@@ -185,7 +188,7 @@ def _view(item: Mapping[str, Any]) -> dict[str, Any]:
                 {k: v for k, v in p.items() if k in PART_KEYS[p["type"]] and v is not None}
                 for p in view["output"]
             ]
-    return copy.deepcopy(view)
+    return view
 
 
 ItemCache = dict[int, tuple[Message, "list[dict[str, Any]]"]]
@@ -195,6 +198,9 @@ ItemCache = dict[int, tuple[Message, "list[dict[str, Any]]"]]
 def _render(msg: Message, derive: Derive) -> list[dict[str, Any]]:
     """One message's items, before the item-level passes."""
     originals, valid = _originals(msg, derive)
+    # Reasoning another provider produced (through the Agents SDK's LiteLLM models, say)
+    # carries its provider_data; the Responses API cannot read it (the SDK drops it too).
+    originals = [i for i in originals if i.get("type") != "reasoning" or not i.get("provider_data")]
     if is_responses_only(msg):
         # Nothing but opaque items counts: an empty message item would be sent alone.
         return [_view(item) for item in originals if is_opaque(item)]
@@ -250,9 +256,8 @@ def to_responses_items(
     _unique_ids(slots, calls)
     _match_outputs(slots, calls, answers)
     out = _item_passes([item for item in slots if item is not None])
-    if cache is None:
-        return out
-    copied = orjson.loads(orjson.dumps(out))  # the cached items stay the cache's
+    # Views share nested values with the stored items (and the cache): the caller gets a copy.
+    copied = orjson.loads(orjson.dumps(out))
     assert isinstance(copied, list)
     return copied
 
@@ -266,7 +271,8 @@ def _unique_ids(
     assistant message becomes a plain one, left out when its text is empty),
     becomes the ``function_call`` its canonical form describes when it is a
     call that needs an id (its answer follows in :func:`_match_outputs`), else
-    is left out (``None``).
+    is left out (``None``). The Agents SDK's placeholder id (:data:`FAKE_ID`,
+    for providers that assign none) is never sent: it counts as a repeat.
     """
     seen: set[str] = set()
     for position, item in enumerate(items):
@@ -275,7 +281,7 @@ def _unique_ids(
         kind = item["type"]
         if not isinstance(item_id, str) or kind == "local_shell_call_output":
             continue  # that output's id names its call
-        if item_id not in seen:
+        if item_id not in seen and item_id != FAKE_ID:
             seen.add(item_id)
             continue
         replacement: dict[str, Any] | None = None

@@ -23,8 +23,14 @@ def payloads(history: MessageHistory) -> int:
     system, anthropic_messages = history.to_api(provider="anthropic")
     maybe_system: str | None = system
     chain_only = history.to_api(task_chain={1, 2}, force_reasoning_content_pad=True)
+    items: list[dict[str, Any]] = history.to_api(provider="openai-responses")
+    history.extend(agentmem.from_responses_items(items))
     return (
-        len(openai_messages) + len(anthropic_messages) + len(chain_only) + len(maybe_system or "")
+        len(openai_messages)
+        + len(anthropic_messages)
+        + len(chain_only)
+        + len(maybe_system or "")
+        + len(agentmem.to_responses_items(list(history)))
     )
 
 
@@ -85,6 +91,8 @@ def session_loop(tmp: str) -> agentmem.Usage:
             for call in reply["tool_calls"]:
                 s.append({"role": "tool", "tool_call_id": call["id"], "content": "a.py"})
         system, turns = s.context("anthropic")
+        items: list[dict[str, Any]] = s.context("openai-responses")
+        s.append({"type": "function_call_output", "call_id": "c1", "output": str(len(items))})
         retry = s.context_after_overflow(1)
         assert s.finish_task() == task and isinstance(retry, list) and turns
         infos: list[agentmem.SessionInfo] = mem.sessions.list()
@@ -133,6 +141,8 @@ async def async_session_loop(tmp: str) -> list[str]:
         payload: list[dict[str, Any]] = await s.acontext()
         s.append(await llm(payload))
         system, turns = await s.acontext("anthropic")
+        responses_input: list[dict[str, Any]] = await s.acontext(provider="openai-responses")
+        assert isinstance(responses_input, list)
         retry = await s.acontext_after_overflow(1, reported_tokens=40_000)
         assert isinstance(retry, list) and turns and (system is None or isinstance(system, str))
     adapters: list[agentmem.LLM | agentmem.AsyncLLM] = [
