@@ -346,15 +346,14 @@ class ItemStore:
                 if name not in current:
                     current[name] = self._locked_read(name)
                 old = current[name]
+                if namespace not in orders:  # a namespace's place: the first write naming it
+                    orders[namespace], counter, touched = counter, counter + 1, True
                 if value is None:
                     current[name] = None
                     plans.append((name, None))
                     continue
                 if old is None:
-                    seq, counter, created = counter, counter + 1, now
-                    if namespace not in orders:
-                        orders[namespace] = seq
-                    touched = True
+                    seq, counter, created, touched = counter, counter + 1, now, True
                 else:
                     seq, created = old.order[1], old.created_at
                 item = StoredItem(namespace, key, value, created, now, (0, seq), extra)

@@ -4,10 +4,11 @@ A :class:`Backend` hands each store where it lives: the document stores their
 :class:`~agentmem._storage.documents.Documents` by namespace (``"ltm"``: long-term
 memory, one document; ``"notes"``: one document per key; ``"topics"``: one per
 topic; ``"items"``: the namespaced JSON items of :class:`agentmem.items.ItemStore`,
-one per item plus their index), and the sessions store its database (:meth:`Backend.sessions_database`:
-messages, state, billing, threads and the recall index). Semantic memory follows
-the memory's backend (:class:`~agentmem.semantic.LocalMemoryClient` reads
-``Memory.backend``). The stores and the facade never know which backend they run on.
+one per item plus their index), and the sessions store its database
+(:meth:`Backend.sessions_database`: messages, state, billing, threads and the
+recall index). Semantic memory follows the memory's backend
+(:class:`~agentmem.semantic.LocalMemoryClient` reads ``Memory.backend``). The
+stores and the facade never know which backend they run on.
 
 * :class:`EmbeddedBackend` (the default): ``<root>/sessions.sqlite`` and the
   hand-editable files under the memory root, exactly as they have always been:
@@ -59,13 +60,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKEND_ENV",
+    "ITEMS_DIR",
     "LTM_FILE",
     "NAMESPACES",
     "NOTES_DIR",
     "SESSIONS_FILE",
     "Backend",
     "EmbeddedBackend",
-    "ITEMS_DIR",
     "PostgresBackend",
     "item_files",
     "ltm_files",
