@@ -260,6 +260,9 @@ class ItemStore:
                 item: StoredItem | None = self._decode(data, name)
             except _Unreadable as exc:
                 item = self._recover(name, data, str(exc), raising=False)
+            except FormatVersionError as exc:
+                self._report.report(f"{self.documents.describe(name)} left out: {exc}")
+                continue
             if item is not None and item.namespace[: len(prefix)] == prefix:
                 found.append(item)
         orders = self._read_index().namespaces

@@ -557,3 +557,155 @@ def test_random_sequences_match_in_memory_store(
     finally:
         for mem in opened:
             mem.close()
+
+
+# ---------------------------------------------------------------------- processes, graphs, damage
+
+CHILD = Path(__file__).parent / "_lgstore_child.py"
+
+
+def _child_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(WORKTREE)}
+
+
+def test_several_processes_writing_lose_no_put(opener: Opener, tmp_path: Path) -> None:
+    workers, count = 3, 12
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(CHILD), str(opener.root), opener.backend or "embedded", f"w{w}", str(count), str(go)],
+            env=_child_env(),
+            stderr=subprocess.PIPE,
+        )
+        for w in range(workers)
+    ]
+    go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+    store = opener()
+    found = store.search(("shared", "items"), limit=1000)
+    assert sorted(it.key for it in found) == sorted(f"w{w}-{i}" for w in range(workers) for i in range(count))
+    assert all(it.value == {"worker": it.key.split("-")[0], "i": int(it.key.split("-")[1])} for it in found)
+    last = store.get(("shared",), "last")
+    assert last is not None and last.value["i"] == count - 1  # whole: one worker's final put
+    for w in range(workers):
+        assert [it.key for it in store.search(("per", f"w{w}"), limit=100)] == [f"b{i}" for i in range(0, count, 3)]
+    # every item has its own place: the store order is a total order with no duplicates
+    orders = [it.order for it in opener.memory().items.items()]
+    assert len(set(orders)) == len(orders) == workers * count + 1 + workers * len(range(0, count, 3))
+
+
+class _State(TypedDict):
+    user: str
+    said: str
+    answer: str
+
+
+def _graph(store: AgentMemStore) -> Any:
+    from langgraph.config import get_store
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.runtime import Runtime
+
+    def remember(state: _State) -> dict[str, Any]:
+        memories = get_store()
+        ns = ("memories", state["user"])
+        seen = memories.get(ns, "count")
+        count = (seen.value["n"] if seen is not None else 0) + 1
+        memories.put(ns, "count", {"n": count})
+        memories.put(ns, f"said-{count}", {"text": state["said"]})
+        return {}
+
+    def answer(state: _State, runtime: Runtime[None]) -> dict[str, Any]:
+        assert runtime.store is not None
+        hits = runtime.store.search(("memories", state["user"]), query="tea", limit=1, filter=None)
+        return {"answer": hits[0].value.get("text", "") if hits else ""}
+
+    builder = StateGraph(_State)
+    builder.add_node("remember", remember)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "answer")
+    builder.add_edge("answer", END)
+    return builder.compile(store=store)
+
+
+def test_a_compiled_state_graph_uses_the_store(opener: Opener) -> None:
+    graph = _graph(opener())
+    graph.invoke({"user": "ann", "said": "I like coffee", "answer": ""})
+    out = graph.invoke({"user": "ann", "said": "I drink green tea daily", "answer": ""})
+    assert out["answer"] == "I drink green tea daily"
+    # a new process-like start: a new Memory, a new graph, the same memories
+    again = _graph(opener())
+    out = asyncio.run(again.ainvoke({"user": "ann", "said": "and water", "answer": ""}))
+    assert out["answer"] == "I drink green tea daily"
+    assert opener().get(("memories", "ann"), "count").value == {"n": 3}  # type: ignore[union-attr]
+    assert opener().list_namespaces(prefix=("memories",)) == [("memories", "ann")]
+
+
+def test_an_unreadable_item_is_set_aside_and_reported(tmp_path: Path) -> None:
+    mem = agentmem.Memory(root=tmp_path / ".agentmem", working_dir=tmp_path)
+    store = AgentMemStore(memory=mem)
+    store.put(("a",), "good", {"v": 1})
+    store.put(("a",), "bad", {"v": 2})
+    from agentmem.items import doc_key
+
+    bad = tmp_path / ".agentmem" / "items" / f"{doc_key(('a',), 'bad')}.json"
+    bad.write_bytes(b'{"format": "agentmem.item", "version": 1, "namespace": ["a"], trunc')
+    fresh = AgentMemStore(memory=agentmem.Memory(root=tmp_path / ".agentmem", working_dir=tmp_path))
+    assert [it.key for it in fresh.search(("a",))] == ["good"]
+    assert any("unreadable" in line for line in fresh.items.problems)
+    aside = list(bad.parent.glob(bad.name + ".corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes().endswith(b"trunc")
+    assert fresh.get(("a",), "bad") is None  # set aside: gone from its key, kept on disk
+    bad.write_bytes(b"not json")
+    with pytest.raises(CorruptStoreError, match="unreadable"):
+        fresh.get(("a",), "bad")
+    # an unreadable index is set aside and rebuilt from the items
+    index = tmp_path / ".agentmem" / "items" / "index.json"
+    index.write_bytes(b"{")
+    again = AgentMemStore(memory=agentmem.Memory(root=tmp_path / ".agentmem", working_dir=tmp_path))
+    assert again.list_namespaces() == [("a",)]
+    again.put(("b",), "new", {"v": 3})
+    assert [(it.namespace, it.key) for it in again.search(())] == [(("a",), "good"), (("b",), "new")]
+    assert json.loads(index.read_bytes())["format"] == "agentmem.items.index"
+
+
+def test_an_item_from_a_newer_agentmem_is_left_in_place(tmp_path: Path) -> None:
+    mem = agentmem.Memory(root=tmp_path / ".agentmem", working_dir=tmp_path)
+    store = AgentMemStore(memory=mem)
+    store.put(("a",), "new", {"v": 1})
+    from agentmem.errors import FormatVersionError
+    from agentmem.items import doc_key
+
+    path = tmp_path / ".agentmem" / "items" / f"{doc_key(('a',), 'new')}.json"
+    raw = json.loads(path.read_bytes())
+    raw["version"] = 99
+    path.write_text(json.dumps(raw))
+    with pytest.raises(FormatVersionError):
+        store.get(("a",), "new")
+    assert store.search(("a",)) == []  # left out of a search, and reported
+    assert any("newer agentmem" in line for line in store.items.problems)
+    assert json.loads(path.read_bytes())["version"] == 99
+
+
+def test_import_agentmem_does_not_import_langgraph() -> None:
+    code = (
+        "import sys, agentmem; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core')]; "
+        "assert not bad, bad; "
+        "import agentmem.integrations; assert 'langgraph' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=_child_env())
+
+
+def test_the_example_runs_offline(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(WORKTREE / "examples" / "langgraph_store.py"), str(tmp_path / "mem")],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "remembered across runs: 2 visits" in done.stdout
