@@ -8,40 +8,51 @@ write at once. It is the storage under :class:`agentmem.integrations.langgraph.A
 (a LangGraph ``BaseStore``), which adds LangGraph's filters, ranking and listing;
 ``Memory.items`` is the memory's store.
 
-**Layout.** Each item is one document of the backend's ``"items"`` namespace (a
+**Layout.** Each namespace is one document of the backend's ``"items"`` namespace (a
 :class:`~agentmem._storage.documents.Documents`): on the embedded backend the file
-``<root>/items/<ns hash>-<key hash>.json``, on PostgreSQL a row of
-``agentmem_documents``. A document is ``{"format": "agentmem.item", "version": 1,
-"namespace": [...], "key", "value", "created_at", "updated_at", "seq", "extra"}``:
-the hashes (BLAKE2b-128 of the namespace and of the key) make a safe, bounded name of
-any namespace and key, and the document holds them in full (a read checks them).
-One more document, ``index`` (``items/index.json``), holds ``{"format":
-"agentmem.items.index", "version": 1, "next": <int>, "namespaces": [[[...], <order>],
-...]}``: the next creation number, and every namespace ever used with the creation
-number of its first item. A namespace keeps its place after its items are deleted,
-so the order is the one a dict of dicts keeps (LangGraph's ``InMemoryStore``).
+``<root>/items/<hash>.json``, on PostgreSQL a row of ``agentmem_documents``. The
+hash (BLAKE2b-128 of the namespace) makes a safe, bounded name of any namespace; the
+document holds it in full (a read checks it)::
 
-**Order.** :meth:`ItemStore.items` returns items by (namespace order, creation
-number): a namespace's items in the order they were created, an update keeping its
-place and a delete-then-put going to the end.
+    {"format": "agentmem.items", "version": 1, "namespace": ["users", "42"],
+     "items": [{"key", "value", "created_at", "updated_at", "extra"?}, ...]}
+
+its items in creation order. A namespace whose last item is deleted loses its
+document. One more document, ``index`` (``items/index.json``), holds ``{"format":
+"agentmem.items.index", "version": 1, "next": <int>, "namespaces": [[[...], <n>],
+...]}``: every namespace ever written (put or delete) with the number of that first
+write, so a namespace keeps its place after its items are deleted: the order a dict
+of dicts keeps (LangGraph's ``InMemoryStore``).
+
+Why a document per namespace: everything LangGraph does is scoped by a namespace
+prefix, so a search or a listing reads the documents of the namespaces it selects
+and never lists or reads items one by one; the cost is that a put rewrites its
+namespace's document (O(items in that namespace); docs/items.md has measurements).
+
+**Order.** :meth:`ItemStore.items` returns items by namespace (the order of its first
+write), then in the order they were created: an update keeps its place, a
+delete-then-put goes to the end.
 
 **Changes.** :meth:`ItemStore.apply` makes a list of puts and deletes under the
 store's one lock (lock -> re-read -> apply -> write, DESIGN section 8): the index
-first (a crash after it leaves only an unused number), then each item, each write
-atomic. So concurrent writers in several processes never lose a put, ``created_at``
-survives updates, and a process killed at any instant leaves every item either as
-it was or as written. On PostgreSQL the whole change is one transaction.
+first when a namespace is new (a crash after it leaves only an unused number), then
+each namespace touched, each write atomic. So concurrent writers in several
+processes never lose a put, ``created_at`` survives updates, and a process killed at
+any instant leaves every namespace either as it was or as written. On PostgreSQL the
+whole change is one transaction.
 
-**Reads** take no lock: :meth:`ItemStore.get` reads one document;
-:meth:`ItemStore.items` lists the documents and reads those under the namespace
-prefix (each item as it was last written, not a snapshot of all of them together).
-A document that cannot be parsed is set aside under the lock (after checking it
-still holds the bytes that failed: a writer may have just replaced it), logged on
-``agentmem.storage`` and listed in :attr:`ItemStore.moved_aside`; :meth:`get`
-raises :class:`~agentmem.errors.CorruptStoreError` for it, :meth:`items` leaves it
-out and reports it in :attr:`ItemStore.problems`. An item written by a newer
-agentmem is left in place and reported the same way. An unreadable index is set
-aside and rebuilt from the items.
+**Reads** take no lock: :meth:`ItemStore.get` reads one namespace's document;
+:meth:`ItemStore.items` lists the documents and reads those under the prefix (each
+namespace as it was last written, not a snapshot of all of them together). A
+document that cannot be parsed is set aside under the lock (after checking it still
+holds the bytes that failed: a writer may have just replaced it), logged on
+``agentmem.storage`` and listed in :attr:`ItemStore.moved_aside`; :meth:`get` raises
+:class:`~agentmem.errors.CorruptStoreError` for it, :meth:`items` leaves it out and
+reports it in :attr:`ItemStore.problems`, and the next write to that namespace starts
+it afresh. A document written by a newer agentmem is left in place: :meth:`get` and
+:meth:`apply` raise :class:`~agentmem.errors.FormatVersionError`, :meth:`items`
+reports it and leaves it out. An unreadable index is set aside and rebuilt from the
+namespaces.
 
 Values are stored exactly: JSON objects with string keys, strings, finite numbers,
 booleans, ``None``, lists (a tuple comes back as a list). Anything else raises
@@ -82,7 +93,7 @@ __all__ = [
 
 logger = logging.getLogger("agentmem.storage")
 
-ITEM_FORMAT = "agentmem.item"
+ITEM_FORMAT = "agentmem.items"
 INDEX_FORMAT = "agentmem.items.index"
 ITEM_VERSION = 1
 _INDEX_KEY = "index"
@@ -102,7 +113,7 @@ class StoredItem(NamedTuple):
     updated_at: float
     """When it was last put (epoch seconds)."""
     order: tuple[int, int]
-    """(its namespace's creation number, its own): :meth:`ItemStore.items` sorts by it."""
+    """(its namespace's first-write number, its place in the namespace): the store order."""
     extra: dict[str, Any]
     """What the writer stored beside the value (an integration's per-item data)."""
 
@@ -122,17 +133,25 @@ class _Index(NamedTuple):
     namespaces: dict[tuple[str, ...], int]
 
 
+class _Record(NamedTuple):
+    """One item inside its namespace's document."""
+
+    value: dict[str, Any]
+    created_at: float
+    updated_at: float
+    extra: dict[str, Any]
+
+
+_Space = dict[str, _Record]  # a namespace's items by key, in creation order
+
+
 def _hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _ns_hash(namespace: tuple[str, ...]) -> str:
+def doc_key(namespace: tuple[str, ...]) -> str:
+    """The name of the document that holds the namespace's items."""
     return _hash(json.dumps(list(namespace), ensure_ascii=True).encode("ascii"))
-
-
-def doc_key(namespace: tuple[str, ...], key: str) -> str:
-    """The document name of the item ``(namespace, key)``."""
-    return f"{_ns_hash(namespace)}-{_hash(key.encode('utf-8', 'surrogatepass'))}"
 
 
 def check_namespace(namespace: object, what: str = "namespace") -> tuple[str, ...]:
@@ -191,8 +210,27 @@ def _encode(data: Mapping[str, Any]) -> bytes:
     return json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
+def _number(value: object) -> bool:
+    return type(value) in (int, float)
+
+
 class _Unreadable(Exception):
-    """Internal: a document's bytes are not a readable item (the message says why)."""
+    """Internal: a document's bytes are not readable (the message says why)."""
+
+
+def _decoded(data: bytes, kind: str, what: str) -> dict[str, Any]:
+    """The JSON object of ``data`` in format ``kind``; _Unreadable, or a newer version's error."""
+    try:
+        raw = json.loads(data)
+        check_format(raw, kind=kind, version=ITEM_VERSION, what=what)
+    except FormatVersionError as exc:
+        if exc.found is not None and exc.supported is not None and exc.found > exc.supported:
+            raise
+        raise _Unreadable(str(exc)) from exc
+    except (ValueError, TypeError, AgentMemError) as exc:
+        raise _Unreadable(f"{type(exc).__name__}: {exc}") from exc
+    assert isinstance(raw, dict)
+    return raw
 
 
 class ItemStore:
@@ -204,6 +242,7 @@ class ItemStore:
         clock: Epoch seconds for ``created_at``/``updated_at`` (tests pass a fake).
 
     Attributes:
+        documents: Where the items are.
         moved_aside: Where unreadable documents were set aside.
         problems: One line per document left out of a read (each reported once).
     """
@@ -216,7 +255,7 @@ class ItemStore:
         self._report = ProblemLog(logger)
         self.problems = self._report.lines
         self.moved_aside: builtins.list[Any] = []
-        self._names: dict[str, tuple[str, ...]] = {}  # ns hash -> namespace (immutable facts)
+        self._names: dict[str, tuple[str, ...]] = {}  # document -> namespace (never changes)
         self._names_lock = threading.Lock()
 
     # ------------------------------------------------------------------ reads
@@ -226,69 +265,61 @@ class ItemStore:
 
         Raises:
             InvalidArgumentError: a bad namespace or key.
-            CorruptStoreError: its document could not be read; it was set aside.
+            CorruptStoreError: its namespace's document could not be read; it was set aside.
             FormatVersionError: a newer agentmem wrote it (left in place).
             StorageError: the backend failed.
         """
         namespace, key = check_namespace(namespace), _check_key(key)
-        name = doc_key(namespace, key)
-        data = self.documents.read(name)
-        if data is None:
+        space = self._space(doc_key(namespace), raising=True)
+        if space is None or key not in space[1]:
             return None
-        try:
-            return self._decode(data, name)
-        except _Unreadable as exc:
-            return self._recover(name, data, str(exc), raising=True)
+        position = list(space[1]).index(key)
+        return self._item(namespace, key, space[1][key], (0, position))
 
     def items(self, prefix: tuple[str, ...] = ()) -> builtins.list[StoredItem]:
         """Every item whose namespace starts with ``prefix``, in store order.
 
-        An item that cannot be read is left out and reported (module docstring).
+        A namespace whose document cannot be read is left out and reported (module
+        docstring).
         """
         prefix = tuple(prefix)
-        wanted = [
-            doc.key
-            for doc in self.documents.list().found
-            if doc.key != _INDEX_KEY and self._starts(doc.key.partition("-")[0], prefix)
-        ]
-        found: builtins.list[StoredItem] = []
-        for name in wanted:
-            data = self.documents.read(name)
-            if data is None:
-                continue  # deleted since the listing
+        spaces: builtins.list[tuple[tuple[str, ...], _Space]] = []
+        for name in self._names_listed():
+            known = self._names.get(name)
+            if known is not None and known[: len(prefix)] != prefix:
+                continue
             try:
-                item: StoredItem | None = self._decode(data, name)
-            except _Unreadable as exc:
-                item = self._recover(name, data, str(exc), raising=False)
+                space = self._space(name, raising=False)
             except FormatVersionError as exc:
                 self._report.report(f"{self.documents.describe(name)} left out: {exc}")
                 continue
-            if item is not None and item.namespace[: len(prefix)] == prefix:
-                found.append(item)
-        orders = self._read_index().namespaces
-        if any(item.namespace not in orders for item in found):
-            orders = self._repair_index().namespaces
-        found.sort(key=lambda item: (orders.get(item.namespace, item.order[0]), item.order[1]))
+            if space is not None and space[0][: len(prefix)] == prefix:
+                spaces.append(space)
+        orders = self._orders([namespace for namespace, _ in spaces])
+        spaces.sort(key=lambda space: orders[space[0]])
         return [
-            item._replace(order=(orders.get(item.namespace, item.order[0]), item.order[1]))
-            for item in found
+            self._item(namespace, key, record, (orders[namespace], position))
+            for namespace, space in spaces
+            for position, (key, record) in enumerate(space.items())
         ]
 
     def namespaces(self) -> builtins.list[tuple[str, ...]]:
         """The namespaces that hold at least one item, in store order."""
-        hashes = {
-            doc.key.partition("-")[0]
-            for doc in self.documents.list().found
-            if doc.key != _INDEX_KEY
-        }
-        index = self._read_index()
-        if any(h not in self._names for h in hashes):
-            self._learn(index)
-            if any(h not in self._names for h in hashes):
-                index = self._repair_index()
-                self._learn(index)
-        held = [self._names[h] for h in hashes if h in self._names]
-        return sorted(held, key=lambda ns: index.namespaces.get(ns, 0))
+        held: builtins.list[tuple[str, ...]] = []
+        for name in self._names_listed():
+            namespace = self._names.get(name)
+            if namespace is None:
+                try:
+                    space = self._space(name, raising=False)
+                except FormatVersionError as exc:
+                    self._report.report(f"{self.documents.describe(name)} left out: {exc}")
+                    continue
+                if space is None:
+                    continue
+                namespace = space[0]
+            held.append(namespace)
+        orders = self._orders(held)
+        return sorted(held, key=lambda namespace: orders[namespace])
 
     # ------------------------------------------------------------------ writes
 
@@ -314,130 +345,145 @@ class ItemStore:
 
         Every change is checked before anything is written, so a bad one writes
         nothing. A put of an existing item keeps its ``created_at`` and its place;
-        each put gets ``updated_at`` = now.
+        each put gets ``updated_at`` = now. A namespace not written before gets its
+        place in the store order from its first change, a put or a delete.
 
         Raises:
             InvalidArgumentError: a bad namespace, key, value or extra (nothing written).
+            FormatVersionError: a namespace written by a newer agentmem (nothing written).
             StoreLockedError: another writer held the lock past its timeout.
-            StorageError: the backend failed (on files, the changes written before
+            StorageError: the backend failed (on files, the namespaces written before
                 the failure stay; each one is whole).
         """
-        checked: builtins.list[tuple[tuple[str, ...], str, dict[str, Any] | None, dict[str, Any]]]
-        checked = []
+        grouped: dict[tuple[str, ...], builtins.list[tuple[str, _Record | None]]] = {}
+        now = self._clock()
         for change in changes:
             namespace = check_namespace(change.namespace)
             key = _check_key(change.key)
-            value = None
+            record = None
             if change.value is not None:
                 if not isinstance(change.value, Mapping):
                     raise InvalidArgumentError(
                         f"item value must be a mapping, got {type(change.value).__name__}"
                     )
                 value = _plain(change.value, "value", 0)
-            extra = _plain(change.extra or {}, "extra", 0)
-            checked.append((namespace, key, value, extra))
-        if not checked:
+                extra = _plain(change.extra or {}, "extra", 0)
+                record = _Record(value, now, now, extra)
+            grouped.setdefault(namespace, []).append((key, record))
+        if not grouped:
             return
         with self.documents.locked():
+            now = self._clock()  # the time of the change, once the lock is held
             index = self._read_index(locked=True)
-            now = self._clock()
-            plans: builtins.list[tuple[str, bytes | None]] = []
-            counter, orders, touched = index.next, dict(index.namespaces), False
-            current: dict[str, StoredItem | None] = {}
-            for namespace, key, value, extra in checked:
-                name = doc_key(namespace, key)
-                if name not in current:
-                    current[name] = self._locked_read(name)
-                old = current[name]
-                if namespace not in orders:  # a namespace's place: the first write naming it
-                    orders[namespace], counter, touched = counter, counter + 1, True
-                if value is None:
-                    current[name] = None
-                    plans.append((name, None))
-                    continue
-                if old is None:
-                    seq, counter, created, touched = counter, counter + 1, now, True
+            spaces = {ns: self._locked_space(ns) for ns in grouped}
+            fresh = [ns for ns in grouped if ns not in index.namespaces]
+            if fresh:
+                orders = dict(index.namespaces)
+                for offset, namespace in enumerate(fresh):
+                    orders[namespace] = index.next + offset
+                self._write_index(_Index(index.next + len(fresh), orders))
+            for namespace, edits in grouped.items():
+                space = spaces[namespace]
+                for key, record in edits:
+                    if record is None:
+                        space.pop(key, None)
+                    elif key in space:
+                        space[key] = record._replace(
+                            created_at=space[key].created_at, updated_at=now
+                        )
+                    else:
+                        space[key] = record._replace(created_at=now, updated_at=now)
+                name = doc_key(namespace)
+                if space:
+                    self.documents.write(name, self._encode_space(namespace, space))
                 else:
-                    seq, created = old.order[1], old.created_at
-                item = StoredItem(namespace, key, value, created, now, (0, seq), extra)
-                current[name] = item
-                plans.append((name, self._encode_item(item)))
-            if touched:
-                self.documents.write(_INDEX_KEY, self._encode_index(_Index(counter, orders)))
-            for name, data in plans:
-                if data is None:
                     self.documents.delete(name)
-                else:
-                    self.documents.write(name, data)
         with self._names_lock:
-            for namespace, *_ in checked:
-                self._names[_ns_hash(namespace)] = namespace
+            for namespace in grouped:
+                self._names[doc_key(namespace)] = namespace
 
-    # ------------------------------------------------------------------ documents
+    # ------------------------------------------------------------------ namespaces
 
-    def _starts(self, ns_hash: str, prefix: tuple[str, ...]) -> bool:
-        """Whether the namespace of ``ns_hash`` may start with ``prefix`` (unknown: maybe)."""
-        known = self._names.get(ns_hash)
-        return known is None or known[: len(prefix)] == prefix
+    def _names_listed(self) -> builtins.list[str]:
+        return [doc.key for doc in self.documents.list().found if doc.key != _INDEX_KEY]
 
-    def _learn(self, index: _Index) -> None:
-        with self._names_lock:
-            for namespace in index.namespaces:
-                self._names.setdefault(_ns_hash(namespace), namespace)
-
-    def _decode(self, data: bytes, name: str) -> StoredItem:
-        try:
-            raw = json.loads(data)
-            check_format(raw, kind=ITEM_FORMAT, version=ITEM_VERSION, what="item")
-            namespace = check_namespace(raw["namespace"])
-            key = _check_key(raw["key"])
-            value, extra = raw["value"], raw.get("extra", {})
-            created, updated, seq = raw["created_at"], raw["updated_at"], raw["seq"]
-            if not isinstance(value, dict) or not isinstance(extra, dict):
-                raise InvalidArgumentError("value and extra must be objects")
-            if not all(type(t) in (int, float) for t in (created, updated)):
-                raise InvalidArgumentError("created_at/updated_at must be numbers")
-            if type(seq) is not int:
-                raise InvalidArgumentError("seq must be an integer")
-        except FormatVersionError as exc:
-            if exc.found is not None and exc.supported is not None and exc.found > exc.supported:
-                raise
-            raise _Unreadable(str(exc)) from exc
-        except (ValueError, KeyError, TypeError, AgentMemError) as exc:
-            raise _Unreadable(f"{type(exc).__name__}: {exc}") from exc
-        if doc_key(namespace, key) != name:
-            raise _Unreadable(f"it holds {namespace!r}/{key!r}, which is not its name")
-        with self._names_lock:
-            self._names.setdefault(name.partition("-")[0], namespace)
-        return StoredItem(namespace, key, value, float(created), float(updated), (0, seq), extra)
-
-    def _encode_item(self, item: StoredItem) -> bytes:
-        return _encode(
-            {
-                "format": ITEM_FORMAT,
-                "version": ITEM_VERSION,
-                "namespace": list(item.namespace),
-                "key": item.key,
-                "value": item.value,
-                "created_at": item.created_at,
-                "updated_at": item.updated_at,
-                "seq": item.order[1],
-                "extra": item.extra,
-            }
+    def _item(
+        self, namespace: tuple[str, ...], key: str, record: _Record, order: tuple[int, int]
+    ) -> StoredItem:
+        return StoredItem(
+            namespace, key, record.value, record.created_at, record.updated_at, order, record.extra
         )
 
-    def _locked_read(self, name: str) -> StoredItem | None:
-        """The item ``name`` as the lock holder sees it (an unreadable one is set aside)."""
+    def _space(self, name: str, *, raising: bool) -> tuple[tuple[str, ...], _Space] | None:
+        """The namespace and items of the document ``name`` (``None``: none, or set aside)."""
         data = self.documents.read(name)
         if data is None:
             return None
         try:
-            return self._decode(data, name)
+            return self._decode_space(data, name)
+        except _Unreadable as exc:
+            return self._recover(name, data, str(exc), raising=raising)
+
+    def _locked_space(self, namespace: tuple[str, ...]) -> _Space:
+        """Under the lock: the items of ``namespace`` (an unreadable document is set aside)."""
+        name = doc_key(namespace)
+        data = self.documents.read(name)
+        if data is None:
+            return {}
+        try:
+            return self._decode_space(data, name)[1]
         except _Unreadable as exc:
             self._set_aside(name, str(exc))
-            return None
+            return {}
 
-    def _recover(self, name: str, data: bytes, reason: str, *, raising: bool) -> StoredItem | None:
+    def _decode_space(self, data: bytes, name: str) -> tuple[tuple[str, ...], _Space]:
+        raw = _decoded(data, ITEM_FORMAT, "items of a namespace")
+        try:
+            namespace = check_namespace(raw["namespace"])
+            space: _Space = {}
+            for entry in raw["items"]:
+                key = _check_key(entry["key"])
+                value, extra = entry["value"], entry.get("extra", {})
+                created, updated = entry["created_at"], entry["updated_at"]
+                if not isinstance(value, dict) or not isinstance(extra, dict):
+                    raise InvalidArgumentError(f"item {key!r}: value and extra must be objects")
+                if not (_number(created) and _number(updated)):
+                    raise InvalidArgumentError(f"item {key!r}: timestamps must be numbers")
+                if key in space:
+                    raise InvalidArgumentError(f"item {key!r} is there twice")
+                space[key] = _Record(value, float(created), float(updated), extra)
+        except (KeyError, TypeError, ValueError, AgentMemError) as exc:
+            raise _Unreadable(f"{type(exc).__name__}: {exc}") from exc
+        if doc_key(namespace) != name:
+            raise _Unreadable(f"it holds the namespace {namespace!r}, which is not its name")
+        with self._names_lock:
+            self._names.setdefault(name, namespace)
+        return namespace, space
+
+    def _encode_space(self, namespace: tuple[str, ...], space: _Space) -> bytes:
+        items = []
+        for key, record in space.items():
+            entry: dict[str, Any] = {
+                "key": key,
+                "value": record.value,
+                "created_at": record.created_at,
+                "updated_at": record.updated_at,
+            }
+            if record.extra:
+                entry["extra"] = record.extra
+            items.append(entry)
+        return _encode(
+            {
+                "format": ITEM_FORMAT,
+                "version": ITEM_VERSION,
+                "namespace": list(namespace),
+                "items": items,
+            }
+        )
+
+    def _recover(
+        self, name: str, data: bytes, reason: str, *, raising: bool
+    ) -> tuple[tuple[str, ...], _Space] | None:
         """Set ``name`` aside under the lock if it still holds ``data``; else read it again."""
         with self.documents.locked():
             now = self.documents.read(name)
@@ -445,9 +491,9 @@ class ItemStore:
                 return None
             if now != data:
                 try:
-                    return self._decode(now, name)
+                    return self._decode_space(now, name)
                 except _Unreadable as exc:
-                    data, reason = now, str(exc)
+                    reason = str(exc)
             where = self._set_aside(name, reason)
         if raising:
             raise CorruptStoreError(
@@ -456,7 +502,7 @@ class ItemStore:
         return None
 
     def _set_aside(self, name: str, reason: str) -> object:
-        what = f"item document {self.documents.describe(name)}"
+        what = f"items document {self.documents.describe(name)}"
         moved = self.documents.set_aside(name, what=what, reason=reason, logger=logger)
         self.moved_aside.append(moved.where)
         self._report.report(moved.message)
@@ -464,84 +510,85 @@ class ItemStore:
 
     # ------------------------------------------------------------------ the index
 
-    def _encode_index(self, index: _Index) -> bytes:
-        return _encode(
-            {
-                "format": INDEX_FORMAT,
-                "version": ITEM_VERSION,
-                "next": index.next,
-                "namespaces": [[list(ns), order] for ns, order in index.namespaces.items()],
-            }
+    def _orders(self, namespaces: builtins.list[tuple[str, ...]]) -> dict[tuple[str, ...], int]:
+        """The place of each of ``namespaces`` (the index is repaired if it misses one)."""
+        index = self._read_index()
+        if any(namespace not in index.namespaces for namespace in namespaces):
+            with self.documents.locked():
+                index = self._read_index(locked=True)
+                if any(namespace not in index.namespaces for namespace in namespaces):
+                    index = self._rebuild(index)
+        return index.namespaces
+
+    def _write_index(self, index: _Index) -> None:
+        self.documents.write(
+            _INDEX_KEY,
+            _encode(
+                {
+                    "format": INDEX_FORMAT,
+                    "version": ITEM_VERSION,
+                    "next": index.next,
+                    "namespaces": [[list(ns), order] for ns, order in index.namespaces.items()],
+                }
+            ),
         )
 
     def _decode_index(self, data: bytes) -> _Index:
+        raw = _decoded(data, INDEX_FORMAT, "items index")
         try:
-            raw = json.loads(data)
-            check_format(raw, kind=INDEX_FORMAT, version=ITEM_VERSION, what="items index")
             counter = raw["next"]
             if type(counter) is not int:
                 raise InvalidArgumentError("next must be an integer")
             orders: dict[tuple[str, ...], int] = {}
             for namespace, order in raw["namespaces"]:
                 if type(order) is not int:
-                    raise InvalidArgumentError("a namespace order must be an integer")
+                    raise InvalidArgumentError("a namespace's place must be an integer")
                 orders[check_namespace(namespace)] = order
-        except FormatVersionError as exc:
-            if exc.found is not None and exc.supported is not None and exc.found > exc.supported:
-                raise
-            raise _Unreadable(str(exc)) from exc
-        except (ValueError, KeyError, TypeError, AgentMemError) as exc:
+        except (KeyError, TypeError, ValueError, AgentMemError) as exc:
             raise _Unreadable(f"{type(exc).__name__}: {exc}") from exc
         return _Index(counter, orders)
 
     def _read_index(self, *, locked: bool = False) -> _Index:
+        """The index; under the lock, an unreadable one is set aside and rebuilt."""
         data = self.documents.read(_INDEX_KEY)
         if data is None:
-            if locked and self._has_items():
-                return self._rebuild()
             return _Index(0, {})
         try:
             return self._decode_index(data)
         except _Unreadable as exc:
             if not locked:
-                return self._repair_index()
+                with self.documents.locked():
+                    return self._read_index(locked=True)
+            if self.documents.read(_INDEX_KEY) != data:
+                return self._read_index(locked=True)
             self._set_aside(_INDEX_KEY, str(exc))
-            return self._rebuild()
+            return self._rebuild(_Index(0, {}))
 
-    def _has_items(self) -> bool:
-        return any(doc.key != _INDEX_KEY for doc in self.documents.list().found)
+    def _rebuild(self, index: _Index) -> _Index:
+        """Under the lock: ``index`` plus every namespace that has a document, written.
 
-    def _repair_index(self) -> _Index:
-        """Under the lock: the index, rebuilt (and written) when it misses a namespace."""
-        with self.documents.locked():
-            index = self._read_index(locked=True)
-            items = self._all_locked()
-            if all(item.namespace in index.namespaces for item in items):
-                return index
-            rebuilt = self._rebuild(items, index)
-            return rebuilt
-
-    def _all_locked(self) -> builtins.list[StoredItem]:
-        out = []
-        for doc in self.documents.list().found:
-            if doc.key != _INDEX_KEY and (item := self._locked_read(doc.key)) is not None:
-                out.append(item)
-        return out
-
-    def _rebuild(
-        self, items: builtins.list[StoredItem] | None = None, index: _Index | None = None
-    ) -> _Index:
-        """Under the lock: an index that knows every item's namespace, written."""
-        items = self._all_locked() if items is None else items
-        orders = dict(index.namespaces) if index is not None else {}
-        counter = index.next if index is not None else 0
-        for item in sorted(items, key=lambda it: it.order[1]):
-            orders.setdefault(item.namespace, item.order[1])
-            counter = max(counter, item.order[1] + 1)
+        A namespace it did not know takes its place after the known ones, by the
+        creation time of its oldest item.
+        """
+        orders = dict(index.namespaces)
+        counter = max([index.next, *(order + 1 for order in orders.values())])
+        found: builtins.list[tuple[float, tuple[str, ...]]] = []
+        for name in self._names_listed():
+            data = self.documents.read(name)
+            if data is None:
+                continue
+            try:
+                namespace, space = self._decode_space(data, name)
+            except (_Unreadable, FormatVersionError):
+                continue  # reported by the read that meets it
+            if namespace not in orders:
+                found.append((min(r.created_at for r in space.values()), namespace))
+        for _, namespace in sorted(found):  # the oldest item's namespace first
+            orders[namespace], counter = counter, counter + 1
         rebuilt = _Index(counter, orders)
-        self.documents.write(_INDEX_KEY, self._encode_index(rebuilt))
+        self._write_index(rebuilt)
         self._report.report(
-            f"items index {self.documents.describe(_INDEX_KEY)} rebuilt from {len(items)} items"
+            f"items index {self.documents.describe(_INDEX_KEY)} rebuilt: {len(orders)} namespaces"
         )
         return rebuilt
 

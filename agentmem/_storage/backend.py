@@ -13,7 +13,7 @@ stores and the facade never know which backend they run on.
 * :class:`EmbeddedBackend` (the default): ``<root>/sessions.sqlite`` and the
   hand-editable files under the memory root, exactly as they have always been:
   ``<root>/ltm.json``, ``<root>/memory/<key>.json``, ``<root>/memories/<topic>.md``,
-  ``<root>/items/<hash>-<hash>.json`` (made on the first item), each store locked by
+  ``<root>/items/<namespace hash>.json`` (made on the first item), each store locked by
   its file in ``<root>/locks/`` (:func:`ltm_files`, :func:`note_files`,
   :func:`topic_files`, :func:`item_files`).
 * :class:`PostgresBackend`: one PostgreSQL database for several agent hosts
@@ -179,13 +179,13 @@ def _item_key(file_name: str) -> str:
     return key
 
 
-_ITEM_KEY = re.compile(r"index|[0-9a-f]{32}-[0-9a-f]{32}")
+_ITEM_KEY = re.compile(r"index|[0-9a-f]{32}")
 
 
 def item_files(directory: Path, root: Path | None = None) -> FileDocuments:
     """The items as ``<directory>/<key>.json``, locked by ``<root>/locks/items.lock``.
 
-    Only ``index.json`` and ``<32 hex>-<32 hex>.json`` are documents (the names
+    Only ``index.json`` and ``<32 hex>.json`` are documents (the names
     :class:`agentmem.items.ItemStore` gives them); any other file is left alone.
     """
     top = root if root is not None else directory.parent
