@@ -23,7 +23,22 @@ from langgraph.store.base import PutOp
 import agentmem
 from agentmem.integrations.langgraph import AgentMemStore
 
-WORDS = "alpha beta gamma delta tea coffee water lyon paris rome code test store graph".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "tea",
+    "coffee",
+    "water",
+    "lyon",
+    "paris",
+    "rome",
+    "code",
+    "test",
+    "store",
+    "graph",
+]
 
 
 def timed(what: str, work: Callable[[], object], repeat: int = 5) -> None:
