@@ -1,12 +1,13 @@
 """AgentMemStore at scale: put, get, search (with and without a query), list_namespaces.
 
-    PYTHONPATH=. python bench/bench_langgraph_store.py [N] [BACKEND]
+    PYTHONPATH=. python bench/bench_langgraph_store.py [N] [BACKEND] [NAMESPACES]
 
-Fills N items (batches of 500) spread over 100 namespaces ("users", "u<i>") with a
-short text each, then times each read a few times and prints the median. Search
-reads every item under its namespace prefix and ranks in Python (no index), so
-search over the whole store is O(N); under one user's namespace it is O(N/100)
-for the reads plus a listing of all N document names.
+Fills N items (batches of 500) spread over NAMESPACES (default 100) namespaces
+("users", "u<i>") with a short text each, then times each operation a few times and
+prints the median. BACKEND: "embedded" (default) or a postgresql:// DSN. Items are
+one document per namespace (agentmem.items), so a search reads the documents of the
+namespaces under its prefix (O(items there)) and a put rewrites its namespace's
+document (O(items in that namespace)).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def timed(what: str, work: Callable[[], object], repeat: int = 5) -> None:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
-    backend = sys.argv[2] if len(sys.argv) > 2 else None
+    backend = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "embedded" else None
+    spread = int(sys.argv[3]) if len(sys.argv) > 3 else 100
     root = Path(tempfile.mkdtemp())
     mem = agentmem.Memory(root=root / ".agentmem", working_dir=root, backend=backend)
     store = AgentMemStore(memory=mem)
@@ -61,18 +63,25 @@ def main() -> None:
         store.batch(
             [
                 PutOp(
-                    ("users", f"u{i % 100}"),
+                    ("users", f"u{i % spread}"),
                     f"k{i}",
                     {"text": " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(8)), "i": i},
                 )
                 for i in range(base, min(n, base + 500))
             ]
         )
-    print(f"backend {mem.backend}; {n} items put in {time.perf_counter() - start:.1f} s")
-    timed("put (update one item)", lambda: store.put(("users", "u1"), "k1", {"text": "x", "i": 1}))
-    timed("get", lambda: store.get(("users", "u7"), "k7"))
-    timed("search one namespace (n/100), no query", lambda: store.search(("users", "u3")))
-    timed("search one namespace, query", lambda: store.search(("users", "u3"), query="tea lyon"))
+    took = time.perf_counter() - start
+    print(f"backend {mem.backend}; {n} items in {spread} namespaces put in {took:.1f} s")
+    timed(
+        "put (update one item)",
+        lambda: store.put(("users", f"u{1 % spread}"), "k1", {"text": "x", "i": 1}),
+    )
+    timed("get", lambda: store.get(("users", f"u{7 % spread}"), "k7"))
+    timed("search one namespace, no query", lambda: store.search(("users", f"u{3 % spread}")))
+    timed(
+        "search one namespace, query",
+        lambda: store.search(("users", f"u{3 % spread}"), query="tea lyon"),
+    )
     timed("search all, no query, limit 10", lambda: store.search(("users",)), repeat=3)
     timed(
         "search all, filter i >= n-5",
