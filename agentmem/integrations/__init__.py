@@ -16,3 +16,5 @@ when it is imported itself, and a missing framework raises
 Integrations sit above the facade: they take a :class:`agentmem.Memory` and use only
 its public API.
 """
+
+__all__: list[str] = []
