@@ -133,16 +133,8 @@ class _Index(NamedTuple):
     namespaces: dict[tuple[str, ...], int]
 
 
-class _Record(NamedTuple):
-    """One item inside its namespace's document."""
-
-    value: dict[str, Any]
-    created_at: float
-    updated_at: float
-    extra: dict[str, Any]
-
-
-_Space = dict[str, _Record]  # a namespace's items by key, in creation order
+_Entry = dict[str, Any]  # one item as its document holds it: key, value, created_at, ...
+_Space = dict[str, _Entry]  # a namespace's items by key, in creation order
 
 
 def _hash(data: bytes) -> str:
@@ -210,8 +202,23 @@ def _encode(data: Mapping[str, Any]) -> bytes:
     return json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
-def _number(value: object) -> bool:
-    return type(value) in (int, float)
+_NUMBERS = (int, float)
+
+
+def _entry(entry: object) -> _Entry:
+    """``entry`` when it is a well-formed item entry, else InvalidArgumentError."""
+    if not isinstance(entry, dict):
+        raise InvalidArgumentError(f"an item entry must be an object, got {type(entry).__name__}")
+    key = entry.get("key")
+    if not isinstance(key, str):
+        raise InvalidArgumentError(f"an item key must be a string, got {key!r}")
+    if not isinstance(entry.get("value"), dict) or not isinstance(entry.get("extra", {}), dict):
+        raise InvalidArgumentError(f"item {key!r}: value and extra must be objects")
+    if type(entry.get("created_at")) not in _NUMBERS or type(entry.get("updated_at")) not in (
+        _NUMBERS
+    ):
+        raise InvalidArgumentError(f"item {key!r}: timestamps must be numbers")
+    return entry
 
 
 class _Unreadable(Exception):
@@ -270,11 +277,24 @@ class ItemStore:
             StorageError: the backend failed.
         """
         namespace, key = check_namespace(namespace), _check_key(key)
-        space = self._space(doc_key(namespace), raising=True)
-        if space is None or key not in space[1]:
+        name = doc_key(namespace)
+        data = self.documents.read(name)
+        if data is None:
             return None
-        position = list(space[1]).index(key)
-        return self._item(namespace, key, space[1][key], (0, position))
+        try:  # only the header and the entry asked for are checked: O(parse)
+            raw = self._header(data, name)
+            for position, entry in enumerate(raw["items"]):
+                if isinstance(entry, dict) and entry.get("key") == key:
+                    return self._item(namespace, key, _entry(entry), (0, position))
+            return None
+        except FormatVersionError:
+            raise
+        except _Unreadable as exc:
+            reason = str(exc)
+        except (KeyError, TypeError, ValueError, AgentMemError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        found = self._recover(name, data, reason, raising=True)
+        return self.get(namespace, key) if found is not None else None
 
     def items(self, prefix: tuple[str, ...] = ()) -> builtins.list[StoredItem]:
         """Every item whose namespace starts with ``prefix``, in store order.
@@ -355,7 +375,7 @@ class ItemStore:
             StorageError: the backend failed (on files, the namespaces written before
                 the failure stay; each one is whole).
         """
-        grouped: dict[tuple[str, ...], builtins.list[tuple[str, _Record | None]]] = {}
+        grouped: dict[tuple[str, ...], builtins.list[tuple[str, _Entry | None]]] = {}
         now = self._clock()
         for change in changes:
             namespace = check_namespace(change.namespace)
@@ -368,7 +388,9 @@ class ItemStore:
                     )
                 value = _plain(change.value, "value", 0)
                 extra = _plain(change.extra or {}, "extra", 0)
-                record = _Record(value, now, now, extra)
+                record = {"key": key, "value": value}
+                if extra:
+                    record["extra"] = extra
             grouped.setdefault(namespace, []).append((key, record))
         if not grouped:
             return
@@ -387,12 +409,9 @@ class ItemStore:
                 for key, record in edits:
                     if record is None:
                         space.pop(key, None)
-                    elif key in space:
-                        space[key] = record._replace(
-                            created_at=space[key].created_at, updated_at=now
-                        )
                     else:
-                        space[key] = record._replace(created_at=now, updated_at=now)
+                        created = space[key]["created_at"] if key in space else now
+                        space[key] = {**record, "created_at": created, "updated_at": now}
                 name = doc_key(namespace)
                 if space:
                     self.documents.write(name, self._encode_space(namespace, space))
@@ -408,10 +427,16 @@ class ItemStore:
         return [doc.key for doc in self.documents.list().found if doc.key != _INDEX_KEY]
 
     def _item(
-        self, namespace: tuple[str, ...], key: str, record: _Record, order: tuple[int, int]
+        self, namespace: tuple[str, ...], key: str, entry: _Entry, order: tuple[int, int]
     ) -> StoredItem:
         return StoredItem(
-            namespace, key, record.value, record.created_at, record.updated_at, order, record.extra
+            namespace,
+            key,
+            entry["value"],
+            float(entry["created_at"]),
+            float(entry["updated_at"]),
+            order,
+            entry.get("extra", {}),
         )
 
     def _space(self, name: str, *, raising: bool) -> tuple[tuple[str, ...], _Space] | None:
@@ -436,48 +461,43 @@ class ItemStore:
             self._set_aside(name, str(exc))
             return {}
 
-    def _decode_space(self, data: bytes, name: str) -> tuple[tuple[str, ...], _Space]:
+    def _header(self, data: bytes, name: str) -> dict[str, Any]:
+        """The decoded document ``name`` with its format and namespace checked."""
         raw = _decoded(data, ITEM_FORMAT, "items of a namespace")
         try:
             namespace = check_namespace(raw["namespace"])
-            space: _Space = {}
-            for entry in raw["items"]:
-                key = _check_key(entry["key"])
-                value, extra = entry["value"], entry.get("extra", {})
-                created, updated = entry["created_at"], entry["updated_at"]
-                if not isinstance(value, dict) or not isinstance(extra, dict):
-                    raise InvalidArgumentError(f"item {key!r}: value and extra must be objects")
-                if not (_number(created) and _number(updated)):
-                    raise InvalidArgumentError(f"item {key!r}: timestamps must be numbers")
-                if key in space:
-                    raise InvalidArgumentError(f"item {key!r} is there twice")
-                space[key] = _Record(value, float(created), float(updated), extra)
-        except (KeyError, TypeError, ValueError, AgentMemError) as exc:
+            if not isinstance(raw["items"], list):
+                raise InvalidArgumentError("items must be a list")
+        except (KeyError, AgentMemError) as exc:
             raise _Unreadable(f"{type(exc).__name__}: {exc}") from exc
         if doc_key(namespace) != name:
             raise _Unreadable(f"it holds the namespace {namespace!r}, which is not its name")
         with self._names_lock:
             self._names.setdefault(name, namespace)
+        raw["namespace"] = namespace
+        return raw
+
+    def _decode_space(self, data: bytes, name: str) -> tuple[tuple[str, ...], _Space]:
+        raw = self._header(data, name)
+        space: _Space = {}
+        try:
+            for entry in raw["items"]:
+                key = _entry(entry)["key"]
+                if key in space:
+                    raise InvalidArgumentError(f"item {key!r} is there twice")
+                space[key] = entry
+        except AgentMemError as exc:
+            raise _Unreadable(f"{type(exc).__name__}: {exc}") from exc
+        namespace: tuple[str, ...] = raw["namespace"]
         return namespace, space
 
     def _encode_space(self, namespace: tuple[str, ...], space: _Space) -> bytes:
-        items = []
-        for key, record in space.items():
-            entry: dict[str, Any] = {
-                "key": key,
-                "value": record.value,
-                "created_at": record.created_at,
-                "updated_at": record.updated_at,
-            }
-            if record.extra:
-                entry["extra"] = record.extra
-            items.append(entry)
         return _encode(
             {
                 "format": ITEM_FORMAT,
                 "version": ITEM_VERSION,
                 "namespace": list(namespace),
-                "items": items,
+                "items": list(space.values()),
             }
         )
 
@@ -582,7 +602,7 @@ class ItemStore:
             except (_Unreadable, FormatVersionError):
                 continue  # reported by the read that meets it
             if namespace not in orders:
-                found.append((min(r.created_at for r in space.values()), namespace))
+                found.append((min(float(e["created_at"]) for e in space.values()), namespace))
         for _, namespace in sorted(found):  # the oldest item's namespace first
             orders[namespace], counter = counter, counter + 1
         rebuilt = _Index(counter, orders)
