@@ -3,7 +3,7 @@
     PYTHONPATH=. python bench/bench_langgraph_store.py [N] [BACKEND] [NAMESPACES]
 
 Fills N items (batches of 500) spread over NAMESPACES (default 100) namespaces
-("users", "u<i>") with a short text each, then times each operation a few times and
+("bench<pid>", "u<i>") with a short text each, then times each operation a few times and
 prints the median. BACKEND: "embedded" (default) or a postgresql:// DSN. Items are
 one document per namespace (agentmem.items), so a search reads the documents of the
 namespaces under its prefix (O(items there)) and a put rewrites its namespace's
@@ -12,6 +12,7 @@ document (O(items in that namespace)).
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from langgraph.store.base import PutOp
 import agentmem
 from agentmem.integrations.langgraph import AgentMemStore
 
+TOP = f"bench{os.getpid()}"  # one run's items apart from another's in a shared database
 WORDS = [
     "alpha",
     "beta",
@@ -63,7 +65,7 @@ def main() -> None:
         store.batch(
             [
                 PutOp(
-                    ("users", f"u{i % spread}"),
+                    (TOP, f"u{i % spread}"),
                     f"k{i}",
                     {"text": " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(8)), "i": i},
                 )
@@ -74,23 +76,21 @@ def main() -> None:
     print(f"backend {mem.backend}; {n} items in {spread} namespaces put in {took:.1f} s")
     timed(
         "put (update one item)",
-        lambda: store.put(("users", f"u{1 % spread}"), "k1", {"text": "x", "i": 1}),
+        lambda: store.put((TOP, f"u{1 % spread}"), "k1", {"text": "x", "i": 1}),
     )
-    timed("get", lambda: store.get(("users", f"u{7 % spread}"), "k7"))
-    timed("search one namespace, no query", lambda: store.search(("users", f"u{3 % spread}")))
+    timed("get", lambda: store.get((TOP, f"u{7 % spread}"), "k7"))
+    timed("search one namespace, no query", lambda: store.search((TOP, f"u{3 % spread}")))
     timed(
         "search one namespace, query",
-        lambda: store.search(("users", f"u{3 % spread}"), query="tea lyon"),
+        lambda: store.search((TOP, f"u{3 % spread}"), query="tea lyon"),
     )
-    timed("search all, no query, limit 10", lambda: store.search(("users",)), repeat=3)
+    timed("search all, no query, limit 10", lambda: store.search((TOP,)), repeat=3)
     timed(
         "search all, filter i >= n-5",
-        lambda: store.search(("users",), filter={"i": {"$gte": n - 5}}),
+        lambda: store.search((TOP,), filter={"i": {"$gte": n - 5}}),
         repeat=3,
     )
-    timed(
-        "search all, query, limit 10", lambda: store.search(("users",), query="tea lyon"), repeat=3
-    )
+    timed("search all, query, limit 10", lambda: store.search((TOP,), query="tea lyon"), repeat=3)
     timed("list_namespaces", lambda: store.list_namespaces())
     mem.close()
 
