@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -604,7 +605,7 @@ def _child_env() -> dict[str, str]:
 
 
 def test_several_processes_writing_lose_no_put(opener: Opener, tmp_path: Path) -> None:
-    workers, count = 3, 5
+    workers, count = 3, 8
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(
@@ -622,6 +623,11 @@ def test_several_processes_writing_lose_no_put(opener: Opener, tmp_path: Path) -
         )
         for w in range(workers)
     ]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.ready-*"))) < workers:  # all imported and open
+        assert all(p.poll() is None for p in procs), "a worker died before it was ready"
+        assert time.monotonic() < deadline, "the workers never got ready"
+        time.sleep(0.01)
     go.touch()
     for proc in procs:
         _, err = proc.communicate(timeout=120)
