@@ -399,6 +399,17 @@ def test_a_vector_index_ranks_like_in_memory_store(opener: Opener) -> None:
         it.key for it in oracle.search(("v",), query="zz")
     ]
 
+    class AgentMemEmbedder:  # agentmem's Embedder protocol: embed(texts) -> vectors
+        def embed(self, texts: Any) -> list[list[float]]:
+            return _LetterEmbeddings().embed_documents(list(texts))
+
+    own = opener(index={"dims": 26, "embed": AgentMemEmbedder(), "fields": ["text"]})
+    own.put(("v",), "p", {"text": "zebra zoo"})  # re-embedded by this embedder
+    assert [it.key for it in own.search(("v",), query="zz")] == [
+        it.key for it in oracle.search(("v",), query="zz")
+    ]
+    assert own.embeddings is not None and len(own.embeddings.embed_query("zz")) == 26
+
 
 # ---------------------------------------------------------------------- random sequences
 

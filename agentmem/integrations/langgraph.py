@@ -73,6 +73,7 @@ from langgraph.store.base import (  # noqa: E402
 from agentmem import Memory  # noqa: E402
 from agentmem.errors import InvalidArgumentError  # noqa: E402
 from agentmem.items import ItemChange, ItemStore, StoredItem  # noqa: E402
+from agentmem.protocols import Embedder  # noqa: E402
 from agentmem.session_store.postings_terms import terms  # noqa: E402
 
 __all__ = ["AgentMemStore"]
@@ -90,7 +91,10 @@ class AgentMemStore(BaseStore):
         memory: The memory whose :attr:`~agentmem.Memory.items` hold the store.
         index: A LangGraph ``IndexConfig`` (``{"dims", "embed", "fields"}``) to embed
             items on put and rank queries by vector similarity first; without it a
-            query is ranked by full-text BM25 only. ``embed`` must work synchronously
+            query is ranked by full-text BM25 only. ``embed`` is what LangGraph takes
+            (LangChain ``Embeddings``, a function of a list of texts, or a
+            ``"provider:model"`` string) or an agentmem
+            :class:`~agentmem.protocols.Embedder`; it must work synchronously
             (``abatch`` calls it from a worker thread).
 
     Raises:
@@ -111,7 +115,10 @@ class AgentMemStore(BaseStore):
         self.embeddings: Embeddings | None = None
         self._fields: list[tuple[str, str | list[str]]] = [("$", "$")]
         if index:
-            self.embeddings = ensure_embeddings(index.get("embed"))
+            embed: Any = index.get("embed")
+            if isinstance(embed, Embedder) and not isinstance(embed, Embeddings):
+                embed = embed.embed  # an agentmem Embedder: embed(texts) -> vectors
+            self.embeddings = ensure_embeddings(embed)
             self._fields = [
                 (path, tokenize_path(path) if path != "$" else "$")
                 for path in (index.get("fields") or ["$"])
