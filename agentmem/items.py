@@ -89,6 +89,8 @@ __all__ = [
     "ItemChange",
     "ItemStore",
     "StoredItem",
+    "check_namespace",
+    "doc_key",
 ]
 
 logger = logging.getLogger("agentmem.storage")
