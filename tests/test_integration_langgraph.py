@@ -411,6 +411,34 @@ def test_a_vector_index_ranks_like_in_memory_store(opener: Opener) -> None:
     assert own.embeddings is not None and len(own.embeddings.embed_query("zz")) == 26
 
 
+def test_sql_store_behaviours(opener: Opener) -> None:
+    # Ported from langgraph's checkpoint-sqlite tests: namespaces given as lists,
+    # a vector update re-ranks the item, index=False keeps it out of the vector ranking.
+    index: Any = {"dims": 26, "embed": _LetterEmbeddings(), "fields": ["text"]}
+    store = opener(index=index)
+    store.put(["test", "docs"], "doc1", {"text": "zany zebra xerxes", "author": "Alice"})  # type: ignore[arg-type]
+    store.put(("test", "docs"), "doc2", {"text": "something about dogs", "author": "Bob"})
+    store.put(("test", "images"), "doc3", {"text": "text about birds", "author": "Alice"})
+    assert len(store.search(["test"])) == 3  # type: ignore[arg-type]
+    assert [it.key for it in store.search(["test"], filter={"author": "Alice"})] == ["doc1", "doc3"]  # type: ignore[arg-type]
+    assert store.list_namespaces(prefix=["test"]) == [("test", "docs"), ("test", "images")]  # type: ignore[arg-type]
+    assert store.get(["test", "docs"], "doc2").value["author"] == "Bob"  # type: ignore[arg-type, union-attr]
+    first = store.search(("test",), query="zany xerxes")
+    assert first[0].key == "doc1"
+    store.put(("test", "docs"), "doc1", {"text": "new text about dogs"})
+    after = {it.key: it.score for it in store.search(("test",), query="zany xerxes")}
+    assert after["doc1"] < first[0].score  # type: ignore[operator]
+    store.put(("test", "docs"), "doc4", {"text": "new text about dogs"}, index=False)
+    top = store.search(("test",), query="new text about dogs", limit=3)
+    assert "doc4" not in [it.key for it in top]
+    assert [it.key for it in store.search(("test",), query="new text about dogs", limit=10)][
+        -1
+    ] == "doc4"
+    assert (
+        len(store.search(("test",), query="")) == 4
+    )  # an empty query: no ranking, nothing dropped
+
+
 # ---------------------------------------------------------------------- random sequences
 
 LABELS = st.sampled_from(["a", "b", "c"])
