@@ -1,6 +1,12 @@
 """One of several processes writing one AgentMemStore at once (see test_integration_langgraph.py).
 
 Usage: python _lgstore_child.py ROOT BACKEND WORKER COUNT GO_FILE
+       python _lgstore_child.py kill ROOT
+
+The second form opens the store on ROOT (embedded), prints "ready", then puts
+forever (new items in three namespaces, updates of earlier ones, every fifth a
+delete) and prints each key after its put or delete returned, for the parent to
+kill it with SIGKILL and check that everything acknowledged is there.
 
 Opens the store, says so (GO_FILE.ready-WORKER), waits for GO_FILE (so every worker
 writes at the same time), then makes COUNT puts of its own
@@ -21,7 +27,26 @@ import agentmem
 from agentmem.integrations.langgraph import AgentMemStore
 
 
+def acknowledge_until_killed(root: str) -> None:
+    mem = agentmem.Memory(root=root, working_dir=Path(root).parent)
+    store = AgentMemStore(memory=mem)
+    print("ready", flush=True)
+    i = 0
+    while True:
+        namespace = ("kill", f"n{i % 3}")
+        if i % 5 == 4:
+            store.delete(namespace, f"k{i - 3}")
+            print(f"del {i % 3} k{i - 3}", flush=True)
+        else:
+            store.put(namespace, f"k{i}", {"i": i, "text": "x" * (i % 50)})
+            print(f"put {i % 3} k{i}", flush=True)
+        i += 1
+
+
 def main() -> None:
+    if sys.argv[1] == "kill":
+        acknowledge_until_killed(sys.argv[2])
+        return
     root, backend, worker, count, go = sys.argv[1:6]
     mem = agentmem.Memory(root=root, working_dir=Path(root).parent, backend=backend)
     try:

@@ -692,6 +692,46 @@ def test_several_processes_writing_lose_no_put(opener: Opener, tmp_path: Path) -
     )
 
 
+@pytest.mark.parametrize("delay", [0.3, 0.6, 0.9])
+def test_a_killed_writer_leaves_every_acknowledged_change(tmp_path: Path, delay: float) -> None:
+    root = tmp_path / "work" / ".agentmem"
+    root.parent.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), "kill", str(root)],
+        env=_child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(delay)
+    proc.kill()  # SIGKILL, wherever it is: inside a write, between two, in the lock
+    lines = proc.stdout.read().splitlines()
+    proc.stdout.close()
+    proc.wait()
+    assert lines, "the writer acknowledged nothing"
+    expected: dict[tuple[str, ...], set[str]] = {}
+    for line in lines:
+        action, space, key = line.split()
+        keys = expected.setdefault(("kill", f"n{space}"), set())
+        (keys.add if action == "put" else keys.discard)(key)
+    # the change after the last acknowledged one may or may not have been made, whole
+    n = len(lines)
+    pending = (("kill", f"n{n % 3}"), f"k{n - 3}" if n % 5 == 4 else f"k{n}")
+    mem = agentmem.Memory(root=root, working_dir=root.parent)
+    store = AgentMemStore(memory=mem)
+    for namespace in {*expected, pending[0]}:
+        found = {it.key for it in store.search(namespace, limit=10**6)}
+        keys = expected.get(namespace, set())
+        differ = found ^ keys
+        assert differ <= ({pending[1]} if namespace == pending[0] else set()), (namespace, differ)
+        for it in store.search(namespace, limit=10**6):
+            assert it.value["i"] == int(it.key[1:])  # every value whole
+    assert store.items.problems == [] and store.items.moved_aside == []
+    store.put(("kill", "n0"), "after", {"ok": True})  # and it is writable
+    mem.close()
+
+
 class _State(TypedDict):
     user: str
     said: str
