@@ -311,6 +311,32 @@ def _oracle_filter(oracle: InMemoryStore, query: dict[str, Any]) -> list[Item]:
     return out
 
 
+@pytest.mark.parametrize(
+    ("namespace", "key"),
+    [
+        (("users", "ann@example"), "../../etc/passwd.json"),
+        (("Ünïcødé", "日本語", "emoji 🎉"), "key with spaces / and \\ slashes"),
+        (("x" * 5000,), "k" * 10_000),
+        (("lone \udc80 surrogate",), "nul \x00 and \udcff"),
+        (("CON", "NUL"), "session_progress"),
+    ],
+    ids=["path-like", "unicode", "long", "surrogates", "reserved-names"],
+)
+def test_any_namespace_and_key_round_trip(
+    opener: Opener, namespace: tuple[str, ...], key: str
+) -> None:
+    store = opener()
+    value = {"text": key, "nested": {"list": [1, 2.5, None, True, "\udc80"]}}
+    store.put(namespace, key, value)
+    store.put(namespace, key.upper(), {"other": 1})  # keys differing only in case stay apart
+    again = opener()
+    found = again.get(namespace, key)
+    assert found is not None and found.value == value and found.namespace == namespace
+    assert again.get(namespace, key.upper()).value == {"other": 1}  # type: ignore[union-attr]
+    assert again.list_namespaces() == [namespace]
+    assert [it.key for it in again.search(namespace[:1])] == [key, key.upper()]
+
+
 def test_bad_input_raises_and_writes_nothing(opener: Opener) -> None:
     store = opener()
     store.put(("a",), "kept", {"v": 1})
