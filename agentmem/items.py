@@ -118,6 +118,8 @@ class StoredItem(NamedTuple):
     """(its namespace's first-write number, its place in the namespace): the store order."""
     extra: dict[str, Any]
     """What the writer stored beside the value (an integration's per-item data)."""
+    expires_at: float | None = None
+    """When it expires (epoch seconds), for an item put with a ``ttl``; else ``None``."""
 
 
 class ItemChange(NamedTuple):
@@ -128,11 +130,16 @@ class ItemChange(NamedTuple):
     value: Mapping[str, Any] | None
     extra: Mapping[str, Any] | None = None
     """JSON data kept beside the value (``None``: none)."""
+    ttl: float | None = None
+    """Seconds the item lives after this put and after each :meth:`ItemStore.refresh`
+    (``None``: for ever)."""
 
 
 class _Index(NamedTuple):
     next: int
     namespaces: dict[tuple[str, ...], int]
+    expiring: bool = False
+    """Whether an item was ever put with a ttl (then a listing reads the namespaces)."""
 
 
 _Entry = dict[str, Any]  # one item as its document holds it: key, value, created_at, ...
@@ -220,7 +227,25 @@ def _entry(entry: object) -> _Entry:
         _NUMBERS
     ):
         raise InvalidArgumentError(f"item {key!r}: timestamps must be numbers")
+    if ("ttl" in entry or "expires_at" in entry) and not (
+        type(entry.get("ttl")) in _NUMBERS and type(entry.get("expires_at")) in _NUMBERS
+    ):
+        raise InvalidArgumentError(f"item {key!r}: ttl and expires_at must be numbers")
     return entry
+
+
+def _live(entry: _Entry, now: float) -> bool:
+    """Whether ``entry`` has not expired at ``now``."""
+    expires = entry.get("expires_at")
+    return expires is None or float(expires) > now
+
+
+def _check_ttl(ttl: object) -> float | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0 or ttl == math.inf:
+        raise InvalidArgumentError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
+    return float(ttl)
 
 
 class _Unreadable(Exception):
@@ -248,10 +273,12 @@ class ItemStore:
     Args:
         documents: The backend's ``"items"`` documents, or ``None`` to keep the
             items in this object only (incognito).
-        clock: Epoch seconds for ``created_at``/``updated_at`` (tests pass a fake).
+        clock: Epoch seconds for ``created_at``/``updated_at`` and expiry (tests
+            pass a fake).
 
     Attributes:
         documents: Where the items are.
+        clock: The clock (may be replaced).
         moved_aside: Where unreadable documents were set aside.
         problems: One line per document left out of a read (each reported once).
     """
@@ -260,7 +287,7 @@ class ItemStore:
         self, documents: Documents | None, *, clock: Callable[[], float] = time.time
     ) -> None:
         self.documents: Documents = documents if documents is not None else MemoryDocuments()
-        self._clock = clock
+        self.clock = clock
         self._report = ProblemLog(logger)
         self.problems = self._report.lines
         self.moved_aside: builtins.list[Any] = []
@@ -287,7 +314,10 @@ class ItemStore:
             raw = self._header(data, name)
             for position, entry in enumerate(raw["items"]):
                 if isinstance(entry, dict) and entry.get("key") == key:
-                    return self._item(namespace, key, _entry(entry), (0, position))
+                    entry = _entry(entry)
+                    if not _live(entry, self.clock()):
+                        return None
+                    return self._item(namespace, key, entry, (0, position))
             return None
         except FormatVersionError:
             raise
@@ -319,17 +349,34 @@ class ItemStore:
                 spaces.append(space)
         orders = self._orders([namespace for namespace, _ in spaces])
         spaces.sort(key=lambda space: orders[space[0]])
+        now = self.clock()
         return [
             self._item(namespace, key, record, (orders[namespace], position))
             for namespace, space in spaces
             for position, (key, record) in enumerate(space.items())
+            if _live(record, now)
         ]
 
     def namespaces(self) -> builtins.list[tuple[str, ...]]:
-        """The namespaces that hold at least one item, in store order."""
+        """The namespaces that hold at least one item, in store order.
+
+        Once an item was put with a ttl, this reads every namespace's document, to
+        leave out those whose items have all expired.
+        """
         held: builtins.list[tuple[str, ...]] = []
+        expiring = self._read_index().expiring
+        now = self.clock()
         for name in self._names_listed():
             namespace = self._names.get(name)
+            if expiring:
+                try:
+                    space = self._space(name, raising=False)
+                except FormatVersionError as exc:
+                    self._report.report(f"{self.documents.describe(name)} left out: {exc}")
+                    continue
+                if space is not None and any(_live(e, now) for e in space[1].values()):
+                    held.append(space[0])
+                continue
             if namespace is None:
                 try:
                     space = self._space(name, raising=False)
@@ -378,11 +425,12 @@ class ItemStore:
                 the failure stay; each one is whole).
         """
         grouped: dict[tuple[str, ...], builtins.list[tuple[str, _Entry | None]]] = {}
-        now = self._clock()
+        now = self.clock()
         for change in changes:
             namespace = check_namespace(change.namespace)
             key = _check_key(change.key)
             record = None
+            ttl = _check_ttl(change.ttl)
             if change.value is not None:
                 if not isinstance(change.value, Mapping):
                     raise InvalidArgumentError(
@@ -393,19 +441,26 @@ class ItemStore:
                 record = {"key": key, "value": value}
                 if extra:
                     record["extra"] = extra
+                if ttl is not None:
+                    record["ttl"] = ttl
             grouped.setdefault(namespace, []).append((key, record))
         if not grouped:
             return
         with self.documents.locked():
-            now = self._clock()  # the time of the change, once the lock is held
+            now = self.clock()  # the time of the change, once the lock is held
             index = self._read_index(locked=True)
-            spaces = {ns: self._locked_space(ns) for ns in grouped}
+            spaces = {ns: self._live_space(ns, now) for ns in grouped}
             fresh = [ns for ns in grouped if ns not in index.namespaces]
-            if fresh:
+            expiring = index.expiring or any(
+                record is not None and "ttl" in record
+                for edits in grouped.values()
+                for _, record in edits
+            )
+            if fresh or expiring != index.expiring:
                 orders = dict(index.namespaces)
                 for offset, namespace in enumerate(fresh):
                     orders[namespace] = index.next + offset
-                self._write_index(_Index(index.next + len(fresh), orders))
+                self._write_index(_Index(index.next + len(fresh), orders, expiring))
             for namespace, edits in grouped.items():
                 space = spaces[namespace]
                 for key, record in edits:
@@ -414,16 +469,73 @@ class ItemStore:
                     else:
                         created = space[key]["created_at"] if key in space else now
                         space[key] = {**record, "created_at": created, "updated_at": now}
-                name = doc_key(namespace)
-                if space:
-                    self.documents.write(name, self._encode_space(namespace, space))
-                else:
-                    self.documents.delete(name)
+                        if "ttl" in record:
+                            space[key]["expires_at"] = now + record["ttl"]
+                self._write_space(namespace, space)
         with self._names_lock:
             for namespace in grouped:
                 self._names[doc_key(namespace)] = namespace
 
+    def refresh(self, keys: Iterable[tuple[tuple[str, ...], str]]) -> None:
+        """Restart the ttl of each item in ``keys`` that has one and has not expired.
+
+        Under the lock, re-reading each namespace: an item changed or deleted
+        meanwhile is refreshed as it is now, or not at all.
+        """
+        grouped: dict[tuple[str, ...], set[str]] = {}
+        for namespace, key in keys:
+            grouped.setdefault(check_namespace(namespace), set()).add(_check_key(key))
+        if not grouped:
+            return
+        with self.documents.locked():
+            now = self.clock()
+            for namespace, wanted in grouped.items():
+                name = doc_key(namespace)
+                data = self.documents.read(name)
+                space = self._locked_space(namespace) if data is not None else {}
+                live = {k: e for k, e in space.items() if _live(e, now)}
+                changed = len(live) != len(space)
+                for key in wanted & live.keys():
+                    if "ttl" in live[key]:
+                        live[key] = {**live[key], "expires_at": now + float(live[key]["ttl"])}
+                        changed = True
+                if changed:
+                    self._write_space(namespace, live)
+
+    def sweep(self) -> int:
+        """Delete every expired item now; how many were deleted."""
+        removed = 0
+        with self.documents.locked():
+            now = self.clock()
+            for name in self._names_listed():
+                data = self.documents.read(name)
+                if data is None:
+                    continue
+                try:
+                    namespace, space = self._decode_space(data, name)
+                except FormatVersionError:
+                    continue  # a newer agentmem's: left alone
+                except _Unreadable as exc:
+                    self._set_aside(name, str(exc))
+                    continue
+                live = {k: e for k, e in space.items() if _live(e, now)}
+                if len(live) != len(space):
+                    removed += len(space) - len(live)
+                    self._write_space(namespace, live)
+        return removed
+
     # ------------------------------------------------------------------ namespaces
+
+    def _live_space(self, namespace: tuple[str, ...], now: float) -> _Space:
+        """Under the lock: the unexpired items of ``namespace``."""
+        return {k: e for k, e in self._locked_space(namespace).items() if _live(e, now)}
+
+    def _write_space(self, namespace: tuple[str, ...], space: _Space) -> None:
+        """Under the lock: write ``space`` as the namespace's document (none when empty)."""
+        if space:
+            self.documents.write(doc_key(namespace), self._encode_space(namespace, space))
+        else:
+            self.documents.delete(doc_key(namespace))
 
     def _names_listed(self) -> builtins.list[str]:
         return [doc.key for doc in self.documents.list().found if doc.key != _INDEX_KEY]
@@ -439,6 +551,7 @@ class ItemStore:
             float(entry["updated_at"]),
             order,
             entry.get("extra", {}),
+            float(entry["expires_at"]) if "expires_at" in entry else None,
         )
 
     def _space(self, name: str, *, raising: bool) -> tuple[tuple[str, ...], _Space] | None:
@@ -551,6 +664,7 @@ class ItemStore:
                     "version": ITEM_VERSION,
                     "next": index.next,
                     "namespaces": [[list(ns), order] for ns, order in index.namespaces.items()],
+                    "expiring": index.expiring,
                 }
             ),
         )
@@ -566,9 +680,12 @@ class ItemStore:
                 if type(order) is not int:
                     raise InvalidArgumentError("a namespace's place must be an integer")
                 orders[check_namespace(namespace)] = order
+            expiring = raw.get("expiring", False)
+            if not isinstance(expiring, bool):
+                raise InvalidArgumentError("expiring must be a boolean")
         except (KeyError, TypeError, ValueError, AgentMemError) as exc:
             raise _Unreadable(f"{type(exc).__name__}: {exc}") from exc
-        return _Index(counter, orders)
+        return _Index(counter, orders, expiring)
 
     def _read_index(self, *, locked: bool = False) -> _Index:
         """The index; under the lock, an unreadable one is set aside and rebuilt."""
@@ -594,6 +711,7 @@ class ItemStore:
         """
         orders = dict(index.namespaces)
         counter = max([index.next, *(order + 1 for order in orders.values())])
+        expiring = index.expiring
         found: builtins.list[tuple[float, tuple[str, ...]]] = []
         for name in self._names_listed():
             data = self.documents.read(name)
@@ -603,11 +721,12 @@ class ItemStore:
                 namespace, space = self._decode_space(data, name)
             except (_Unreadable, FormatVersionError):
                 continue  # reported by the read that meets it
+            expiring = expiring or any("ttl" in e for e in space.values())
             if namespace not in orders:
                 found.append((min(float(e["created_at"]) for e in space.values()), namespace))
         for _, namespace in sorted(found):  # the oldest item's namespace first
             orders[namespace], counter = counter, counter + 1
-        rebuilt = _Index(counter, orders)
+        rebuilt = _Index(counter, orders, expiring)
         self._write_index(rebuilt)
         self._report.report(
             f"items index {self.documents.describe(_INDEX_KEY)} rebuilt: {len(orders)} namespaces"

@@ -348,12 +348,86 @@ def test_bad_input_raises_and_writes_nothing(opener: Opener) -> None:
         store.put(("a",), "z", {"n": float("nan")})
     with pytest.raises(InvalidArgumentError, match="unsupported operator"):
         store.search(("a",), filter={"v": {"$regex": "x"}})
-    with pytest.raises(NotImplementedError, match="TTL"):
-        store.put(("a",), "t", {"v": 1}, ttl=5)
-    with pytest.raises(NotImplementedError, match="TTL"):
-        store.batch([PutOp(("a",), "t", {"v": 1}, ttl=5.0)])
-    assert store.supports_ttl is False
+    for ttl in (0, -1, float("inf"), "5", True):
+        with pytest.raises(InvalidArgumentError, match="ttl"):
+            store.batch([PutOp(("a",), "t", {"v": 1}, ttl=ttl)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="default_ttl"):
+        AgentMemStore(memory=opener.memory(), ttl={"default_ttl": -5})
     assert [(it.key, it.value) for it in opener().search(("a",))] == [("kept", {"v": 1})]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_ttl_expires_and_refreshes_on_read(opener: Opener) -> None:
+    clock = FakeClock()
+
+    def open_store(**kwargs: Any) -> AgentMemStore:
+        store = opener(**kwargs)
+        store.items.clock = clock
+        return store
+
+    store = open_store()
+    assert store.supports_ttl is True
+    store.put(("t",), "short", {"v": 1}, ttl=1)  # one minute
+    store.put(("t",), "forever", {"v": 2})
+    clock.now += 50
+    assert store.get(("t",), "short") is not None  # a read restarts the minute: +110
+    clock.now += 50
+    other = open_store()  # another process's view, same clock
+    assert [it.key for it in other.search(("t",), refresh_ttl=False)] == ["short", "forever"]
+    clock.now += 15  # +115: expired (that search did not refresh)
+    assert store.get(("t",), "short") is None
+    assert [it.key for it in other.search(("t",))] == ["forever"]
+    store.put(("u",), "k", {"v": 3}, ttl=1)  # +115, until +175
+    clock.now += 50
+    assert [it.key for it in store.search(("u",))] == ["k"]  # refreshed: until +225
+    clock.now += 50
+    assert store.get(("u",), "k", refresh_ttl=False) is not None
+    clock.now += 20  # +235
+    assert store.get(("u",), "k") is None
+    assert store.list_namespaces() == [("t",)]  # ("u",) holds only an expired item
+    store.put(("u",), "k", {"v": 4})  # a put after expiry makes a new item
+    assert store.get(("u",), "k").created_at == store.get(("u",), "k").updated_at  # type: ignore[union-attr]
+    # the config's default ttl, an explicit ttl=None, and refresh_on_read=False
+    conf = open_store(ttl={"default_ttl": 1, "refresh_on_read": False})
+    conf.put(("d",), "a", {"v": 1})
+    conf.put(("d",), "b", {"v": 1}, ttl=None)
+    conf.put(("d",), "c", {"v": 1}, ttl=1)
+    conf.put(("d",), "c", {"v": 2})  # a put without ttl keeps the default here
+    clock.now += 30
+    assert conf.get(("d",), "a") is not None  # not refreshed
+    clock.now += 31
+    assert [it.key for it in conf.search(("d",))] == ["b"]
+    assert conf.sweep_ttl() == 3  # ("t","short"), ("d","a"), ("d","c")
+    assert conf.sweep_ttl() == 0
+    assert [it.key for it in open_store().search(())] == ["forever", "k", "b"]
+
+
+def test_the_ttl_sweeper_runs_and_stops(opener: Opener) -> None:
+    clock = FakeClock()
+    store = opener()
+    store.items.clock = clock
+    store.put(("s",), "gone", {"v": 1}, ttl=1)
+    store.put(("s",), "kept", {"v": 1})
+    clock.now += 61
+    from agentmem.items import doc_key
+
+    stored = store.items.documents
+    assert b'"gone"' in (stored.read(doc_key(("s",))) or b"")  # expired, not yet reclaimed
+    done = store.start_ttl_sweeper(sweep_interval_minutes=0.0005)  # every 30 ms
+    deadline = time.monotonic() + 30
+    while b'"gone"' in (stored.read(doc_key(("s",))) or b""):  # until the sweeper got there
+        assert time.monotonic() < deadline, "the sweeper never swept"
+        time.sleep(0.01)
+    assert store.stop_ttl_sweeper(timeout=10) is True
+    assert done.result(timeout=1) is None
+    assert [it.key for it in store.search(("s",))] == ["kept"]
 
 
 # ---------------------------------------------------------------------- search with a query

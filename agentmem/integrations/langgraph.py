@@ -32,16 +32,23 @@ lists the few deliberate differences):
 * ``list_namespaces`` with prefix/suffix (``"*"`` matches any label), ``max_depth``,
   limit and offset, sorted.
 
-TTL is not supported (``supports_ttl`` is ``False``): ``put(..., ttl=...)`` and a
-``PutOp`` with a ``ttl`` raise ``NotImplementedError``, as ``BaseStore`` does for a
-store without it. ``abatch`` runs ``batch`` in a worker thread
+TTL is supported (``supports_ttl`` is ``True``): ``put(..., ttl=minutes)`` (or the
+``default_ttl`` of ``ttl={...}``, a LangGraph ``TTLConfig``) makes the item expire that
+many minutes after its last put or, with ``refresh_ttl`` (default: the config's
+``refresh_on_read``, else ``True``), its last read by ``get`` or ``search``. An expired
+item is gone at once for every read, on every process (it is compared with the clock
+at each read), and its storage is reclaimed by the next write to its namespace,
+:meth:`AgentMemStore.sweep_ttl`, or the background sweeper
+(:meth:`AgentMemStore.start_ttl_sweeper`). ``abatch`` runs ``batch`` in a worker thread
 (:func:`asyncio.to_thread`), so the event loop never waits on the disk or the database.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -64,6 +71,7 @@ from langgraph.store.base import (  # noqa: E402
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     ensure_embeddings,
     get_text_at_path,
     tokenize_path,
@@ -96,19 +104,32 @@ class AgentMemStore(BaseStore):
             ``"provider:model"`` string) or an agentmem
             :class:`~agentmem.protocols.Embedder`; it must work synchronously
             (``abatch`` calls it from a worker thread).
+        ttl: A LangGraph ``TTLConfig``: ``default_ttl`` (minutes, for puts that do
+            not say), ``refresh_on_read`` (default ``True``) and
+            ``sweep_interval_minutes`` (the default of :meth:`start_ttl_sweeper`).
 
     Raises:
         ConfigurationError: LangGraph is not installed (the ``langgraph`` extra).
         InvalidArgumentError: ``memory`` is not a :class:`~agentmem.Memory`.
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
-    def __init__(self, memory: Memory, *, index: IndexConfig | None = None) -> None:
+    def __init__(
+        self, memory: Memory, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None
+    ) -> None:
         if not isinstance(memory, Memory):
             raise InvalidArgumentError(
                 f"memory must be an agentmem.Memory, got {type(memory).__name__}"
             )
+        if ttl is not None:
+            _minutes(ttl.get("default_ttl"), "ttl default_ttl")
+            _minutes(ttl.get("sweep_interval_minutes"), "ttl sweep_interval_minutes")
+            if not isinstance(ttl.get("refresh_on_read", True), bool):
+                raise InvalidArgumentError("ttl refresh_on_read must be True or False")
+        self.ttl_config = ttl
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeping = threading.Event()
         self.memory = memory
         self.items: ItemStore = memory.items
         self.index_config = index
@@ -132,9 +153,9 @@ class AgentMemStore(BaseStore):
         Raises:
             InvalidNamespaceError: a namespace label that LangGraph refuses, or a put
                 into the empty namespace.
-            InvalidArgumentError: a value that is not a JSON object, or an unknown
-                filter operator (nothing is written).
-            NotImplementedError: a put with a ``ttl``.
+            InvalidArgumentError: a value that is not a JSON object, a ttl that is not
+                a positive number of minutes, or an unknown filter operator (nothing
+                is written).
             ValueError: an operation of an unknown type.
         """
         ops = list(ops)
@@ -146,29 +167,34 @@ class AgentMemStore(BaseStore):
             if isinstance(op, SearchOp):
                 _check_filter(op.filter)
             if isinstance(op, PutOp):
-                if op.ttl is not None:
-                    raise NotImplementedError(
-                        f"TTL is not supported by {type(self).__name__}. "
-                        "Use a store implementation that supports TTL or set ttl=None."
-                    )
+                _minutes(op.ttl, "ttl")
                 if not op.namespace:
                     raise InvalidNamespaceError("Namespace cannot be empty.")
                 puts[(tuple(op.namespace), str(op.key))] = op
         changes = self._changes(puts.values())  # checked before anything is read or written
         results: list[Result] = []
         selected: dict[tuple[str, ...], list[StoredItem]] = {}
+        refresh: list[tuple[tuple[str, ...], str]] = []
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(self._get(op))
+                stored = self._get(op)
+                if stored is not None and stored.expires_at is not None and op.refresh_ttl:
+                    refresh.append((stored.namespace, stored.key))
+                results.append(_item(stored) if stored is not None else None)
             elif isinstance(op, SearchOp):
                 prefix = tuple(op.namespace_prefix)
                 if prefix not in selected:
                     selected[prefix] = self.items.items(prefix)
-                results.append(self._search(op, selected[prefix]))
+                found = self._search(op, selected[prefix])
+                if op.refresh_ttl:
+                    refresh.extend((s.namespace, s.key) for s, _ in found if s.expires_at)
+                results.append([_search_item(s, score) for s, score in found])
             elif isinstance(op, ListNamespacesOp):
                 results.append(self._list_namespaces(op))
             else:
                 results.append(None)
+        if refresh:  # before the puts: a put in this batch replaces what it refreshed
+            self.items.refresh(refresh)
         if changes:
             self.items.apply(changes)
         return results
@@ -179,19 +205,71 @@ class AgentMemStore(BaseStore):
 
     # ------------------------------------------------------------------ operations
 
-    def _get(self, op: GetOp) -> Item | None:
+    # ------------------------------------------------------------------ TTL
+
+    def sweep_ttl(self) -> int:
+        """Delete every expired item now (they are already invisible); how many."""
+        return self.items.sweep()
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default: the ttl
+        config's, else 5) in a daemon thread until :meth:`stop_ttl_sweeper`.
+
+        Returns:
+            A future that completes when the sweeper stops (with the error that stopped
+            it, if one did).
+        """
+        interval = _minutes(sweep_interval_minutes, "sweep_interval_minutes")
+        if interval is None:
+            interval = _minutes(
+                (self.ttl_config or {}).get("sweep_interval_minutes"), "sweep_interval_minutes"
+            )
+        every = (interval if interval is not None else 5.0) * 60.0
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._sweeper is not None and self._sweeper.is_alive():
+            raise InvalidArgumentError("the ttl sweeper is already running")
+        self._stop_sweeping.clear()
+
+        def run() -> None:
+            try:
+                while not self._stop_sweeping.wait(every):
+                    self.sweep_ttl()
+            except BaseException as exc:  # reported through the future
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+
+        self._sweeper = threading.Thread(target=run, name="agentmem-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper; whether it stopped within ``timeout`` seconds."""
+        sweeper = self._sweeper
+        if sweeper is None:
+            return True
+        self._stop_sweeping.set()
+        sweeper.join(timeout)
+        if not sweeper.is_alive():
+            self._sweeper = None
+        return not sweeper.is_alive()
+
+    # ------------------------------------------------------------------ reads
+
+    def _get(self, op: GetOp) -> StoredItem | None:
         if not op.namespace:
             return None  # nothing can be put there
-        stored = self.items.get(tuple(op.namespace), str(op.key))
-        return _item(stored) if stored is not None else None
+        return self.items.get(tuple(op.namespace), str(op.key))
 
-    def _search(self, op: SearchOp, items: list[StoredItem]) -> list[SearchItem]:
+    def _search(
+        self, op: SearchOp, items: list[StoredItem]
+    ) -> list[tuple[StoredItem, float | None]]:
         chosen = [it for it in items if _matches(it.value, op.filter)]
         if not op.query:
-            page = chosen[op.offset : op.offset + op.limit]
-            return [_search_item(it, None) for it in page]
-        ranked = self._rank(op.query, chosen)
-        return [_search_item(it, score) for it, score in ranked[op.offset : op.offset + op.limit]]
+            return [(it, None) for it in chosen[op.offset : op.offset + op.limit]]
+        return self._rank(op.query, chosen)[op.offset : op.offset + op.limit]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         namespaces = [
@@ -237,6 +315,7 @@ class AgentMemStore(BaseStore):
                 str(op.key),
                 op.value,
                 extra if op.value is not None else None,
+                op.ttl * 60.0 if op.ttl is not None and op.value is not None else None,
             )
             for op, extra in zip(puts, extras, strict=True)
         ]
@@ -287,6 +366,15 @@ class AgentMemStore(BaseStore):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _minutes(value: object, what: str) -> float | None:
+    """``value`` as minutes when it is ``None`` or a positive number, else InvalidArgumentError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise InvalidArgumentError(f"{what} must be a positive number of minutes, got {value!r}")
+    return float(value)
 
 
 def _index_of(item: StoredItem) -> list[str]:
