@@ -690,7 +690,11 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
+        self.store.memory.close()  # one open memory at a time (PostgreSQL connections)
         self.store = self.open_store()
+
+    def teardown(self) -> None:
+        self.store.memory.close()
 
     @invariant()
     def everything_is_there(self) -> None:
@@ -954,3 +958,141 @@ def test_the_example_runs_offline(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "remembered across runs: 2 visits" in done.stdout
+
+
+TTL_NS = st.sampled_from([("a",), ("a",), ("b",)])
+TTL_KEYS = st.sampled_from(["k1", "k2"])
+
+
+class TTLMachine(RuleBasedStateMachine):
+    """AgentMemStore with TTLs against a dict model, on a fake clock.
+
+    InMemoryStore does not support TTL, so the oracle here is a plain dict of
+    (namespace, key) -> (value, expires_at or None, ttl seconds or None), kept in
+    creation order, independent of the store's code.
+    """
+
+    open_store: Callable[[], AgentMemStore]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FakeClock()
+        self.model: dict[tuple[tuple[str, ...], str], tuple[Any, float | None, float | None]] = {}
+        self.store = self._open()
+
+    def _open(self) -> AgentMemStore:
+        if hasattr(self, "store"):
+            self.store.memory.close()  # one open memory at a time (PostgreSQL connections)
+        store = self.open_store()
+        store.items.clock = self.clock
+        return store
+
+    def teardown(self) -> None:
+        self.store.memory.close()
+
+    def _live(self) -> dict[tuple[tuple[str, ...], str], Any]:
+        return {
+            k: v for k, (v, exp, _) in self.model.items() if exp is None or exp > self.clock.now
+        }
+
+    def _purge(self, ns: tuple[str, ...]) -> None:
+        for k in [k for k in self.model if k[0] == ns and k not in self._live()]:
+            del self.model[k]
+
+    @rule(ns=TTL_NS, key=TTL_KEYS, n=st.integers(0, 3), ttl=st.sampled_from([None, 1.0, 1.0]))
+    def put(self, ns: tuple[str, ...], key: str, n: int, ttl: float | None) -> None:
+        self.store.put(ns, key, {"n": n}, ttl=ttl)
+        self._purge(ns)  # a write to a namespace drops its expired items
+        value = {"n": n}
+        seconds = ttl * 60 if ttl is not None else None
+        expires = self.clock.now + seconds if seconds is not None else None
+        self.model[(ns, key)] = (value, expires, seconds)
+
+    @rule(ns=TTL_NS, key=TTL_KEYS)
+    def delete(self, ns: tuple[str, ...], key: str) -> None:
+        self.store.delete(ns, key)
+        self._purge(ns)
+        self.model.pop((ns, key), None)
+
+    def _refresh(self, keys: list[tuple[tuple[str, ...], str]]) -> None:
+        live = self._live()
+        for k in keys:
+            if k in live and self.model[k][2] is not None:
+                value, _, seconds = self.model[k]
+                self.model[k] = (value, self.clock.now + seconds, seconds)  # type: ignore[operator]
+
+    @rule(ns=TTL_NS, key=TTL_KEYS, refresh=st.booleans())
+    def get(self, ns: tuple[str, ...], key: str, refresh: bool) -> None:
+        got = self.store.get(ns, key, refresh_ttl=refresh)
+        want = self._live().get((ns, key))
+        assert (got.value if got is not None else None) == want
+        if refresh and got is not None:
+            self._refresh([(ns, key)])
+
+    @rule(
+        prefix=st.sampled_from([(), ("a",)]),
+        refresh=st.booleans(),
+        limit=st.integers(0, 6),
+    )
+    def search(self, prefix: tuple[str, ...], refresh: bool, limit: int) -> None:
+        got = self.store.search(prefix, limit=limit, refresh_ttl=refresh)
+        live = self._live()
+        wanted = {k for k in live if k[0][: len(prefix)] == prefix}
+        keys = [(it.namespace, it.key) for it in got]
+        assert len(keys) == min(limit, len(wanted)) and set(keys) <= wanted
+        assert all(it.value == live[(it.namespace, it.key)] for it in got)
+        if refresh:
+            self._refresh(keys)
+
+    @rule(minutes=st.just(0.6))
+    def advance(self, minutes: float) -> None:
+        self.clock.now += minutes * 60
+
+    @rule()
+    def sweep(self) -> None:
+        expired = len(self.model) - len(self._live())
+        assert self.store.sweep_ttl() == expired
+        self.model = {k: self.model[k] for k in self._live()}
+
+    @rule()
+    def reopen(self) -> None:
+        self.store = self._open()
+
+    @invariant()
+    def namespaces_hold_live_items(self) -> None:
+        assert self.store.list_namespaces(limit=1000) == sorted({k[0] for k in self._live()})
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_ttl_sequences_match_a_model(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    dsn = pg_uri(request.getfixturevalue("pg_dsn")) if backend == "postgresql" else None
+    runs = iter(range(10**6))
+    opened: list[agentmem.Memory] = []
+
+    def open_store(self: TTLMachine) -> AgentMemStore:
+        if not hasattr(self, "_root"):
+            self._root = tmp_path / f"ttl{next(runs)}"  # type: ignore[attr-defined]
+            self._root.mkdir()  # type: ignore[attr-defined]
+            if dsn is not None:  # one database: start each run from no items
+                mem = agentmem.Memory(root=self._root / "m", working_dir=self._root, backend=dsn)  # type: ignore[attr-defined]
+                with mem.items.documents.locked():
+                    for doc in mem.items.documents.list().found:
+                        mem.items.documents.delete(doc.key)
+                mem.close()
+        mem = agentmem.Memory(root=self._root / "m", working_dir=self._root, backend=dsn)  # type: ignore[attr-defined]
+        opened.append(mem)
+        return AgentMemStore(memory=mem)
+
+    machine = type("Machine", (TTLMachine,), {"open_store": open_store})
+    run = settings(
+        max_examples=scaled(60 if backend == "sqlite" else 25),
+        stateful_step_count=25,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )(machine).TestCase
+    try:
+        run().runTest()
+    finally:
+        for mem in opened:
+            mem.close()
