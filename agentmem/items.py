@@ -17,10 +17,10 @@ document holds it in full (a read checks it)::
     {"format": "agentmem.items", "version": 1, "namespace": ["users", "42"],
      "items": [{"key", "value", "created_at", "updated_at", "extra"?}, ...]}
 
-its items in creation order. A namespace whose last item is deleted loses its
-document. One more document, ``index`` (``items/index.json``), holds ``{"format":
+its items in creation order (an item put with a ttl also holds ``"ttl"`` seconds and
+``"expires_at"``). A namespace whose last item is deleted loses its document. One more document, ``index`` (``items/index.json``), holds ``{"format":
 "agentmem.items.index", "version": 1, "next": <int>, "namespaces": [[[...], <n>],
-...]}``: every namespace ever written (put or delete) with the number of that first
+...], "expiring": <bool>}``: every namespace ever written (put or delete) with the number of that first
 write, so a namespace keeps its place after its items are deleted: the order a dict
 of dicts keeps (LangGraph's ``InMemoryStore``).
 
@@ -28,6 +28,13 @@ Why a document per namespace: everything LangGraph does is scoped by a namespace
 prefix, so a search or a listing reads the documents of the namespaces it selects
 and never lists or reads items one by one; the cost is that a put rewrites its
 namespace's document (O(items in that namespace); docs/items.md has measurements).
+
+**Expiry.** An item put with ``ttl`` expires ``ttl`` seconds after that put or its
+last :meth:`ItemStore.refresh`. Every read compares the expiry with
+:attr:`ItemStore.clock`, so an expired item is gone at once for every process; its
+bytes go with the next write to its namespace or :meth:`ItemStore.sweep`. Once an
+item was put with a ttl (the index's ``"expiring"``), :meth:`ItemStore.namespaces`
+reads each namespace to leave out those whose items all expired.
 
 **Order.** :meth:`ItemStore.items` returns items by namespace (the order of its first
 write), then in the order they were created: an update keeps its place, a
