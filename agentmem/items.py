@@ -17,11 +17,13 @@ document holds it in full (a read checks it)::
     {"format": "agentmem.items", "version": 1, "namespace": ["users", "42"],
      "items": [{"key", "value", "created_at", "updated_at", "extra"?}, ...]}
 
-its items in creation order (an item put with a ttl also holds ``"ttl"`` seconds and
-``"expires_at"``). A namespace whose last item is deleted loses its document. One more document, ``index`` (``items/index.json``), holds ``{"format":
+its items in creation order (an item put with a ttl also holds ``"ttl"`` seconds
+and ``"expires_at"``). A namespace whose last item is deleted loses its document.
+One more document, ``index`` (``items/index.json``), holds ``{"format":
 "agentmem.items.index", "version": 1, "next": <int>, "namespaces": [[[...], <n>],
-...], "expiring": <bool>}``: every namespace ever written (put or delete) with the number of that first
-write, so a namespace keeps its place after its items are deleted: the order a dict
+...], "expiring": <bool>}``: every namespace ever written (put or delete) with the
+number of that first write, so a namespace keeps its place after its items are
+deleted: the order a dict
 of dicts keeps (LangGraph's ``InMemoryStore``).
 
 Why a document per namespace: everything LangGraph does is scoped by a namespace
