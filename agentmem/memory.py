@@ -70,6 +70,7 @@ from agentmem.errors import (
     SessionNotFoundError,
     StorageError,
 )
+from agentmem.items import ItemStore
 from agentmem.ltm import LongTermMemory
 from agentmem.memory_updater import MemoryUpdateSettings, update_settings
 from agentmem.notes import KeyValueStore
@@ -151,6 +152,10 @@ class Memory:
         notes: :class:`~agentmem.notes.KeyValueStore` in ``<root>/memory/``.
         topics: :class:`~agentmem.topics.TopicStore` in ``<root>/memories/``: the
             memory updater's topic files (in memory only when incognito).
+        items: :class:`~agentmem.items.ItemStore` in ``<root>/items/`` (or the
+            PostgreSQL backend): namespaced JSON items with timestamps, the storage of
+            :class:`agentmem.integrations.langgraph.AgentMemStore` (in memory only
+            when incognito).
         memory_update: The resolved :class:`~agentmem.memory_updater.MemoryUpdateSettings`.
         tools: :class:`~agentmem.tools.MemoryTools`: the ``memory_operations``
             tool schemas and dispatcher over this memory.
@@ -226,6 +231,7 @@ class Memory:
             self.sessions = SessionStore(None, durability=durability, reporter=reporter)
             self.ltm = LongTermMemory(None, scrubber=scrubber)
             self.notes = KeyValueStore(None, scrubber=scrubber)
+            self.items = ItemStore(None)
             self.topics = TopicStore(
                 None,
                 scrubber=scrubber,
@@ -262,6 +268,7 @@ class Memory:
                     token_counter=token_counter,
                     max_tokens_per_file=self.memory_update.max_tokens_per_file,
                 )
+                self.items = ItemStore(chosen.documents("items"))
             except BaseException:
                 chosen.close()
                 self.sessions.close()

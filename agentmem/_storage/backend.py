@@ -3,16 +3,19 @@
 A :class:`Backend` hands each store where it lives: the document stores their
 :class:`~agentmem._storage.documents.Documents` by namespace (``"ltm"``: long-term
 memory, one document; ``"notes"``: one document per key; ``"topics"``: one per
-topic), and the sessions store its database (:meth:`Backend.sessions_database`:
-messages, state, billing, threads and the recall index). Semantic memory follows
-the memory's backend (:class:`~agentmem.semantic.LocalMemoryClient` reads
-``Memory.backend``). The stores and the facade never know which backend they run on.
+topic; ``"items"``: the namespaced JSON items of :class:`agentmem.items.ItemStore`,
+one per item plus their index), and the sessions store its database
+(:meth:`Backend.sessions_database`: messages, state, billing, threads and the
+recall index). Semantic memory follows the memory's backend
+(:class:`~agentmem.semantic.LocalMemoryClient` reads ``Memory.backend``). The
+stores and the facade never know which backend they run on.
 
 * :class:`EmbeddedBackend` (the default): ``<root>/sessions.sqlite`` and the
   hand-editable files under the memory root, exactly as they have always been:
   ``<root>/ltm.json``, ``<root>/memory/<key>.json``, ``<root>/memories/<topic>.md``,
-  each store locked by its file in ``<root>/locks/`` (:func:`ltm_files`,
-  :func:`note_files`, :func:`topic_files`).
+  ``<root>/items/<namespace hash>.json`` (made on the first item), each store locked by
+  its file in ``<root>/locks/`` (:func:`ltm_files`, :func:`note_files`,
+  :func:`topic_files`, :func:`item_files`).
 * :class:`PostgresBackend`: one PostgreSQL database for several agent hosts
   sharing one memory; every store shares its one connection pool
   (:mod:`agentmem._storage.postgres`); the documents are rows of one table
@@ -49,7 +52,7 @@ from agentmem._storage.keys import (
 )
 from agentmem._storage.locks import DEFAULT_LOCK_TIMEOUT
 from agentmem._storage.sqlite import Durability
-from agentmem.errors import ConfigurationError
+from agentmem.errors import ConfigurationError, UnsafePathError
 
 if TYPE_CHECKING:
     from agentmem._storage.pg_documents import PgDocumentStore
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKEND_ENV",
+    "ITEMS_DIR",
     "LTM_FILE",
     "NAMESPACES",
     "NOTES_DIR",
@@ -64,6 +68,7 @@ __all__ = [
     "Backend",
     "EmbeddedBackend",
     "PostgresBackend",
+    "item_files",
     "ltm_files",
     "mask_dsn",
     "note_files",
@@ -77,7 +82,9 @@ BACKEND_ENV = "AGENTMEM_BACKEND"
 LTM_FILE = "ltm.json"
 SESSIONS_FILE = "sessions.sqlite"
 NOTES_DIR = "memory"
-NAMESPACES = ("ltm", "notes", "topics")
+ITEMS_DIR = "items"
+ITEM_SUFFIX = ".json"
+NAMESPACES = ("ltm", "notes", "topics", "items")
 """The document stores a backend serves."""
 _EMBEDDED = ("embedded", "sqlite")
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -165,6 +172,36 @@ def topic_files(directory: Path, root: Path | None = None) -> FileDocuments:
     )
 
 
+def _item_key(file_name: str) -> str:
+    key = file_name[: -len(ITEM_SUFFIX)]
+    if not _ITEM_KEY.fullmatch(key):
+        raise UnsafePathError(key, ITEMS_DIR, "not an item document name")
+    return key
+
+
+_ITEM_KEY = re.compile(r"index|[0-9a-f]{32}")
+
+
+def item_files(directory: Path, root: Path | None = None) -> FileDocuments:
+    """The items as ``<directory>/<key>.json``, locked by ``<root>/locks/items.lock``.
+
+    Only ``index.json`` and ``<32 hex>.json`` are documents (the names
+    :class:`agentmem.items.ItemStore` gives them); any other file is left alone.
+    """
+    top = root if root is not None else directory.parent
+    return FileDocuments(
+        directory,
+        root=top,
+        suffix=ITEM_SUFFIX,
+        key_of=_item_key,
+        lock_path=top / "locks" / "items.lock",
+        lock_what="items",
+        name=lambda key: f"item document {key!r}",
+        inside="the items directory",
+        entry="item file",
+    )
+
+
 # ---------------------------------------------------------------------- backends
 
 
@@ -179,7 +216,7 @@ class Backend(ABC):
 
     @abstractmethod
     def documents(self, namespace: str) -> Documents:
-        """The documents of one store: ``"ltm"``, ``"notes"`` or ``"topics"``.
+        """The documents of one store: ``"ltm"``, ``"notes"``, ``"topics"`` or ``"items"``.
 
         Raises:
             ConfigurationError: an unknown namespace.
@@ -219,6 +256,8 @@ class EmbeddedBackend(Backend):
             return ltm_files(self.root / LTM_FILE, root=self.root, timeout=60.0)
         if namespace == "notes":
             return note_files(self.root / NOTES_DIR, self.root)
+        if namespace == "items":
+            return item_files(self.root / ITEMS_DIR, self.root)
         return topic_files(self.root / TOPICS_DIR, self.root)
 
 
