@@ -268,6 +268,28 @@ def test_prefix_count_finds_what_the_token_scan_found(text: str, prefixes: list[
     assert (started, hits) == _reference_prefix_count(text, list(dict.fromkeys(prefixes)))
 
 
+@settings(max_examples=200)
+@given(
+    word=st.text(st.sampled_from(list("abtesrun")), min_size=2, max_size=6),
+    data=st.data(),
+)
+def test_prefix_count_keeps_the_longest_prefix_where_a_token_starts(
+    word: str, data: st.DataObject
+) -> None:
+    """Prefixes of one another, in any order, starting the text's tokens (which the
+    random texts above rarely do): each token start counts once and reports every prefix
+    it starts with (``Matcher.count`` keeps the longest prefix found there)."""
+    cut = data.draw(st.integers(1, len(word) - 1))
+    prefixes = data.draw(st.permutations([word, word[:cut]]))
+    tokens = data.draw(
+        st.lists(st.sampled_from([word, word[:cut], word + "x", "x" + word, "q"]), max_size=8)
+    )
+    seps = data.draw(st.lists(st.sampled_from([" ", "-", "_", ".", "\n"]), min_size=len(tokens)))
+    text = "".join(t + s for t, s in zip(tokens, seps, strict=False))
+    _, started, hits = _porter.Matcher((), prefixes).count(text)
+    assert (started, hits) == _reference_prefix_count(text, list(prefixes))
+
+
 @settings(max_examples=300)
 @given(
     text=st.text(_TEXT_ALPHABET, max_size=80),
