@@ -703,31 +703,32 @@ class StoreMachine(RuleBasedStateMachine):
         )
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_random_sequences_match_in_memory_store(
-    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+def _run_machine(
+    base: type, backend: str, request: pytest.FixtureRequest, tmp_path: Path, examples: int
 ) -> None:
+    """Run the state machine ``base`` on ``backend``, each run on a fresh root (and, on
+    PostgreSQL, the one test database emptied of items first)."""
     dsn = pg_uri(request.getfixturevalue("pg_dsn")) if backend == "postgresql" else None
     runs = iter(range(10**6))
     opened: list[agentmem.Memory] = []
 
-    def open_store(self: StoreMachine) -> AgentMemStore:
+    def open_store(self: Any) -> AgentMemStore:
         if not hasattr(self, "_root"):
-            self._root = tmp_path / f"run{next(runs)}"  # type: ignore[attr-defined]
-            self._root.mkdir()  # type: ignore[attr-defined]
+            self._root = tmp_path / f"run{next(runs)}"
+            self._root.mkdir()
             if dsn is not None:  # one database: start each run from no items
-                mem = agentmem.Memory(root=self._root / "m", working_dir=self._root, backend=dsn)  # type: ignore[attr-defined]
+                mem = agentmem.Memory(root=self._root / "m", working_dir=self._root, backend=dsn)
                 with mem.items.documents.locked():
                     for doc in mem.items.documents.list().found:
                         mem.items.documents.delete(doc.key)
                 mem.close()
-        mem = agentmem.Memory(root=self._root / "m", working_dir=self._root, backend=dsn)  # type: ignore[attr-defined]
+        mem = agentmem.Memory(root=self._root / "m", working_dir=self._root, backend=dsn)
         opened.append(mem)
         return AgentMemStore(memory=mem)
 
-    machine = type("Machine", (StoreMachine,), {"open_store": open_store})
+    machine = type("Machine", (base,), {"open_store": open_store})
     run = settings(
-        max_examples=scaled(30 if backend == "sqlite" else 15),
+        max_examples=scaled(examples),
         stateful_step_count=25,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )(machine).TestCase
@@ -736,6 +737,13 @@ def test_random_sequences_match_in_memory_store(
     finally:
         for mem in opened:
             mem.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_random_sequences_match_in_memory_store(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    _run_machine(StoreMachine, backend, request, tmp_path, 30 if backend == "sqlite" else 15)
 
 
 # ---------------------------------------------------------------------- processes, graphs, damage
@@ -1067,32 +1075,4 @@ class TTLMachine(RuleBasedStateMachine):
 def test_ttl_sequences_match_a_model(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    dsn = pg_uri(request.getfixturevalue("pg_dsn")) if backend == "postgresql" else None
-    runs = iter(range(10**6))
-    opened: list[agentmem.Memory] = []
-
-    def open_store(self: TTLMachine) -> AgentMemStore:
-        if not hasattr(self, "_root"):
-            self._root = tmp_path / f"ttl{next(runs)}"  # type: ignore[attr-defined]
-            self._root.mkdir()  # type: ignore[attr-defined]
-            if dsn is not None:  # one database: start each run from no items
-                mem = agentmem.Memory(root=self._root / "m", working_dir=self._root, backend=dsn)  # type: ignore[attr-defined]
-                with mem.items.documents.locked():
-                    for doc in mem.items.documents.list().found:
-                        mem.items.documents.delete(doc.key)
-                mem.close()
-        mem = agentmem.Memory(root=self._root / "m", working_dir=self._root, backend=dsn)  # type: ignore[attr-defined]
-        opened.append(mem)
-        return AgentMemStore(memory=mem)
-
-    machine = type("Machine", (TTLMachine,), {"open_store": open_store})
-    run = settings(
-        max_examples=scaled(60 if backend == "sqlite" else 25),
-        stateful_step_count=25,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )(machine).TestCase
-    try:
-        run().runTest()
-    finally:
-        for mem in opened:
-            mem.close()
+    _run_machine(TTLMachine, backend, request, tmp_path, 60 if backend == "sqlite" else 25)
