@@ -55,7 +55,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -72,6 +71,7 @@ from agentmem import (
     normalize_message,
 )
 from agentmem._optional import require
+from agentmem.integrations._ids import host_session_id
 
 require("langchain.agents.middleware", "agentmem.integrations.langchain", "langchain")
 
@@ -106,7 +106,6 @@ LC_MESSAGE = "lc_message"
 LC_SYSTEM = "lc_system"
 #: The OpenAI Chat keys a fingerprint covers (what a provider is sent).
 _API_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content")
-_SLUG_RE = re.compile(r"[^a-z0-9_-]+")
 _OVERFLOW_ATTEMPTS = 3
 
 
@@ -299,9 +298,7 @@ class AgentMemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """
         if not isinstance(thread_id, str) or not thread_id:
             raise InvalidArgumentError(f"thread id must be a non-empty string, got {thread_id!r}")
-        slug = _SLUG_RE.sub("-", thread_id.lower()).strip("-")[:60] or "thread"
-        digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:24]
-        return f"lc-{slug}-{digest}"
+        return host_session_id("lc-", thread_id, readable=True, digits=24)
 
     def thread_id_of(self, runtime: Runtime[Any] | None) -> str:
         """The run's thread id (``default_thread_id`` when it has none)."""

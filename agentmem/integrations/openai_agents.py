@@ -44,7 +44,6 @@ finishes before the cancellation is re-raised, as the SDK's own sessions do.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -64,6 +63,7 @@ from agentmem import (
 )
 from agentmem import Session as AgentMemStoreSession
 from agentmem._optional import require
+from agentmem.integrations._ids import host_session_id
 from agentmem.messages import from_responses_items, to_responses_items
 
 require("agents", "agentmem.integrations.openai_agents", "openai-agents")
@@ -98,8 +98,7 @@ def agentmem_session_id(session_id: str) -> str:
     """
     if not isinstance(session_id, str):
         raise InvalidArgumentError(f"session_id must be a string, got {type(session_id).__name__}")
-    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return _ID_PREFIX + digest
+    return host_session_id(_ID_PREFIX, session_id)
 
 
 def _display_name(session_id: str) -> str | None:
