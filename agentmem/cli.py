@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -83,6 +84,15 @@ class _WarningLines(logging.Handler):
             self.handleError(record)
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (tests capture it)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (the console script exits with it).
 
@@ -110,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.close()
         print_out(cli, output)
         return output.code
+    except BrokenPipeError:  # the reader went away (`agentmem session show ID | head`)
+        _silence_stdout()
+        return 0
     except KeyboardInterrupt:
         cli.progress.clear()
         cli.stderr.write("agentmem: interrupted\n")

@@ -319,10 +319,15 @@ def error_exit(exc: BaseException, stderr: TextIO) -> int:
     return code
 
 
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if chr(c) not in "\n\t"}
+"""Control characters shown escaped in text output: stored text (a tool's output) must not
+drive the terminal (JSON escapes them itself)."""
+
+
 def print_out(cli: Cli, output: Output) -> None:
     """The command's output on stdout: one JSON document with ``--json``, else its text."""
     cli.progress.clear()
-    text = render_json(output.data) if cli.as_json else output.text
+    text = render_json(output.data) if cli.as_json else output.text.translate(_CONTROLS)
     if text and not text.endswith("\n"):
         text += "\n"
     cli.stdout.write(text)
