@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agentmem._cli.common import EXIT_ERROR, EXIT_USAGE, Cli, CliError, Output, info_json, iso
-from agentmem._cli.parsing import Commands, positive_int, window_size
+from agentmem._cli.parsing import Commands, Handler, positive_int, window_size
 from agentmem._truncate import truncate_text
 from agentmem.memory import Usage
 from agentmem.messages import message_text
@@ -323,6 +323,15 @@ def undo_history(cli: Cli, args: argparse.Namespace) -> Output:
 # ---------------------------------------------------------------------- the parsers
 
 
+def _on_session(
+    commands: Commands, name: str, handler: Handler, help: str, *examples: str
+) -> argparse.ArgumentParser:
+    """A command about one session: its ``ID`` argument comes first."""
+    parser = commands.command(name, handler, help, "\n".join(examples))
+    parser.add_argument("session_id", metavar="ID")
+    return parser
+
+
 def register(commands: Commands) -> None:
     """Add ``session`` and ``undo-history`` to the parser."""
     session = commands.group(
@@ -338,23 +347,25 @@ def register(commands: Commands) -> None:
         "list", session_list, "sessions, most recently updated first", "agentmem session list"
     )
     p.add_argument("--limit", type=positive_int, default=None, help="at most N sessions")
-    p = session.command(
+    p = _on_session(
+        session,
         "show",
         session_show,
         "one session: metadata, billing totals, thread summary, messages",
-        "agentmem session show ID\nagentmem session show ID --tail 10 --json",
+        "agentmem session show ID",
+        "agentmem session show ID --tail 10 --json",
     )
-    p.add_argument("session_id", metavar="ID")
     p.add_argument(
         "--tail", type=positive_int, default=None, metavar="N", help="only the last N messages"
     )
-    p = session.command(
+    p = _on_session(
+        session,
         "export",
         session_export,
         "write a session to one self-contained HTML (default) or JSON file; prints the path",
-        "agentmem session export ID\nagentmem session export ID --out chat.json",
+        "agentmem session export ID",
+        "agentmem session export ID --out chat.json",
     )
-    p.add_argument("session_id", metavar="ID")
     p.add_argument("--out", metavar="PATH", help="the file to write (default: ./<ID>.<format>)")
     p.add_argument(
         "--format",
@@ -362,31 +373,33 @@ def register(commands: Commands) -> None:
         default=None,
         help="html or json (default: from --out's extension, else html)",
     )
-    p = session.command(
+    p = _on_session(
+        session,
         "trim",
         session_trim,
         "run the context pipeline at a window: the stored window and thread summary move "
         "forward, nothing is deleted",
-        "agentmem session trim ID --window 32000\nagentmem session trim ID --window 8000 --json",
+        "agentmem session trim ID --window 32000",
+        "agentmem session trim ID --window 8000 --json",
     )
-    p.add_argument("session_id", metavar="ID")
     p.add_argument(
         "--window", type=window_size, required=True, metavar="TOKENS", help="context window"
     )
     p.add_argument("--model", default=None, metavar="M", help="model to count tokens for")
-    p = session.command(
+    p = _on_session(
+        session,
         "delete",
         session_delete,
         "delete a session, its messages and its snapshots (asks unless --yes)",
         "agentmem session delete ID --yes",
     )
-    p.add_argument("session_id", metavar="ID")
     p.add_argument("--yes", action="store_true", help="do not ask (needed when not on a terminal)")
-    p = commands.command(
+    p = _on_session(
+        commands,
         "undo-history",
         undo_history,
         "a session's time-machine task tree: active chain, branches, what can be restored",
-        "agentmem undo-history ID\nagentmem undo-history ID --limit 50 --json",
+        "agentmem undo-history ID",
+        "agentmem undo-history ID --limit 50 --json",
     )
-    p.add_argument("session_id", metavar="SESSION")
     p.add_argument("--limit", type=positive_int, default=10, help="the last N tasks (default 10)")

@@ -135,13 +135,17 @@ def topics_list(cli: Cli, args: argparse.Namespace) -> Output:
     return Output(data, "\n".join(lines) if lines else "no topic files")
 
 
+def _shown(cli: Cli, what: str, name: str, content: str | None, problems: list[str]) -> Output:
+    """One topic or note (``what``): its content, or exit 5 when there is none."""
+    _warn_all(cli, problems)
+    if content is None:
+        raise CliError(EXIT_ERROR, f"no {what} {name!r}", f"`agentmem {what}s list` shows them")
+    return Output({"topic" if what == "topic" else "key": name, "content": content}, content)
+
+
 def topics_show(cli: Cli, args: argparse.Namespace) -> Output:
     topics = cli.memory().topics
-    content = topics.read(args.topic)
-    _warn_all(cli, topics.problems)
-    if content is None:
-        raise CliError(EXIT_ERROR, f"no topic {args.topic!r}", "`agentmem topics list` shows them")
-    return Output({"topic": args.topic, "content": content}, content)
+    return _shown(cli, "topic", args.topic, topics.read(args.topic), topics.problems)
 
 
 def notes_list(cli: Cli, args: argparse.Namespace) -> Output:
@@ -153,11 +157,7 @@ def notes_list(cli: Cli, args: argparse.Namespace) -> Output:
 
 def notes_show(cli: Cli, args: argparse.Namespace) -> Output:
     notes = cli.memory().notes
-    content = notes.retrieve(args.key)
-    _warn_all(cli, notes.problems)
-    if content is None:
-        raise CliError(EXIT_ERROR, f"no note {args.key!r}", "`agentmem notes list` shows them")
-    return Output({"key": args.key, "content": content}, content)
+    return _shown(cli, "note", args.key, notes.retrieve(args.key), notes.problems)
 
 
 # ---------------------------------------------------------------------- recall and the index
