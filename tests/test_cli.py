@@ -329,6 +329,11 @@ def test_errors_in_process(
     code, out, err = scratch.run(capsys, "session", "delete", "alpha")
     assert code == 2 and "needs --yes" in err and "nothing was deleted" in err
     assert scratch.json(capsys, "session", "list")[-1]["id"] == "alpha"
+    (scratch.root / "ltm.json").write_text("{")  # set aside on read, as the library does
+    code, out, err = scratch.run(capsys, "memory", "list")
+    assert (code, out) == (0, "no long-term memory entries\n")
+    (warning,) = err.splitlines()  # reported once, never dropped
+    assert warning.startswith("agentmem: warning: long-term memory") and "moved aside" in warning
     (scratch.root / "memory" / "build.json").write_text("{not json")
     code, out, err = scratch.run(capsys, "notes", "show", "build")
     assert code == 5 and out == "" and "unreadable" in err.splitlines()[-1]

@@ -141,6 +141,12 @@ def _describe(event: str, data: Mapping[str, Any]) -> str:
             f"trimming the window: {data.get('tokens_before')} -> "
             f"{data.get('target_tokens')} tokens, {data.get('evicted_messages')} messages out"
         )
+    if event == "doctor.store":
+        return f"checking {data.get('store')} ({data.get('index')}/{data.get('total')}) ..."
+    if event.endswith(".finished"):
+        return ""  # the result follows; the line is cleared
+    if event.endswith(".started"):
+        return f"{event.removesuffix('.started').replace('_', ' ')} ..."
     shown = [f"{k}={v}" for k, v in data.items() if isinstance(v, str | int | float) and v != ""]
     return " ".join([event, *shown[:4]])
 
@@ -164,8 +170,8 @@ class Progress:
         self.note(_describe(event, data))
 
     def note(self, text: str) -> None:
-        """Show ``text`` as the progress line (on a terminal only)."""
-        if not self.active:
+        """Show ``text`` as the progress line (on a terminal only; ``""`` changes nothing)."""
+        if not self.active or not text:
             return
         width = 100
         line = text if len(text) <= width else text[: width - 3] + "..."

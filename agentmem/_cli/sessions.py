@@ -287,8 +287,7 @@ def undo_history(cli: Cli, args: argparse.Namespace) -> Output:
         problems = [*machine.problems, *machine.errors]
     finally:
         lock.release()
-    for line in problems:
-        cli.warn(f"time machine: {line}")
+    # The time machine logs what it finds (printed as warnings); the JSON keeps it too.
     for task in tasks:
         task["can_restore"] = task["status"] != "current"
     data = {

@@ -4,8 +4,9 @@ Each command opens the memory through :meth:`Cli.memory` (never creating
 the root), reads what it shows through the store's public API, and returns
 an :class:`~agentmem._cli.common.Output`: the JSON document (the shapes are
 listed in docs/cli.md) and its text form. What a store reports it could not
-read (an unreadable note, a long-term memory document set aside) is printed
-as ``agentmem: warning:`` lines, never dropped.
+read (an unreadable note, a long-term memory document set aside) it also
+logs; :mod:`agentmem.cli` prints those log records as ``agentmem: warning:``
+lines, so nothing is dropped and nothing is said twice.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from agentmem._cli.common import (
@@ -42,11 +42,6 @@ KIND_ALIASES = {
 """The short kind names the commands accept, beside the stored ones (:data:`agentmem.ltm.KINDS`)."""
 
 
-def _warn_all(cli: Cli, lines: Iterable[object]) -> None:
-    for line in lines:
-        cli.warn(str(line))
-
-
 # ---------------------------------------------------------------------- memory (LTM)
 
 
@@ -62,28 +57,19 @@ def _entries_output(entries: list[LTMEntry], empty: str) -> Output:
     return Output([e.to_json() for e in entries], text)
 
 
-def _ltm_problems(cli: Cli) -> None:
-    ltm = cli.memory().ltm
-    _warn_all(cli, ltm.problems)
-    _warn_all(cli, (f"unreadable long-term memory moved aside: {p}" for p in ltm.moved_aside))
-
-
 def memory_list(cli: Cli, args: argparse.Namespace) -> Output:
     kind = KIND_ALIASES.get(args.kind, args.kind) if args.kind else None
     entries = cli.memory().ltm.entries(kind)
-    _ltm_problems(cli)
     return _entries_output(entries, "no long-term memory entries")
 
 
 def memory_search(cli: Cli, args: argparse.Namespace) -> Output:
     entries = cli.memory().ltm.search(args.query, limit=args.limit)
-    _ltm_problems(cli)
     return _entries_output(entries, f"no entry matches {args.query!r}")
 
 
 def memory_stats(cli: Cli, args: argparse.Namespace) -> Output:
     stats = cli.memory().ltm.stats()
-    _ltm_problems(cli)
     kinds = ", ".join(f"{k} {n}" for k, n in stats["by_kind"].items())
     text = (
         f"entries: {stats['total']} ({kinds})\n"
@@ -109,7 +95,6 @@ def memory_prune(cli: Cli, args: argparse.Namespace) -> Output:
         ]
     else:
         removed = ltm.prune(max_age_days=args.max_age_days, min_confidence=args.min_confidence)
-    _ltm_problems(cli)
     verb = "would remove" if args.dry_run else "removed"
     text = f"{verb} {len(removed)} entr{'y' if len(removed) == 1 else 'ies'}"
     if removed:
@@ -127,37 +112,30 @@ def memory_prune(cli: Cli, args: argparse.Namespace) -> Output:
 
 
 def topics_list(cli: Cli, args: argparse.Namespace) -> Output:
-    topics = cli.memory().topics
-    found = topics.list()
-    _warn_all(cli, topics.problems)
+    found = cli.memory().topics.list()
     data = [{"topic": t.topic, "size": t.size, "updated_at": t.updated_at} for t in found]
     lines = [f"{t.topic:<32} {t.size:>8} B  {iso(t.updated_at)}" for t in found]
     return Output(data, "\n".join(lines) if lines else "no topic files")
 
 
-def _shown(cli: Cli, what: str, name: str, content: str | None, problems: list[str]) -> Output:
+def _shown(what: str, name: str, content: str | None) -> Output:
     """One topic or note (``what``): its content, or exit 5 when there is none."""
-    _warn_all(cli, problems)
     if content is None:
         raise CliError(EXIT_ERROR, f"no {what} {name!r}", f"`agentmem {what}s list` shows them")
     return Output({"topic" if what == "topic" else "key": name, "content": content}, content)
 
 
 def topics_show(cli: Cli, args: argparse.Namespace) -> Output:
-    topics = cli.memory().topics
-    return _shown(cli, "topic", args.topic, topics.read(args.topic), topics.problems)
+    return _shown("topic", args.topic, cli.memory().topics.read(args.topic))
 
 
 def notes_list(cli: Cli, args: argparse.Namespace) -> Output:
-    notes = cli.memory().notes
-    keys = notes.list()
-    _warn_all(cli, notes.problems)
+    keys = cli.memory().notes.list()
     return Output([{"key": k} for k in keys], "\n".join(keys) if keys else "no notes")
 
 
 def notes_show(cli: Cli, args: argparse.Namespace) -> Output:
-    notes = cli.memory().notes
-    return _shown(cli, "note", args.key, notes.retrieve(args.key), notes.problems)
+    return _shown("note", args.key, cli.memory().notes.retrieve(args.key))
 
 
 # ---------------------------------------------------------------------- recall and the index
