@@ -7,6 +7,8 @@ of jobs:
 * :mod:`.common`: opening the root (never creating one), the one-line
   errors and their exit codes, the terminal-only progress line, JSON and
   text output;
+* :mod:`.parsing`: one-line usage errors, the options every level accepts,
+  command groups with their help and examples;
 * :mod:`.stores`: ``memory``, ``topics``, ``notes``, ``recall``, ``reindex``
   and ``doctor`` (the stores shared by every session);
 * :mod:`.sessions`: ``session`` and ``undo-history`` (one stored session).
