@@ -216,6 +216,9 @@ def test_read_only_commands_show_what_was_stored_and_write_nothing(
 ) -> None:
     before = snapshot(built.root)
     check_reads(built, capsys)
+    # The shared options also go after the command.
+    assert main(["notes", "list", "--root", str(built.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"key": "build"}]
     assert snapshot(built.root) == before
 
 
