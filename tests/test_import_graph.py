@@ -320,3 +320,21 @@ def test_no_part_imports_another_parts_private_names() -> None:
         if _reaches_into(i)
     ]
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_cli_sits_on_top() -> None:
+    # The inspection CLI (agentmem.cli, its commands in agentmem._cli) uses the facade and
+    # the stores; nothing in the library may import it (``import agentmem`` never loads it).
+    top = {"agentmem.cli", "agentmem.__main__"}
+    cli = {m for m in MODULES if m == "agentmem._cli" or m.startswith("agentmem._cli.")}
+    assert "agentmem._cli.sessions" in cli and "agentmem.cli" in MODULES
+    graph = _graph(IMPORTS)
+    assert "agentmem._cli.stores" in graph["agentmem.cli"]  # the check below sees real edges
+    offenders = [
+        f"{source} imports {target}"
+        for source, targets in graph.items()
+        if source not in top | cli
+        for target in targets
+        if target in top | cli
+    ]
+    assert not offenders, "\n".join(offenders)

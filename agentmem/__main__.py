@@ -1,0 +1,5 @@
+"""``python -m agentmem``: the inspection CLI (:mod:`agentmem.cli`)."""
+
+from agentmem.cli import main
+
+raise SystemExit(main())
