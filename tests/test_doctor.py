@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,7 @@ def _build(base: Path) -> tuple[Path, Path, str]:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     base = tmp_path_factory.mktemp("doctor-template")
-    root, _, sid = _build(base)
+    _, _, sid = _build(base)
     return base, sid
 
 
@@ -114,7 +113,14 @@ def test_a_healthy_root_is_ok_and_untouched(healthy: tuple[Path, Path, str]) -> 
     report = _diagnose_unchanged(root, progress=Reporter())
     assert report.ok, [f for f in report.findings if f.severity != "ok"]
     assert {f.store for f in report.findings} == {
-        "root", "sessions", "recall-index", "ltm", "notes", "topics", "items", "semantic",
+        "root",
+        "sessions",
+        "recall-index",
+        "ltm",
+        "notes",
+        "topics",
+        "items",
+        "semantic",
         "time-machine",
     }
     assert report.backend == "embedded"
@@ -229,9 +235,12 @@ def test_newer_session_database_version(healthy: tuple[Path, Path, str]) -> None
     _sql(root, "UPDATE meta SET value = '99' WHERE key = 'version'")
     report = _diagnose_unchanged(root)
     found = _damaged(report, "sessions")
-    assert found and "newer agentmem" in found[0].problem and "upgrade agentmem" in found[
-        0
-    ].problem.lower().replace("upgrade agentmem to open it", "upgrade agentmem")
+    assert (
+        found
+        and "newer agentmem" in found[0].problem
+        and "upgrade agentmem"
+        in found[0].problem.lower().replace("upgrade agentmem to open it", "upgrade agentmem")
+    )
     assert "refuses it with FormatVersionError" in found[0].recovery
     with pytest.raises(FormatVersionError):
         agentmem.Memory(root=root, working_dir=work)
@@ -323,9 +332,11 @@ def test_damaged_semantic_memory(healthy: tuple[Path, Path, str]) -> None:
     report = _diagnose_unchanged(root)
     found = _damaged(report, "semantic")
     assert found and "moves it aside to semantic.sqlite.corrupt-" in found[0].recovery
-    with agentmem.Memory(root=root, working_dir=work) as mem:
-        with LocalMemoryClient(mem, embedder=None) as client:
-            assert client.recovery is not None
+    with (
+        agentmem.Memory(root=root, working_dir=work) as mem,
+        LocalMemoryClient(mem, embedder=None) as client,
+    ):
+        assert client.recovery is not None
 
 
 # ---------------------------------------------------------------------- never raises, never writes
@@ -341,7 +352,9 @@ def session_db(template: tuple[Path, str]) -> bytes:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(flips=st.lists(st.tuples(st.integers(0, 10**9), st.integers(1, 255)), min_size=1, max_size=8))
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 10**9), st.integers(1, 255)), min_size=1, max_size=8)
+)
 def test_random_byte_flips_are_findings_never_crashes(
     session_db: bytes, flips: list[tuple[int, int]]
 ) -> None:
@@ -371,7 +384,11 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     env.pop("AGENTMEM_BACKEND", None)
     return subprocess.run(
         [sys.executable, "-m", "agentmem", *args],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
 
 
@@ -399,3 +416,61 @@ def test_cli_doctor_missing_root(tmp_path: Path) -> None:
     done = _run("--root", str(tmp_path / "nowhere"), "doctor")
     assert done.returncode == 3
     assert done.stderr.startswith("agentmem: error:") and len(done.stderr.splitlines()) == 1
+
+
+# ---------------------------------------------------------------------- PostgreSQL
+
+
+def _pg_digest(dsn: str) -> str:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'agentmem' "
+            "ORDER BY table_name"
+        ).fetchall()
+        digest = hashlib.sha256()
+        for (table,) in rows:
+            for row in conn.execute(f'SELECT * FROM agentmem."{table}" ORDER BY 1'):
+                digest.update(repr((table, row)).encode())
+        return digest.hexdigest()
+
+
+def test_postgresql_backend(tmp_path: Path, pg_dsn: str) -> None:
+    import psycopg
+    from test_documents import pg_uri
+
+    uri = pg_uri(pg_dsn)
+    work = tmp_path / "work"
+    work.mkdir()
+    root = tmp_path / "root"
+    with agentmem.Memory(root=root, working_dir=work, backend=uri) as mem:
+        mem.ltm.add_discovery("the build uses make", confidence=0.9)
+        mem.notes.store("plan", "ship it")
+        with mem.session(name="pg") as s:
+            sid = s.id
+            for i in range(6):
+                s.append({"role": "user", "content": f"zebra message {i}"})
+        assert mem.recall("zebra")
+    before = _pg_digest(pg_dsn)
+    report = _diagnose_unchanged(root, backend=uri)
+    assert _pg_digest(pg_dsn) == before, "diagnose wrote to PostgreSQL"
+    assert report.ok, [f for f in report.findings if f.severity != "ok"]
+    assert report.backend == uri  # no password to mask here
+    assert {"sessions", "recall-index", "ltm", "notes"} <= {f.store for f in report.findings}
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE agentmem.messages SET body = '{not json' WHERE session_id = %s AND seq = 2",
+            (sid,),
+        )
+        conn.execute("DELETE FROM agentmem.recall_docs WHERE session_id = %s AND seq = 4", (sid,))
+    before = _pg_digest(pg_dsn)
+    report = _diagnose_unchanged(root, backend=uri)
+    assert _pg_digest(pg_dsn) == before, "diagnose wrote to PostgreSQL"
+    rows = [f for f in _damaged(report, "sessions") if f.target == sid]
+    assert rows and "seq 2 do not parse" in rows[0].problem and "quarantine" in rows[0].recovery
+    assert _damaged(report, "recall-index")
+    with agentmem.Memory(root=root, working_dir=work, backend=uri) as mem:
+        assert mem.sessions.load(sid).quarantined == [2]
+        assert mem.sessions.check_recall_index()  # the drift the doctor reported, rebuilt
+    assert _diagnose_unchanged(root, backend=uri).ok

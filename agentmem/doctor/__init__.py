@@ -70,6 +70,7 @@ ROOT_MARKERS = (
 """What a directory holds once agentmem used it as a root (any one of them marks it)."""
 
 _EMBEDDED_STEPS = ("sessions", "ltm", "notes", "topics", "items", "semantic", "time-machine")
+_PG_STEPS = ("sessions", "ltm", "notes", "topics", "items", "time-machine")
 
 
 class RootNotFoundError(ConfigurationError):
@@ -110,7 +111,7 @@ def diagnose(
     with operation(progress, "doctor", root=str(path), backend=shown):
         _check_root_exists(path, embedded=dsn is None)
         findings: list[Finding] = []
-        steps = _EMBEDDED_STEPS if dsn is None else ("postgresql", "time-machine")
+        steps = _EMBEDDED_STEPS if dsn is None else _PG_STEPS
 
         def step(store: str) -> None:
             emit(
@@ -128,8 +129,7 @@ def diagnose(
                 else:
                     from agentmem.doctor._postgres import check_postgres
 
-                    step("postgresql")
-                    check_postgres(dsn, findings.append)
+                    check_postgres(dsn, findings.append, step)
                 step("time-machine")
                 check_time_machine(path, findings.append)
     return DoctorReport(str(path), shown, tuple(findings))
@@ -187,4 +187,3 @@ def _embedded(path: Path, scratch: Path, add: Sink, step: Callable[[str], None])
     check_documents(path, scratch, add, step)
     step("semantic")
     check_semantic(path, scratch, add)
-

@@ -45,9 +45,7 @@ def _hashes(folder: Path) -> dict[str, str]:
     return out
 
 
-def check_documents(
-    root: Path, scratch: Path, add: Sink, progress: Callable[[str], None]
-) -> None:
+def check_documents(root: Path, scratch: Path, add: Sink, progress: Callable[[str], None]) -> None:
     """Check the four document stores of an embedded root (see the module docstring)."""
     copy = scratch / "documents"
     copy.mkdir()

@@ -1,4 +1,4 @@
-"""What the doctor hands back: one :class:`Finding` per thing checked, in a :class:`DoctorReport`."""
+"""What the doctor hands back: a :class:`Finding` per thing checked, in a :class:`DoctorReport`."""
 
 from __future__ import annotations
 

@@ -170,7 +170,10 @@ def quiet_logs(scratch: Path) -> Iterator[None]:
     """Drop the stores' log records about the scratch copy (what they did to the copy is
     reported as findings, naming the real files instead)."""
     drop = _DropScratch(str(scratch))
-    names = ["agentmem", *(n for n in logging.Logger.manager.loggerDict if n.startswith("agentmem."))]
+    names = [
+        "agentmem",
+        *(n for n in logging.Logger.manager.loggerDict if n.startswith("agentmem.")),
+    ]
     loggers = [logging.getLogger(n) for n in names]
     for item in loggers:
         item.addFilter(drop)

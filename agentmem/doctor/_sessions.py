@@ -206,7 +206,11 @@ def store_findings(
             )
         )
     if not store.recall_repairs and not deep:
-        add(Finding("recall-index", target, "ok", "the recall index matches the messages", "nothing"))
+        add(
+            Finding(
+                "recall-index", target, "ok", "the recall index matches the messages", "nothing"
+            )
+        )
 
 
 def _integrity(copy: Path) -> list[str]:
