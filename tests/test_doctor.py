@@ -58,6 +58,7 @@ def _build(base: Path) -> tuple[Path, Path, str]:
         mem.ltm.add_discovery("the build uses make", confidence=0.9)
         mem.notes.store("plan", "ship the doctor")
         mem.topics.write("build", "# Build\nuse make\n")
+        mem.items.put(("prefs", "martin"), "editor", {"tabs": True})
         with mem.session(name="one") as s:
             sid = s.id
             s.start_task("edit the file")
@@ -154,7 +155,21 @@ def test_a_live_session_is_a_warning_with_its_pid(healthy: tuple[Path, Path, str
         assert _snapshot(root) == before
     locked = [f for f in report.findings if f.target == sid and f.severity == "warning"]
     assert locked and f"pid {os.getpid()}" in locked[0].problem
+    # The database itself was read through a consistent snapshot, not copied under a writer.
+    (db,) = [f for f in report.findings if f.store == "sessions" and "open in another" in f.problem]
+    assert f"pid {os.getpid()}" in db.problem and db.severity == "warning"
     assert report.ok  # open is not damage
+
+
+def test_a_stale_session_lock_file_is_a_warning(healthy: tuple[Path, Path, str]) -> None:
+    root, _, _ = healthy
+    (root / "locks" / "gone-session.lock").write_bytes(b"")
+    report = _diagnose_unchanged(root)
+    stale = [f for f in report.findings if f.target == str(root / "locks" / "gone-session.lock")]
+    assert [f.severity for f in stale] == ["warning"] and "stale lock" in stale[0].problem
+    assert report.ok
+    # The stores' own lock files are not sessions'.
+    assert not [f for f in report.findings if f.target.endswith(("notes.lock", "ltm.json.lock"))]
 
 
 # ---------------------------------------------------------------------- one fault per store
@@ -296,6 +311,39 @@ def test_damaged_note_and_bad_topic_file(healthy: tuple[Path, Path, str]) -> Non
     assert (root / "memories" / "build.md").exists()  # left as it is, as predicted
 
 
+def test_damaged_items_document(healthy: tuple[Path, Path, str]) -> None:
+    root, work, _ = healthy
+    (doc,) = [p for p in (root / "items").glob("*.json") if p.name != "index.json"]
+    doc.write_text('{"format": "agentmem.items"')
+    report = _diagnose_unchanged(root)
+    found = _damaged(report, "items")
+    assert found and found[0].target == str(doc)
+    assert f"moves it aside to items/{doc.name}.corrupt-<timestamp>" in found[0].recovery
+    with agentmem.Memory(root=root, working_dir=work) as mem:
+        assert mem.items.items() == []
+        assert mem.items.moved_aside
+    assert list((root / "items").glob(f"{doc.name}.corrupt-*"))
+
+
+@pytest.mark.parametrize("file", ["ltm.json", "memory/plan.json"])
+def test_a_document_from_a_newer_agentmem(healthy: tuple[Path, Path, str], file: str) -> None:
+    root, work, _ = healthy
+    path = root / file
+    data = json.loads(path.read_text())
+    data["version"] = 99
+    path.write_text(json.dumps(data))
+    report = _diagnose_unchanged(root)
+    found = [f for f in report.findings if f.severity == "damaged"]
+    assert len(found) == 1 and "upgrade agentmem" in found[0].problem
+    assert "refuses it with FormatVersionError" in found[0].recovery
+    with (
+        agentmem.Memory(root=root, working_dir=work) as mem,
+        pytest.raises(FormatVersionError),
+    ):
+        mem.ltm.stats() if file == "ltm.json" else mem.notes.retrieve("plan")
+    assert path.exists()
+
+
 @pytest.mark.parametrize("fault", ["missing", "corrupted"])
 def test_time_machine_blob(healthy: tuple[Path, Path, str], fault: str) -> None:
     root, work, sid = healthy
@@ -348,7 +396,7 @@ def session_db(template: tuple[Path, str]) -> bytes:
 
 
 @settings(
-    max_examples=12,
+    max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

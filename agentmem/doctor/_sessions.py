@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from agentmem._storage.backend import SESSIONS_FILE
+from agentmem._storage.backend import LTM_FILE, SESSIONS_FILE
 from agentmem._storage.sqlite import header_problem, pending_migrations
 from agentmem.doctor._report import Finding, Sink
 from agentmem.doctor._scratch import copy_database, holder_pids, is_locked
@@ -28,6 +28,10 @@ from agentmem.session_store.sql import MIGRATIONS
 __all__ = ["check_sessions", "record_findings", "store_findings"]
 
 Progress = Callable[[str], None]
+
+STORE_LOCKS = frozenset({f"{LTM_FILE}.lock", "notes.lock", "memories.lock", "items.lock"})
+"""The lock files in ``<root>/locks`` that are not sessions' (agentmem._storage.backend's
+layout); ``@...`` names are the databases' own."""
 
 NEWER = "nothing: opening refuses it with FormatVersionError and leaves it in place"
 
@@ -100,8 +104,19 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
         return
     try:
         store_findings(store, target, add, pending=pending, copy=copy, real=path)
-        _check_locks(store, root, add)
-        _check_rows(store, target, add, progress)
+        for check in (_check_locks, _check_rows):
+            try:
+                check(store, root, target, add, progress)
+            except AgentMemError as exc:
+                add(
+                    Finding(
+                        "sessions",
+                        target,
+                        "damaged",
+                        f"reading it fails: {_real(str(exc), copy, path)}",
+                        f"nothing on open; the reads that reach it fail with {type(exc).__name__}",
+                    )
+                )
     finally:
         store.close()
 
@@ -227,18 +242,37 @@ def _integrity(copy: Path) -> list[str]:
     return [] if rows == ["ok"] else rows
 
 
-def _check_locks(store: SessionStore, root: Path, add: Sink) -> None:
+def _check_locks(
+    store: SessionStore, root: Path, target: str, add: Sink, progress: Progress
+) -> None:
     locks = root / "locks"
-    for info in store.list():
-        lock = locks / f"{info.id}.lock"
+    known = {info.id for info in store.list()}
+    names = sorted(p.name for p in locks.glob("*.lock")) if locks.is_dir() else []
+    for name in names:
+        sid = name[: -len(".lock")]
+        lock = locks / name
+        if sid in known or name in STORE_LOCKS or name.startswith("@") or is_locked(lock):
+            continue
+        add(
+            Finding(
+                "sessions",
+                str(lock),
+                "warning",
+                f"a stale lock file of session {sid}, which does not exist (nobody holds it)",
+                "nothing: it is harmless; a session created with that id reuses it",
+            )
+        )
+    for sid in sorted(known):
+        info_id = sid
+        lock = locks / f"{info_id}.lock"
         if lock.exists() and is_locked(lock):
             pids = holder_pids(lock)
             add(
                 Finding(
                     "sessions",
-                    info.id,
+                    info_id,
                     "warning",
-                    f"session {info.id} is open"
+                    f"session {info_id} is open"
                     + (f" in pid {', '.join(map(str, pids))}" if pids else " in another process"),
                     "nothing: opening it elsewhere fails with StoreLockedError until that "
                     "process closes it or dies (the lock dies with it)",
@@ -246,7 +280,9 @@ def _check_locks(store: SessionStore, root: Path, add: Sink) -> None:
             )
 
 
-def _check_rows(store: SessionStore, target: str, add: Sink, progress: Progress) -> None:
+def _check_rows(
+    store: SessionStore, root: Path, target: str, add: Sink, progress: Progress
+) -> None:
     sessions = store.list()
     damaged = 0
     for info in sessions:
