@@ -18,18 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentmem._storage.backend import ITEMS_DIR, LTM_FILE, NOTES_DIR, EmbeddedBackend
+from agentmem._storage.documents import Documents
 from agentmem._storage.keys import TOPICS_DIR
-from agentmem.doctor._report import Finding, Sink
+from agentmem.doctor._report import NEWER, Finding, Sink, failure
 from agentmem.doctor._scratch import copy_tree
-from agentmem.errors import AgentMemError, CorruptStoreError, FormatVersionError
+from agentmem.errors import AgentMemError, CorruptStoreError
 from agentmem.items import ItemStore
 from agentmem.ltm import LongTermMemory
 from agentmem.notes import KeyValueStore
 from agentmem.topics import TopicStore
 
-__all__ = ["check_documents"]
-
-NEWER = "nothing: opening refuses it with FormatVersionError and leaves it in place"
+__all__ = ["check_documents", "read_store"]
 _STORES = (("ltm", LTM_FILE), ("notes", NOTES_DIR), ("topics", TOPICS_DIR), ("items", ITEMS_DIR))
 
 
@@ -60,19 +59,9 @@ def check_documents(root: Path, scratch: Path, add: Sink, progress: Callable[[st
         before = _hashes(copy)
         problems: list[str] = []
         try:
-            problems = _exercise(store, backend, copy)
-        except FormatVersionError as exc:
-            add(Finding(store, str(root / name), "damaged", _here(str(exc), copy, root), NEWER))
+            problems = read_store(store, backend.documents(store), progress=copy / NOTES_DIR)
         except AgentMemError as exc:
-            add(
-                Finding(
-                    store,
-                    str(root / name),
-                    "damaged",
-                    _here(str(exc), copy, root),
-                    f"nothing: reading it fails with {type(exc).__name__}",
-                )
-            )
+            add(failure(store, str(root / name), exc, _here(str(exc), copy, root)))
         after = _hashes(copy)
         _report(store, root, copy, before, after, problems, add)
 
@@ -85,29 +74,35 @@ def copy_tree_file(source: Path, target: Path) -> None:
         target.write_bytes(source.read_bytes())
 
 
-def _exercise(store: str, backend: EmbeddedBackend, copy: Path) -> list[str]:
-    """Read everything ``store`` holds; returns the problems it reported."""
+def read_store(store: str, documents: Documents, *, progress: Path | None = None) -> list[str]:
+    """Make ``store`` (``"ltm"``, ``"notes"``, ``"topics"`` or ``"items"``) on ``documents``
+    read everything it holds, as the library reads it; returns the problems it reported.
+
+    A note that cannot be read is set aside by the store (on a copy, or refused on a
+    read-only database) and the others are still read.
+
+    Raises:
+        AgentMemError: what the store raised (a newer format, an unsafe path...).
+    """
     if store == "ltm":
-        ltm = LongTermMemory(backend.documents("ltm"))
+        ltm = LongTermMemory(documents)
         ltm.stats()
         return list(ltm.problems)
     if store == "notes":
-        notes = KeyValueStore(backend.documents("notes"), progress=copy / NOTES_DIR)
+        notes = KeyValueStore(documents, progress=progress)
         extra: list[str] = []
         for key in notes.list():
             try:
                 notes.retrieve(key)
             except CorruptStoreError as exc:
                 extra.append(str(exc))
-            except FormatVersionError as exc:
-                extra.append(f"{key}: {exc}")
         return [*notes.problems, *extra]
     if store == "topics":
-        topics = TopicStore(backend.documents("topics"))
+        topics = TopicStore(documents)
         for info in topics.list():
             topics.read(info.topic)
         return list(topics.problems)
-    items = ItemStore(backend.documents("items"))
+    items = ItemStore(documents)
     items.items()
     return list(items.problems)
 

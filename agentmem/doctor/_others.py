@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agentmem.doctor._report import Finding, Sink
+from agentmem.doctor._report import Finding, Sink, failure
 from agentmem.doctor._scratch import copy_database
-from agentmem.errors import AgentMemError, FormatVersionError
+from agentmem.errors import AgentMemError
 from agentmem.semantic import LocalMemoryClient
 from agentmem.semantic.local import SEMANTIC_FILE
 from agentmem.session.wiring import SNAPSHOTS_DIR
@@ -32,27 +32,8 @@ def check_semantic(root: Path, scratch: Path, add: Sink) -> None:
         return
     try:
         client = LocalMemoryClient(str(work), embedder=None)
-    except FormatVersionError as exc:
-        add(
-            Finding(
-                "semantic",
-                target,
-                "damaged",
-                str(exc).replace(str(work), str(root)),
-                "nothing: opening refuses it with FormatVersionError and leaves it in place",
-            )
-        )
-        return
     except AgentMemError as exc:
-        add(
-            Finding(
-                "semantic",
-                target,
-                "damaged",
-                str(exc).replace(str(work), str(root)),
-                f"nothing: opening fails with {type(exc).__name__}",
-            )
-        )
+        add(failure("semantic", target, exc, str(exc).replace(str(work), str(root))))
         return
     try:
         damaged = False

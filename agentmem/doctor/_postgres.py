@@ -17,16 +17,13 @@ from collections.abc import Callable
 from agentmem._storage.backend import mask_dsn
 from agentmem._storage.pg_documents import PgDocumentStore
 from agentmem._storage.postgres import PgDatabase
-from agentmem.doctor._report import Finding, Sink
-from agentmem.doctor._sessions import NEWER, store_findings
+from agentmem.doctor._documents import read_store
+from agentmem.doctor._report import Finding, Sink, failure
+from agentmem.doctor._sessions import store_findings
 from agentmem.errors import AgentMemError, FormatVersionError, StorageError
-from agentmem.items import ItemStore
-from agentmem.ltm import LongTermMemory
-from agentmem.notes import KeyValueStore
 from agentmem.session_store import SessionStore
 from agentmem.session_store.loading import RowsCheck, check_rows
 from agentmem.session_store.pg import PgEngine
-from agentmem.topics import TopicStore
 
 __all__ = ["check_postgres", "read_only_dsn"]
 
@@ -61,9 +58,7 @@ def check_postgres(dsn: str, add: Sink, step: Callable[[str], None]) -> None:
 
 
 def _opening_error(store: str, target: str, exc: AgentMemError, add: Sink) -> None:
-    if isinstance(exc, FormatVersionError):
-        add(Finding(store, target, "damaged", str(exc), NEWER))
-    elif _READ_ONLY in str(exc):
+    if not isinstance(exc, FormatVersionError) and _READ_ONLY in str(exc):
         add(
             Finding(
                 store,
@@ -74,15 +69,7 @@ def _opening_error(store: str, target: str, exc: AgentMemError, add: Sink) -> No
             )
         )
     else:
-        add(
-            Finding(
-                store,
-                target,
-                "damaged",
-                str(exc),
-                f"nothing: opening fails with {type(exc).__name__}",
-            )
-        )
+        add(failure(store, target, exc, str(exc)))
 
 
 def _sessions(db: PgDatabase, target: str, add: Sink) -> None:
@@ -173,7 +160,7 @@ def _documents(dsn: str, target: str, add: Sink, step: Callable[[str], None]) ->
             step(store)
             where = f"{target} ({store})"
             try:
-                problems = _read_all(store, docs)
+                problems = read_store(store, docs.documents(store))
             except StorageError as exc:
                 if _READ_ONLY not in str(exc):
                     _opening_error(store, where, exc, add)
@@ -197,23 +184,3 @@ def _documents(dsn: str, target: str, add: Sink, step: Callable[[str], None]) ->
                 add(Finding(store, where, "ok", "every document read", "nothing"))
     finally:
         docs.close()
-
-
-def _read_all(store: str, docs: PgDocumentStore) -> list[str]:
-    if store == "ltm":
-        ltm = LongTermMemory(docs.documents("ltm"))
-        ltm.stats()
-        return list(ltm.problems)
-    if store == "notes":
-        notes = KeyValueStore(docs.documents("notes"))
-        for key in notes.list():
-            notes.retrieve(key)
-        return list(notes.problems)
-    if store == "topics":
-        topics = TopicStore(docs.documents("topics"))
-        for info in topics.list():
-            topics.read(info.topic)
-        return list(topics.problems)
-    items = ItemStore(docs.documents("items"))
-    items.items()
-    return list(items.problems)

@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["SEVERITIES", "STORES", "DoctorReport", "Finding", "Sink"]
+from agentmem.errors import AgentMemError, FormatVersionError
+
+__all__ = ["NEWER", "SEVERITIES", "STORES", "DoctorReport", "Finding", "Sink", "failure"]
 
 STORES: Final = (
     "root",
@@ -87,3 +89,16 @@ class DoctorReport:
 
 Sink = Callable[[Finding], None]
 """Where a checker puts its findings."""
+
+
+NEWER: Final = "nothing: opening refuses it with FormatVersionError and leaves it in place"
+"""The recovery of data a newer agentmem wrote."""
+
+
+def failure(store: str, target: str, exc: AgentMemError, problem: str) -> Finding:
+    """The finding for a store that opening (or reading) refuses with ``exc``."""
+    if isinstance(exc, FormatVersionError):
+        return Finding(store, target, "damaged", problem, NEWER)
+    return Finding(
+        store, target, "damaged", problem, f"nothing: opening fails with {type(exc).__name__}"
+    )

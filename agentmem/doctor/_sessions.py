@@ -19,9 +19,9 @@ from pathlib import Path
 
 from agentmem._storage.backend import LTM_FILE, SESSIONS_FILE
 from agentmem._storage.sqlite import header_problem, pending_migrations
-from agentmem.doctor._report import Finding, Sink
+from agentmem.doctor._report import Finding, Sink, failure
 from agentmem.doctor._scratch import copy_database, holder_pids, is_locked
-from agentmem.errors import AgentMemError, FormatVersionError, StorageError
+from agentmem.errors import AgentMemError, StorageError
 from agentmem.session_store import FORMAT_NAME, FORMAT_VERSION, SessionRecord, SessionStore
 from agentmem.session_store.sql import MIGRATIONS
 
@@ -32,8 +32,6 @@ Progress = Callable[[str], None]
 STORE_LOCKS = frozenset({f"{LTM_FILE}.lock", "notes.lock", "memories.lock", "items.lock"})
 """The lock files in ``<root>/locks`` that are not sessions' (agentmem._storage.backend's
 layout); ``@...`` names are the databases' own."""
-
-NEWER = "nothing: opening refuses it with FormatVersionError and leaves it in place"
 
 
 def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> None:
@@ -88,19 +86,8 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
     pending = _pending(copy)
     try:
         store = SessionStore(copy)
-    except FormatVersionError as exc:
-        add(Finding("sessions", target, "damaged", _real(str(exc), copy, path), NEWER))
-        return
     except AgentMemError as exc:
-        add(
-            Finding(
-                "sessions",
-                target,
-                "damaged",
-                _real(str(exc), copy, path),
-                f"nothing: opening fails with {type(exc).__name__}",
-            )
-        )
+        add(failure("sessions", target, exc, _real(str(exc), copy, path)))
         return
     try:
         store_findings(store, target, add, pending=pending, copy=copy, real=path)
