@@ -47,7 +47,7 @@ from agentmem._storage.backend import (
 from agentmem._storage.keys import TOPICS_DIR
 from agentmem.doctor._documents import check_documents
 from agentmem.doctor._others import check_semantic, check_time_machine
-from agentmem.doctor._report import DoctorReport, Finding, Sink
+from agentmem.doctor._report import STORES, DoctorReport, Finding, Sink
 from agentmem.doctor._scratch import quiet_logs
 from agentmem.doctor._sessions import check_sessions
 from agentmem.errors import ConfigurationError
@@ -132,6 +132,7 @@ def diagnose(
                     check_postgres(dsn, findings.append, step)
                 step("time-machine")
                 check_time_machine(path, findings.append)
+    findings.sort(key=lambda f: STORES.index(f.store))  # stable: each store's in its order
     return DoctorReport(str(path), shown, tuple(findings))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,8 +108,12 @@ def read_store(store: str, documents: Documents, *, progress: Path | None = None
     return list(items.problems)
 
 
+_DONE_ON_COPY = re.compile(r"; (?:moved|set) aside to \S+$")
+
+
 def _here(text: str, copy: Path, root: Path) -> str:
-    return text.replace(str(copy), str(root))
+    """``text`` about the copy, said of the real files (without what was done to the copy)."""
+    return _DONE_ON_COPY.sub("", text.replace(str(copy), str(root)))
 
 
 def _report(
@@ -183,7 +188,7 @@ def _report(
     if not touched:
         name = dict(_STORES)[store]
         count = sum(1 for rel in before if rel == name or rel.startswith(name + os.sep))
-        add(Finding(store, str(root / name), "ok", f"{count} files read", "nothing"))
+        add(Finding(store, str(root / name), "ok", f"files read: {count}", "nothing"))
 
 
 def _target(line: str, copy: Path, root: Path, store: str) -> str:
