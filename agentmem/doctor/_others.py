@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from agentmem.doctor._report import Finding, Sink, failure
-from agentmem.doctor._scratch import copy_database
+from agentmem.doctor._scratch import copy_database, integrity_problems
 from agentmem.errors import AgentMemError
 from agentmem.semantic import LocalMemoryClient
 from agentmem.semantic.local import SEMANTIC_FILE
@@ -47,6 +47,18 @@ def check_semantic(root: Path, scratch: Path, add: Sink) -> None:
                     f"it is not a readable SQLite database ({client.recovery.reason})",
                     f"opening moves it aside to {SEMANTIC_FILE}.corrupt-<timestamp> and "
                     f"{client.recovery.outcome or 'starts an empty one'}",
+                )
+            )
+        for problem in integrity_problems(work / SEMANTIC_FILE):
+            damaged = True
+            add(
+                Finding(
+                    "semantic",
+                    target,
+                    "damaged",
+                    f"PRAGMA integrity_check: {problem}",
+                    "nothing on open; a query that reaches the damaged pages marks it, and "
+                    "the next open checks it whole and moves it aside",
                 )
             )
         for line in client.problems:

@@ -40,6 +40,7 @@ __all__ = [
     "copy_database",
     "copy_tree",
     "holder_pids",
+    "integrity_problems",
     "is_locked",
     "quiet_logs",
     "under_lock",
@@ -182,3 +183,18 @@ def quiet_logs(scratch: Path) -> Iterator[None]:
     finally:
         for item in loggers:
             item.removeFilter(drop)
+
+
+def integrity_problems(copy: Path) -> list[str]:
+    """``PRAGMA integrity_check``'s complaints about a (scratch) database; empty when ok."""
+    try:
+        conn = sqlite3.connect(copy)
+    except sqlite3.Error as exc:
+        return [str(exc)]
+    try:
+        rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(20)").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows

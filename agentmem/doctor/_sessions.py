@@ -13,14 +13,16 @@ locks other processes hold.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 from agentmem._storage.backend import LTM_FILE, SESSIONS_FILE
 from agentmem._storage.sqlite import header_problem, pending_migrations
 from agentmem.doctor._report import Finding, Sink, failure
-from agentmem.doctor._scratch import copy_database, holder_pids, is_locked
+from agentmem.doctor._scratch import copy_database, holder_pids, integrity_problems, is_locked
 from agentmem.errors import AgentMemError, StorageError
 from agentmem.session_store import FORMAT_NAME, FORMAT_VERSION, SessionRecord, SessionStore
 from agentmem.session_store.sql import MIGRATIONS
@@ -84,6 +86,7 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
             )
         )
     pending = _pending(copy)
+    stored = _stored_version(copy)
     try:
         store = SessionStore(copy)
     except AgentMemError as exc:
@@ -91,9 +94,13 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
         return
     try:
         store_findings(store, target, add, pending=pending, copy=copy, real=path)
-        for check in (_check_locks, _check_rows):
+        checks = (
+            functools.partial(_check_locks, store, root, add),
+            functools.partial(_check_rows, store, target, add, progress, version=stored),
+        )
+        for check in checks:
             try:
-                check(store, root, target, add, progress)
+                check()
             except AgentMemError as exc:
                 add(
                     Finding(
@@ -111,6 +118,19 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
 def _real(text: str, copy: Path, real: Path) -> str:
     """``text`` with the scratch copy's path replaced by the real file's."""
     return text.replace(str(copy), str(real))
+
+
+def _stored_version(copy: Path) -> str:
+    """The ``meta.version`` the copy holds before opening upgrades it (``"?"``: unreadable)."""
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(copy))}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return "?"
+    return str(row[0]) if row is not None else "?"
 
 
 def _pending(copy: Path) -> list[str] | str:
@@ -171,7 +191,7 @@ def store_findings(
             )
         )
     if copy is not None:
-        for problem in _integrity(copy):
+        for problem in integrity_problems(copy):
             add(
                 Finding(
                     "sessions",
@@ -215,23 +235,7 @@ def store_findings(
         )
 
 
-def _integrity(copy: Path) -> list[str]:
-    try:
-        conn = sqlite3.connect(copy)
-    except sqlite3.Error as exc:
-        return [str(exc)]
-    try:
-        rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(20)").fetchall()]
-    except sqlite3.DatabaseError as exc:
-        return [str(exc)]
-    finally:
-        conn.close()
-    return [] if rows == ["ok"] else rows
-
-
-def _check_locks(
-    store: SessionStore, root: Path, target: str, add: Sink, progress: Progress
-) -> None:
+def _check_locks(store: SessionStore, root: Path, add: Sink) -> None:
     locks = root / "locks"
     known = {info.id for info in store.list()}
     names = sorted(p.name for p in locks.glob("*.lock")) if locks.is_dir() else []
@@ -268,7 +272,7 @@ def _check_locks(
 
 
 def _check_rows(
-    store: SessionStore, root: Path, target: str, add: Sink, progress: Progress
+    store: SessionStore, target: str, add: Sink, progress: Progress, *, version: str
 ) -> None:
     sessions = store.list()
     damaged = 0
@@ -295,7 +299,7 @@ def _check_rows(
             "sessions",
             target,
             "ok" if not damaged else "damaged",
-            f"{FORMAT_NAME} version {FORMAT_VERSION}: {len(sessions)} sessions, {damaged} with "
+            f"{FORMAT_NAME} version {version}: {len(sessions)} sessions, {damaged} with "
             "damaged rows; every row checksum verified",
             "nothing" if not damaged else "see the findings for each session",
         )
