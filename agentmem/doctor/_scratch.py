@@ -42,6 +42,7 @@ __all__ = [
     "holder_pids",
     "integrity_problems",
     "is_locked",
+    "lenient_text",
     "quiet_logs",
     "under_lock",
 ]
@@ -185,15 +186,21 @@ def quiet_logs(scratch: Path) -> Iterator[None]:
             item.removeFilter(drop)
 
 
+def lenient_text(data: bytes) -> str:
+    """A ``text_factory`` for damaged databases: bad UTF-8 read as U+FFFD, never raised."""
+    return data.decode("utf-8", errors="replace")
+
+
 def integrity_problems(copy: Path) -> list[str]:
     """``PRAGMA integrity_check``'s complaints about a (scratch) database; empty when ok."""
     try:
         conn = sqlite3.connect(copy)
     except sqlite3.Error as exc:
         return [str(exc)]
+    conn.text_factory = lenient_text
     try:
         rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(20)").fetchall()]
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         return [str(exc)]
     finally:
         conn.close()

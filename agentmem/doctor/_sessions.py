@@ -22,7 +22,13 @@ from urllib.parse import quote
 from agentmem._storage.backend import LTM_FILE, SESSIONS_FILE
 from agentmem._storage.sqlite import header_problem, pending_migrations
 from agentmem.doctor._report import Finding, Sink, failure
-from agentmem.doctor._scratch import copy_database, holder_pids, integrity_problems, is_locked
+from agentmem.doctor._scratch import (
+    copy_database,
+    holder_pids,
+    integrity_problems,
+    is_locked,
+    lenient_text,
+)
 from agentmem.errors import AgentMemError, StorageError
 from agentmem.session_store import FORMAT_NAME, FORMAT_VERSION, SessionRecord, SessionStore
 from agentmem.session_store.sql import MIGRATIONS
@@ -124,11 +130,12 @@ def _stored_version(copy: Path) -> str:
     """The ``meta.version`` the copy holds before opening upgrades it (``"?"``: unreadable)."""
     try:
         conn = sqlite3.connect(f"file:{quote(str(copy))}?mode=ro", uri=True)
+        conn.text_factory = lenient_text
         try:
             row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
         finally:
             conn.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         return "?"
     return str(row[0]) if row is not None else "?"
 
