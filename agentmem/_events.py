@@ -48,6 +48,9 @@ EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "recall.index_rebuild.finished": (*_INDEX, *_DONE),
     "export.started": _EXPORT,
     "export.finished": (*_EXPORT, *_DONE, "bytes"),
+    "doctor.started": ("root", "backend"),
+    "doctor.store": ("store", "index", "total"),
+    "doctor.finished": ("root", "backend", *_DONE),
     "memory_update_started": ("session_id", "task_id"),
     "memory_update_finished": (
         "session_id",

@@ -151,8 +151,15 @@ def test_long_modules_say_why_at_the_top() -> None:
 def test_only_the_package_imports_the_facade() -> None:
     # DESIGN section 1: facade -> parts -> messages/tokens/_storage; no part imports the facade.
     # The facade is agentmem.memory (Memory) and agentmem.session (Session, which Memory makes).
-    # The integrations (and the CLI) sit above the facade: they take a Memory.
-    above = ("agentmem.integrations", "agentmem.cli", "agentmem._cli", "agentmem.__main__")
+    # The integrations (and the CLI) sit above the facade: they take a Memory. The doctor
+    # sits beside it: it reads every store (and where the facade wires the time machine).
+    above = (
+        "agentmem.integrations",
+        "agentmem.cli",
+        "agentmem._cli",
+        "agentmem.__main__",
+        "agentmem.doctor",
+    )
     importers = sorted(
         name
         for name, targets in GRAPH.items()

@@ -603,7 +603,9 @@ class SessionStore:
 
         Args:
             repair: Rebuild a damaged or drifted index from the messages (reported in
-                :attr:`recall_repairs` and on the ``agentmem.storage`` logger).
+                :attr:`recall_repairs` and on the ``agentmem.storage`` logger). ``False``
+                rebuilds nothing, but is not read-only: messages still queued for the index
+                are indexed first (``agentmem.doctor`` runs it on a copy).
 
         Returns:
             The problems found (empty when the index matched the messages).

@@ -17,12 +17,15 @@ the code lives in one module per job:
   checked and applied, and an interrupted one finished or rolled back;
 * :mod:`~agentmem.time_machine._snapshots`: storage (verified
   content-addressed blobs, the session's record files, the ignore rules
-  and the stat walk, garbage collection).
+  and the stat walk, garbage collection);
+* :mod:`~agentmem.time_machine._check`: the read-only check of a whole store
+  (``agentmem doctor``).
 """
 
 from __future__ import annotations
 
 from agentmem.errors import RestoreError
+from agentmem.time_machine._check import SnapshotProblem, check_snapshots
 from agentmem.time_machine._machine import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILE_BYTES,
@@ -45,6 +48,8 @@ __all__ = [
     "RestoreError",
     "RestoreResult",
     "SkippedFile",
+    "SnapshotProblem",
     "TimeMachine",
+    "check_snapshots",
     "delete_stored_session",
 ]

@@ -80,6 +80,7 @@ __all__ = [
     "marker_reason",
     "mode_of",
     "parents",
+    "parse_record",
     "stat_of",
     "under",
     "walk",
@@ -519,6 +520,20 @@ VERSION: Final = 1
 """The version of every time-machine record (tree, index, restore intent)."""
 
 
+def parse_record(path: Path, kind: str, what: str) -> dict[str, Any]:
+    """Read and check one record (the one parse :class:`RecordFiles` and the doctor share).
+
+    Raises:
+        FileNotFoundError: there is none.
+        OSError, ValueError: it cannot be read or is not JSON.
+        AgentMemError: another format, or a malformed or newer version
+            (:class:`~agentmem.errors.FormatVersionError` with ``found`` set: newer).
+    """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    check_format(data, kind=kind, version=VERSION, what=what)
+    return dict(data)
+
+
 class RecordFiles:
     """One session's JSON records, ``<store_dir>/sessions/<session_id><suffix>``.
 
@@ -541,9 +556,7 @@ class RecordFiles:
     def read(self, path: Path, kind: str, what: str) -> dict[str, Any] | None:
         """The record at ``path`` (``None``: there is none, or it was moved aside)."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            check_format(data, kind=kind, version=VERSION, what=what)
-            return dict(data)
+            return parse_record(path, kind, what)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, AgentMemError) as exc:
