@@ -12,7 +12,6 @@ lines, so nothing is dropped and nothing is said twice.
 from __future__ import annotations
 
 import argparse
-import importlib
 import time
 from typing import Any
 
@@ -28,11 +27,7 @@ from agentmem._cli.common import (
 from agentmem._cli.parsing import Commands, confidence, non_negative, positive_int
 from agentmem.ltm import KINDS, LTMEntry
 
-__all__ = ["DOCTOR_MODULE", "register"]
-
-DOCTOR_MODULE = "agentmem.doctor"
-"""Where ``diagnose()`` lives, imported when ``agentmem doctor`` runs (the module is
-written apart from the CLI, so its name is looked up at run time, not at import)."""
+__all__ = ["register"]
 
 KIND_ALIASES = {
     "discovery": "discoveries",
@@ -213,14 +208,10 @@ def _doctor_text(report: Any) -> str:
 
 def doctor(cli: Cli, args: argparse.Namespace) -> Output:
     root = cli.checked_root()
-    try:
-        module = importlib.import_module(DOCTOR_MODULE)  # only this command needs it
-    except ModuleNotFoundError as exc:
-        if exc.name != DOCTOR_MODULE:
-            raise
-        raise CliError(EXIT_ERROR, "this agentmem has no agentmem.doctor module") from exc
+    from agentmem.doctor import diagnose  # only this command needs it
+
     cli.progress.note(f"checking {root} ...")
-    report = module.diagnose(root, backend=cli.backend, progress=cli.progress)
+    report = diagnose(root, backend=cli.backend, progress=cli.progress)
     return Output(report.to_dict(), _doctor_text(report), EXIT_OK if report.ok else EXIT_PROBLEMS)
 
 
