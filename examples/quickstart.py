@@ -101,6 +101,15 @@ def shown(path: Path) -> str:
         return str(path)
 
 
+def agentmem_command() -> str:
+    """How to run the ``agentmem`` CLI installed with the Python running this script."""
+    script = Path(sys.executable).parent / "agentmem"
+    if not script.is_file():
+        return f"{shlex.quote(shown(Path(sys.executable)))} -m agentmem"
+    on_path = shutil.which("agentmem")
+    return "agentmem" if on_path and Path(on_path) == script else shlex.quote(shown(script))
+
+
 def brief(text: str, items: int = 2) -> list[str]:
     """The non-empty lines of ``text``, each bullet list cut to its first ``items`` entries."""
     out: list[str] = []
@@ -166,12 +175,14 @@ def section_2(s: agentmem.Session, payloads: Path) -> None:
             script.append(tool_call("read_file", {"path": f"src/parser/part_{i}.py"}))
     script.append({"role": "assistant", "content": "Fixed: nested brackets parse; 4 commits."})
     sizes: list[int] = []
+    lengths: list[int] = []
     valid: list[bool] = []
     with payloads.open("w", encoding="utf-8") as log:
 
         def check(payload: list[dict[str, Any]]) -> None:
             stats = s.context_manager.stats
             sizes.append(stats.tokens + stats.tool_tokens + stats.reserved_output_tokens)
+            lengths.append(len(payload))
             # repair() returns its input itself when no provider rule needs fixing.
             valid.append(agentmem.repair(payload) is payload)
             log.write(json.dumps(payload) + "\n")
@@ -179,11 +190,13 @@ def section_2(s: agentmem.Session, payloads: Path) -> None:
         requests = run_agent(s, ScriptedLLM(script), check)
     s.finish_task()
     final = s.context()
+    largest = max(range(len(sizes)), key=sizes.__getitem__)
+    print(f"{requests} model calls; the history grew to {len(s.history)} messages")
     print(
-        f"{requests} model calls; every payload fit the window: {max(sizes) <= WINDOW} "
-        f"(largest {max(sizes):,} tokens); every payload valid: {all(valid)}"
+        f"   every payload fit the window: {max(sizes) <= WINDOW} "
+        f"(largest {sizes[largest]:,} tokens, {lengths[largest]} messages)"
     )
-    print(f"history: {len(s.history)} messages; the last payload: {len(final)} messages")
+    print(f"   every payload valid: {all(valid)} (agentmem.repair had nothing to fix)")
     summary = next(m["content"] for m in final if "<thread_summary>" in str(m["content"]))
     show("what left the window is in a <thread_summary> (long lists cut here):", *brief(summary))
 
@@ -290,10 +303,10 @@ def agent_process(root: Path, project: Path) -> None:
 def section_7(root: Path, project: Path) -> None:
     header(7, "Kill and exact resume")
     child = [sys.executable, __file__, "--agent-process", str(root), str(project)]
-    proc = subprocess.run(child, stdout=subprocess.PIPE, text=True, check=False)
-    before = json.loads(proc.stdout.splitlines()[-1])
+    agent = subprocess.run(child, stdout=subprocess.PIPE, text=True, check=False)
+    before = json.loads(agent.stdout.splitlines()[-1])
     print(
-        f"an agent process ran 8 tool calls and was killed (exit code {proc.returncode}) "
+        f"an agent process ran 8 tool calls and was killed (exit code {agent.returncode}) "
         "just before its next model call"
     )
     with (
@@ -359,7 +372,7 @@ def main() -> None:
     with agentmem.Memory(root=root, working_dir=project) as mem:
         mem.sessions.export(session_2, project / "transcript.html")
         count = len(mem.sessions.list())
-    cli = f"agentmem --root {shlex.quote(shown(root))}"
+    cli = f"{agentmem_command()} --root {shlex.quote(shown(root))}"
     print(f"\n== Everything is in {shown(project)}/")
     print(f"   {shown(root)}/  the memory: {count} sessions, long-term memory, memories/")
     print(
