@@ -95,7 +95,7 @@ async def main(root: Path) -> None:
             assert update is not None, "the memory updater did not run"
             assert update.error is None, update.error
             print(f"await s.afinish_task(): the memory updater wrote {list(update.topics)}")
-        print(repr(mem.topics.read("database")))
+        print("memories/database.md:", repr(mem.topics.read("database")))
         hit = mem.recall("slow query q17", max_results=1)[0]
         print(f"recall: {hit.session_name!r}, message {hit.index}: {hit.preview!r}")
 

@@ -117,7 +117,7 @@ def brief(text: str, items: int = 2) -> list[str]:
     for line in text.splitlines():
         if not line.strip():
             continue
-        if line.startswith("- ") and all(o.startswith("- ") for o in out[-items:]):
+        if line.startswith("- ") and len(out) >= items and all(o[:2] == "- " for o in out[-items:]):
             hidden += 1
             continue
         if hidden:
@@ -302,7 +302,8 @@ def agent_process(root: Path, project: Path) -> None:
 
 def section_7(root: Path, project: Path) -> None:
     header(7, "Kill and exact resume")
-    child = [sys.executable, __file__, "--agent-process", str(root), str(project)]
+    warnings = [f"-W{option}" for option in sys.warnoptions]  # as strict as this process
+    child = [sys.executable, *warnings, __file__, "--agent-process", str(root), str(project)]
     agent = subprocess.run(child, stdout=subprocess.PIPE, text=True, check=False)
     before = json.loads(agent.stdout.splitlines()[-1])
     print(
