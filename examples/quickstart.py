@@ -140,7 +140,8 @@ def show(label: str, *lines: str) -> None:
 # ----------------------------------------------------------------- sections
 
 
-def section_1(mem: agentmem.Memory) -> agentmem.Session:
+def section_1(mem: agentmem.Memory) -> tuple[str, agentmem.Session]:
+    """Session 1 runs and closes; returns its id and session 2, open."""
     header(1, "Long-term memory: learned in session 1, in session 2's system prompt")
     with mem.session(name="set up the project", model=MODEL) as s:
         s.start_task("Run the test suite.")
@@ -162,7 +163,7 @@ def section_1(mem: agentmem.Memory) -> agentmem.Session:
     s2.start_task("The parser fails on nested brackets. Find the cause, fix it, commit.")
     system_prompt = s2.context()[0]["content"]
     show('session 2 "fix the parser" opens; its system prompt:', *system_prompt.splitlines())
-    return s2
+    return s.id, s2
 
 
 def section_2(s: agentmem.Session, payloads: Path) -> None:
@@ -201,12 +202,12 @@ def section_2(s: agentmem.Session, payloads: Path) -> None:
     show("what left the window is in a <thread_summary> (long lists cut here):", *brief(summary))
 
 
-def section_3(mem: agentmem.Memory, s: agentmem.Session) -> None:
+def section_3(mem: agentmem.Memory, session_1: str) -> None:
     header(3, "Recall: session 2 searches the past sessions")
     hit = mem.recall("ModuleNotFoundError parser", max_results=1)[0]
     print('mem.recall("ModuleNotFoundError parser") from session 2 finds:')
     print(f"   session {hit.session_name!r}, message {hit.index} ({hit.role}): {hit.preview!r}")
-    print(f"   found in session 1: {hit.session_id != s.id}")
+    print(f"   found in session 1: {hit.session_id == session_1}")
 
 
 def section_4(s: agentmem.Session, project: Path) -> None:
@@ -362,11 +363,13 @@ def main() -> None:
     root = project / ".agentmem"
     print(f"agentmem quickstart: a scripted agent, offline; it writes to {shown(project)}/")
 
-    with agentmem.Memory(root=root, working_dir=project) as mem, section_1(mem) as s:
-        section_2(s, project / "payloads.jsonl")
-        section_3(mem, s)
-        section_4(s, project)
-        session_2 = s.id
+    with agentmem.Memory(root=root, working_dir=project) as mem:
+        session_1, s = section_1(mem)
+        with s:
+            section_2(s, project / "payloads.jsonl")
+            section_3(mem, session_1)
+            section_4(s, project)
+            session_2 = s.id
     section_5_and_6(root, project)
     section_7(root, project)
 

@@ -138,7 +138,7 @@ def check_quickstart(run: Run) -> None:
         assert any(m["content"] == payloads[0][-1]["content"] for m in payload)  # the request
     assert "<thread_summary>" in payloads[-1][1]["content"]
     # Section 7: the resumed payload was identical (the parent compared; the history is below).
-    assert flag(out, "the next payload is identical:")
+    assert flag(out, "found in session 1:") and flag(out, "the next payload is identical:")
     html = (project / "transcript.html").read_text(encoding="utf-8")
     assert "fix the parser" in html
 
