@@ -357,7 +357,8 @@ def main() -> None:
         print(__doc__)
         return
     if len(sys.argv) > 2:
-        sys.exit("usage: python examples/quickstart.py [DIR]")
+        print("usage: python examples/quickstart.py [DIR]", file=sys.stderr)
+        sys.exit(2)
     project = Path(sys.argv[1] if len(sys.argv) > 1 else "agentmem-quickstart").absolute()
     prepare(project)
     root = project / ".agentmem"
