@@ -387,6 +387,7 @@ def main() -> None:
     print("Look inside with the CLI:")
     print(f"   {cli} session list")
     print(f"   {cli} session export {session_2}")
+    print(f"   {cli} undo-history {session_2}")
     print(f"   {cli} memory list")
     print(f"   {cli} topics show release")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -180,6 +181,34 @@ def check_quickstart(run: Run) -> None:
             s.switch_to_task(task)
             assert settings.read_text() == "debug = true\n"
             assert changes.read_text().endswith("- debug mode on\n")
+
+
+def test_the_quickstart_ends_with_cli_commands_that_work(runs: dict[str, Run]) -> None:
+    """Each ``agentmem`` command the quickstart prints runs, as printed, on what it left."""
+    pytest.importorskip("agentmem.cli")
+    run = runs["quickstart"]
+    printed = ok(run).split("Look inside with the CLI:\n", 1)[1].splitlines()
+    commands = [shlex.split(line) for line in printed]
+    assert [c[c.index("--root") + 2] for c in commands] == [
+        "session", "session", "undo-history", "memory", "topics"
+    ]  # fmt: skip
+
+    def cli(command: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command, cwd=run.cwd, env=offline_env(run.cwd), capture_output=True, text=True
+        )
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(pool.map(cli, commands))
+    for command, result in zip(commands, done, strict=True):
+        assert result.returncode == 0 and result.stderr == "", (command, result.stderr)
+    listing, _, history, memory, topic = (result.stdout for result in done)
+    assert "fix the parser" in listing and "refactor the lexer" in listing
+    assert "Turn debug mode on" in history
+    assert "make test" in memory and topic.startswith("# Releases")
+    exported = next(run.cwd.glob("*.html"))
+    assert "fix the parser" in exported.read_text(encoding="utf-8")
+    exported.unlink()  # what the other tests expect to find there
 
 
 def test_the_quickstart_refuses_a_directory_it_did_not_make(runs: dict[str, Run]) -> None:
