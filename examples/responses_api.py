@@ -10,7 +10,6 @@ include=["reasoning.encrypted_content"]).output``: the loop is the same.
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from typing import Any
 
@@ -52,8 +51,8 @@ def scripted_model(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def main() -> None:
-    mem = Memory(root=tempfile.mkdtemp())
+def main(root: str) -> None:
+    mem = Memory(root=root)
     with mem.session(name="weather", context_window=8_000) as s:
         s.append({"role": "system", "content": "You are a terse assistant."})
         s.append({"type": "message", "role": "user", "content": "Weather in Paris?"})
@@ -72,7 +71,9 @@ def main() -> None:
             print(json.dumps(item))
     hits = mem.recall("Paris sunny")  # every stored message is found by recall
     print("recall:", f"{hits[0].role}: {hits[0].preview}" if hits else "nothing")
+    mem.close()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with tempfile.TemporaryDirectory() as tmp:  # removed when the script ends
+        main(tmp)

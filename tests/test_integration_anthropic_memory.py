@@ -1014,16 +1014,3 @@ def test_without_the_sdk_the_error_names_the_extra() -> None:
 def test_the_tool_needs_a_memory() -> None:
     with pytest.raises(agentmem.InvalidArgumentError, match=r"agentmem\.Memory"):
         AgentMemMemoryTool("/tmp/somewhere")  # type: ignore[arg-type]
-
-
-def test_the_example_runs_offline(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), str(tmp_path / "store")],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "likes tea" in done.stdout and "## user\u2215prefs" in done.stdout
-    assert "[REDACTED" in done.stdout and "Zq7Zq7" not in done.stdout

@@ -411,20 +411,6 @@ def test_import_agentmem_imports_no_framework_and_a_missing_extra_is_named() -> 
     assert "agentmem[langchain]" in out.stdout
 
 
-def test_the_example_runs_offline(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(WORKTREE)}
-    out = subprocess.run(
-        [sys.executable, str(WORKTREE / "examples" / "langchain_middleware.py")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "<thread_summary>" in out.stdout and "violations: 0" in out.stdout
-
-
 def test_two_runs_of_one_new_thread_at_once_share_one_session(tmp_path: Path) -> None:
     # Both runs reach their first model call while the session is being opened: the
     # second must wait for that open, not open the session again (StoreLockedError).

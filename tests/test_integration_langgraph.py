@@ -956,18 +956,6 @@ def test_import_agentmem_does_not_import_langgraph() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env=_child_env())
 
 
-def test_the_example_runs_offline(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(WORKTREE / "examples" / "langgraph_store.py"), str(tmp_path / "mem")],
-        env=_child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "remembered across runs: 2 visits" in done.stdout
-
-
 TTL_NS = st.sampled_from([("a",), ("a",), ("b",)])
 TTL_KEYS = st.sampled_from(["k1", "k2"])
 

@@ -1124,17 +1124,3 @@ def test_without_the_extra_the_error_names_it() -> None:
     ).stdout
     assert out.startswith("ConfigurationError")
     assert "agentmem[openai-agents]" in out
-
-
-def test_the_example_runs_offline(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, str(EXAMPLE)],
-        check=True,
-        env=child_env(),
-        timeout=120,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    ).stdout
-    assert "turn 2 saw 5 items" in out
-    assert "resumed:" in out

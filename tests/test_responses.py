@@ -808,16 +808,6 @@ def _run(code: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_example_runs_offline() -> None:
-    done = _run([str(ROOT / "examples" / "responses_api.py")])
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    items = [json.loads(line) for line in lines if line.startswith("{")]
-    assert responses_violations(items) == []
-    assert [i["type"] for i in items][-3:] == ["function_call", "function_call_output", "message"]
-    assert lines[-1] == "recall: assistant: Paris: sunny, 21 C."
-
-
 def test_the_codec_does_not_import_the_sdk() -> None:
     code = (
         "import sys, agentmem\n"

@@ -7,8 +7,6 @@ import hashlib
 import importlib.util
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,24 +112,6 @@ def test_corrupted_copy_is_refused_and_falls_back(
     messages = [r.getMessage() for r in caplog.records]
     assert len([m for m in messages if str(bad) in m and "not used" in m]) == 1
     assert len([m for m in messages if "not available offline" in m]) == 1
-
-
-def test_quickstart_prints_no_warning(tmp_path: Path) -> None:
-    _bundled()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TIKTOKEN_CACHE_DIR=str(tmp_path / "empty"))
-    env.pop("DATA_GYM_CACHE_DIR", None)
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout + proc.stderr
-    assert "not available offline" not in out
-    assert "WARNING" not in out
 
 
 def test_agrees_with_an_independent_implementation() -> None:
