@@ -47,6 +47,7 @@ EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "recall.index_rebuild.started": _INDEX,
     "recall.index_rebuild.finished": (*_INDEX, *_DONE),
     "export.started": _EXPORT,
+    "export.progress": (*_EXPORT, "done", "total"),
     "export.finished": (*_EXPORT, *_DONE, "bytes"),
     "memory_update_started": ("session_id", "task_id"),
     "memory_update_finished": (
