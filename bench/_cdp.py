@@ -112,6 +112,7 @@ class _WebSocket:
                     return b"".join(parts).decode()
 
     def close(self) -> None:
+        self.reader.close()
         self.sock.close()
 
 
@@ -314,6 +315,8 @@ class Browser:
                 self._process.kill()
                 self._process.wait()
         self._drain.join(5)
+        if self._process.stderr is not None:
+            self._process.stderr.close()
         self._profile.cleanup()
 
     def __enter__(self) -> Browser:
