@@ -276,7 +276,9 @@ def _structure(page: str) -> list[tuple[str, tuple[tuple[str, str | None], ...]]
 
 def _fill(text: str) -> SessionRecord:
     """A record with ``text`` in every place a stored string can reach the page."""
-    call = {"id": text, "type": "function", "function": {"name": text, "arguments": text}}
+    call = {"id": text, "type": "function", "function": {"name": text, "arguments": "x" + text}}
+    decoded = {"id": text, "type": "function"}  # arguments that decode: one row each
+    decoded["function"] = {"name": "f", "arguments": json.dumps({"k" + text: text, "n": [text]})}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": text},
         {"role": "user", "content": [{"type": "text", "text": text}], "name": text, "task_id": 1},
@@ -285,7 +287,7 @@ def _fill(text: str) -> SessionRecord:
             "content": text,
             "reasoning_content": text,
             "refusal": text,
-            "tool_calls": [call],
+            "tool_calls": [call, decoded],
             "task_id": 1,
             "k" + text: text,  # an internal field (never one of the shown ones)
         },

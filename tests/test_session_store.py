@@ -1109,7 +1109,7 @@ def test_html_export_is_inert_and_self_contained(store: SessionStore, tmp_path: 
     assert all(not (k.startswith("on")) for _, a in parser.tags for k in a)
     assert '<details class="tool-result">' in text
     assert '<span class="fn">run</span>' in text
-    assert "&quot;cmd&quot;: &quot;&lt;script&gt;" in text  # pretty-printed arguments
+    assert '<dt>cmd</dt><dd><pre class="arg">&lt;script&gt;' in text  # one row an argument
     assert "Content-Security-Policy" in text
 
 

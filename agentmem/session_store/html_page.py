@@ -82,6 +82,9 @@ h3.task { font-size: 1rem; margin: 1.6rem 0 .4rem; padding: .3rem .6rem;
 pre { background: var(--code); color: inherit; padding: .5rem; border-radius: 4px;
       overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; margin: .3rem 0; }
 .tool-call .fn { font-family: ui-monospace, monospace; font-weight: 600; }
+dl.args { margin: .2rem 0; }
+dl.args dt { font-family: ui-monospace, monospace; font-size: .8rem; color: var(--muted); }
+dl.args dd { margin: 0; }
 .muted, .internal, .url { color: var(--muted); font-size: .8rem; }
 .url { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
 dl.internal { margin: .4rem 0 0; }
@@ -237,15 +240,23 @@ def _render_tool_call(call: Any) -> str:
     name = function.get("name", "?")
     arguments = function.get("arguments", "")
     decoded = decode_arguments(arguments)
-    if decoded is not None:
-        shown = _pretty_json(decoded)
+    if decoded:
+        # One row per argument; a string shown as it is (a file's content reads as a file).
+        rows = "".join(
+            f"<dt>{_esc(key)}</dt><dd>"
+            f"{_text_block(value if isinstance(value, str) else _pretty_json(value), 'arg', 'pre')}"
+            "</dd>"
+            for key, value in decoded.items()
+        )
+        shown = f'<dl class="args">{rows}</dl>'
     else:
-        shown = arguments if isinstance(arguments, str) else _pretty_json(arguments)
+        raw = _pretty_json(decoded) if decoded is not None else arguments
+        text = raw if isinstance(raw, str) else _pretty_json(raw)
+        shown = _text_block(text, tag="pre", css="args")
     return (
         '<div class="tool-call">'
         f'<div><span class="fn">{_esc(name)}</span> '
-        f'<span class="muted">{_esc(call.get("id", ""))}</span></div>'
-        f"{_text_block(shown, tag='pre', css='args')}</div>"
+        f'<span class="muted">{_esc(call.get("id", ""))}</span></div>{shown}</div>'
     )
 
 
@@ -346,7 +357,7 @@ def _task_counters(state: Mapping[str, Any]) -> tuple[set[int], dict[int, int]]:
     raw = part.get("iterations")
     if isinstance(raw, Mapping):
         for key, value in raw.items():
-            if str(key).isdigit() and type(value) is int:
+            if str(key).isascii() and str(key).isdigit() and type(value) is int:
                 iterations[int(key)] = value
     return finished, iterations
 
