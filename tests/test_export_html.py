@@ -216,6 +216,12 @@ def test_long_texts_are_clipped_with_the_whole_text_in_a_closed_block() -> None:
     assert html_page.CLIP_LINES == 40
 
 
+def test_the_contents_link_every_1000th_message_of_a_long_session() -> None:
+    page = _Page(export_html(_record([{"role": "user", "content": "x"}] * 2_500)))
+    assert [h for h in page.hrefs() if re.fullmatch(r"#m\d+", h)] == ["#m0", "#m1000", "#m2000"]
+    assert {"m0", "m1000", "m2000"} <= page.ids()
+
+
 def test_the_thread_summary_is_shown_and_a_damaged_one_reported() -> None:
     summary = ThreadSummary.from_messages([{"role": "user", "content": "<b>fix</b> the bug"}])
     state = {"yarn": {"format": "agentmem.yarn", "version": 1, "summary": summary.to_json()}}

@@ -551,6 +551,9 @@ def render_page(
         if count == 0:
             continue
         suffix = "" if count is None else f" ({count:,})"
+        if anchor == "messages" and len(record.messages) > PROGRESS_EVERY:
+            marks = range(0, len(record.messages), PROGRESS_EVERY)
+            suffix += ": " + " \u00b7 ".join(f'<a href="#m{i}">#{i:,}</a>' for i in marks)
         out.append(f'<li><a href="#{anchor}">{label}</a>{suffix}</li>')
     out.append("</ul></nav>")
     if summary:
