@@ -67,7 +67,7 @@ migrations and every statement, behind :class:`~.sql.SessionsSQL`),
 PostgreSQL: :meth:`SessionStore.postgres`), :mod:`.lock`, :mod:`.writer`,
 :mod:`.loading` (rows checked on the way out), :mod:`.recall_index` (the recall
 index's schema, rules, checks and rebuild), :mod:`.sessions` (the store)
-and :mod:`.export` (JSON and HTML). Recovery on
+and :mod:`.export` (JSON and HTML; the page itself in :mod:`.html_page`). Recovery on
 open lives in :mod:`agentmem._storage.recovery`, shared with other stores.
 """
 
