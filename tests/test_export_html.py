@@ -234,6 +234,15 @@ def test_the_thread_summary_is_shown_and_a_damaged_one_reported() -> None:
     assert "<i>" not in page
 
 
+def test_what_loading_repaired_is_on_the_page_whole() -> None:
+    record = _record([{"role": "user", "content": "x", "note": "y" * 3_000}])
+    record.quarantined = list(range(1_000))
+    page = export_html(record)
+    assert "Loading this session found damage (quarantined or repaired)" in page
+    assert '"quarantined": [0, 1, 2,' in _Page(page).text and ", 999]}" in page
+    assert "y" * 3_000 in page  # an internal field, whole (clipped, with all of it a click away)
+
+
 def test_billing_totals_by_kind_and_model_and_every_request_collapsed() -> None:
     record = _record([])
     record.billing = [

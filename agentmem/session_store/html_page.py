@@ -302,7 +302,7 @@ def render_message(index: int, message: Message, anchor: str, *, css: str = "") 
         out.append('<dl class="internal">')
         for key in sorted(internal):
             value = json.dumps(internal[key], ensure_ascii=False, sort_keys=True, default=repr)
-            out.append(f"<dt>{_esc(key)}</dt><dd>{_esc(_preview(value, 400))}</dd>")
+            out.append(f"<dt>{_esc(key)}</dt><dd>{_text_block(value, 'value', 'span')}</dd>")
         out.append("</dl>")
     out.append("</article>")
     return "".join(out)
@@ -533,9 +533,10 @@ def render_page(
     out.append("</dl>")
     reports = record.reports()
     if reports:
+        found = json.dumps(reports, sort_keys=True, default=repr)
         out.append(
-            '<p class="problem">Loading this session found damage (quarantined or repaired): '
-            f"{_esc(_preview(json.dumps(reports, sort_keys=True, default=repr), 600))}</p>"
+            '<p class="problem">Loading this session found damage (quarantined or repaired):</p>'
+            + _text_block(found, "problem", "pre")
         )
     out.append("</header>")
     toc = [
