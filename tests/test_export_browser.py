@@ -119,7 +119,7 @@ def test_markup_in_messages_shows_as_text(browser: Any, tmp_path: Path) -> None:
     assert f"please {EVIL_SCRIPT} and {EVIL_ATTRIBUTE}" in shown
     assert f"{EVIL_ATTRIBUTE} then {FETCHING}" in shown
     assert "[image: http://127.0.0.1:9/i.png]" in shown
-    assert 'echo \\"<script>\\"' in shown  # the tool call's arguments
+    assert 'cmd\necho "<script>"' in shown  # the tool call's argument, as a string
     assert f"title {EVIL_SCRIPT}" in browser.evaluate("document.title")
     assert browser.evaluate("document.scripts.length") == 0
     assert browser.evaluate("document.querySelectorAll('[onerror], link, iframe').length") == 0
