@@ -47,6 +47,7 @@ EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "recall.index_rebuild.started": _INDEX,
     "recall.index_rebuild.finished": (*_INDEX, *_DONE),
     "export.started": _EXPORT,
+    "export.progress": (*_EXPORT, "done", "total"),
     "export.finished": (*_EXPORT, *_DONE, "bytes"),
     "doctor.started": ("root", "backend"),
     "doctor.store": ("store", "index", "total"),

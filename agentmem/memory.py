@@ -93,7 +93,7 @@ from agentmem.session.wiring import (
     SNAPSHOTS_DIR,
 )
 from agentmem.session_store import Durability, SessionStore, open_session_store
-from agentmem.time_machine import delete_stored_session
+from agentmem.time_machine import delete_stored_session, read_task_tree
 from agentmem.tools import MemoryTools
 from agentmem.topics import TopicStore
 
@@ -253,6 +253,7 @@ class Memory:
                     durability=durability,
                     reporter=reporter,
                     purge=functools.partial(delete_stored_session, self.root / SNAPSHOTS_DIR),
+                    task_tree=functools.partial(read_task_tree, self.root / SNAPSHOTS_DIR),
                 )
             except BaseException:
                 chosen.close()

@@ -216,14 +216,42 @@ def test_exports_are_reported(tmp_path: Path) -> None:
         for name, fmt in (("out.json", "json"), ("out.html", "html")):
             rec.events.clear()
             path = mem.sessions.export(s.id, tmp_path / name)
-            started, finished = _pair(rec.named("export"), "export")
+            steps = [d for e, d in rec.events if e == "export.progress"]
+            assert [(d["done"], d["total"]) for d in steps] == [(1, 1)]
+            started, finished = _pair(
+                [(e, d) for e, d in rec.named("export") if e != "export.progress"], "export"
+            )
             assert started == {"session_id": s.id, "path": str(path), "format": fmt}
+            assert steps[0] == {**started, "done": 1, "total": 1}
             assert finished["ok"] is True and finished["bytes"] == path.stat().st_size
         rec.events.clear()
         with pytest.raises(StorageError):
             mem.sessions.export(s.id, tmp_path / "no" / "dir" / "out.json")
-        _, finished = _pair(rec.named("export"), "export")
-        assert finished["ok"] is False and finished["error"].startswith("StorageError")
+        events = rec.named("export")
+        assert [e for e, _ in events][-1] == "export.finished"
+        assert events[-1][1]["ok"] is False
+        assert events[-1][1]["error"].startswith("StorageError")
+
+
+def test_a_long_export_reports_progress_every_1000_messages(tmp_path: Path) -> None:
+    rec, other = Recorder(), Recorder()
+    with _memory(tmp_path, rec) as mem:
+        sid = mem.sessions.create().id
+        mem.sessions.writer(sid).on_append(
+            [{"role": "user", "content": f"m{i}"} for i in range(2_500)]
+        )
+        for fmt in ("json", "html"):
+            rec.events.clear()
+            mem.sessions.export(sid, tmp_path / f"long.{fmt}")
+            steps = [(d["done"], d["total"]) for e, d in rec.events if e == "export.progress"]
+            assert steps == [(1_000, 2_500), (2_000, 2_500), (2_500, 2_500)]
+            names = [e for e, _ in rec.events]
+            assert (names[0], names[-1]) == ("export.started", "export.finished")
+        # progress= goes to that reporter instead of the memory's.
+        rec.events.clear()
+        mem.sessions.export(sid, tmp_path / "other.html", progress=other)
+        assert rec.events == []
+        assert [e for e, _ in other.events].count("export.progress") == 3
 
 
 # --------------------------------------------------------------------------- reporters

@@ -1103,11 +1103,13 @@ def test_html_export_is_inert_and_self_contained(store: SessionStore, tmp_path: 
     assert "script" not in tags and "link" not in tags and "iframe" not in tags
     images = [attrs for tag, attrs in parser.tags if tag == "img"]
     assert [a["src"] for a in images] == [png]
-    assert all(not a.get("href") for _, a in parser.tags)
+    # Links only to anchors of the page itself, made from indexes (never from stored text).
+    hrefs = [a["href"] for _, a in parser.tags if "href" in a]
+    assert hrefs and all(re.fullmatch(r"#[a-z0-9-]+", h or "") for h in hrefs)
     assert all(not (k.startswith("on")) for _, a in parser.tags for k in a)
     assert '<details class="tool-result">' in text
     assert '<span class="fn">run</span>' in text
-    assert "&quot;cmd&quot;: &quot;&lt;script&gt;" in text  # pretty-printed arguments
+    assert '<dt>cmd</dt><dd><pre class="arg">&lt;script&gt;' in text  # one row an argument
     assert "Content-Security-Policy" in text
 
 

@@ -106,6 +106,7 @@ def test_export_carries_the_cached_billing_fields(tmp_path: Path) -> None:
     assert first["cache_write_tokens"] == 300
     assert (second["cached_prompt_tokens"], second["cache_write_tokens"]) == (0, 0)
     assert list(first)[-2:] == ["cached_prompt_tokens", "cache_write_tokens"]
-    assert "<th>Cached</th><th>Cache write</th>" in html
-    assert "<td>2340</td><td>25</td><td>2000</td><td>300</td>" in html
+    assert '<th class="n">Cached</th><th class="n">Cache write</th>' in html
+    assert '<td class="n">2340</td><td class="n">25</td><td class="n">2000</td>' in html
+    assert '<td class="n">2000</td><td class="n">300</td>' in html
     assert "2,000 read from the prompt cache, 300 written to it" in html

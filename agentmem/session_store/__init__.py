@@ -67,7 +67,7 @@ migrations and every statement, behind :class:`~.sql.SessionsSQL`),
 PostgreSQL: :meth:`SessionStore.postgres`), :mod:`.lock`, :mod:`.writer`,
 :mod:`.loading` (rows checked on the way out), :mod:`.recall_index` (the recall
 index's schema, rules, checks and rebuild), :mod:`.sessions` (the store)
-and :mod:`.export` (JSON and HTML). Recovery on
+and :mod:`.export` (JSON and HTML; the page itself in :mod:`.html_page`). Recovery on
 open lives in :mod:`agentmem._storage.recovery`, shared with other stores.
 """
 
@@ -96,6 +96,7 @@ from agentmem.session_store.writer import SessionWriter
 if TYPE_CHECKING:
     from agentmem._storage.postgres import PgDatabase
     from agentmem.protocols import ProgressReporter
+    from agentmem.time_machine import TaskTreeView
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -123,9 +124,14 @@ def open_session_store(
     durability: Durability = "full",
     reporter: ProgressReporter | None = None,
     purge: Callable[[str], object] | None = None,
+    task_tree: Callable[[str], TaskTreeView] | None = None,
 ) -> SessionStore:
     """The store where a backend keeps its sessions (``Backend.sessions_database()``): a
     SQLite file, or a PostgreSQL database shared with the backend's other stores."""
     if isinstance(where, Path):
-        return SessionStore(where, durability=durability, reporter=reporter, purge=purge)
-    return SessionStore.postgres(where, durability=durability, reporter=reporter, purge=purge)
+        return SessionStore(
+            where, durability=durability, reporter=reporter, purge=purge, task_tree=task_tree
+        )
+    return SessionStore.postgres(
+        where, durability=durability, reporter=reporter, purge=purge, task_tree=task_tree
+    )

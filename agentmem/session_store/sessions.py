@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 import orjson
 
-from agentmem._events import operation
+from agentmem._events import emit, operation
 from agentmem._storage.files import atomic_write_text
 from agentmem._storage.gc import gc_paused
 from agentmem._storage.recovery import Recovery
@@ -73,6 +73,7 @@ from agentmem.session_store.writer import SessionWriter
 if TYPE_CHECKING:
     from agentmem._storage.postgres import PgDatabase
     from agentmem.protocols import ProgressReporter
+    from agentmem.time_machine import TaskTreeView
 
 __all__ = ["SessionStore"]
 
@@ -102,6 +103,11 @@ class SessionStore:
             its lock, to remove what other parts keep for it outside this
             database (the facade passes the time machine's
             :func:`~agentmem.time_machine.delete_stored_session`).
+        task_tree: Called by :meth:`export` with a session id for the session's
+            task tree, shown in the HTML page; it must neither lock nor write
+            (the facade passes the time machine's
+            :func:`~agentmem.time_machine.read_task_tree`). Without it the page
+            lists the tasks the messages name.
 
     Raises:
         InvalidArgumentError: unknown ``durability``.
@@ -129,8 +135,9 @@ class SessionStore:
         clock: Callable[[], float] | None = None,
         reporter: ProgressReporter | None = None,
         purge: Callable[[str], object] | None = None,
+        task_tree: Callable[[str], TaskTreeView] | None = None,
     ) -> None:
-        self._setup(durability, clock, reporter, purge)
+        self._setup(durability, clock, reporter, purge, task_tree)
         if path is not None and not isinstance(path, str | Path):
             raise InvalidArgumentError(f"path must be a str, a Path or None, got {path!r}")
         self._path = None if path is None or path == ":memory:" else Path(path)
@@ -150,6 +157,7 @@ class SessionStore:
         clock: Callable[[], float] | None = None,
         reporter: ProgressReporter | None = None,
         purge: Callable[[str], object] | None = None,
+        task_tree: Callable[[str], TaskTreeView] | None = None,
     ) -> SessionStore:
         """The same store on a PostgreSQL database (the ``postgres`` extra; docs/backends.md).
 
@@ -157,7 +165,7 @@ class SessionStore:
             database: A DSN (``"postgresql://user@host:5432/db"``: the store opens and
                 closes its own pool), or a :class:`~agentmem._storage.postgres.PgDatabase`
                 shared with other stores (its ``durability`` applies; not closed here).
-            durability, clock, reporter, purge: As for the SQLite store.
+            durability, clock, reporter, purge, task_tree: As for the SQLite store.
 
         Raises:
             ConfigurationError: psycopg is missing (``pip install 'agentmem[postgres]'``).
@@ -167,7 +175,7 @@ class SessionStore:
         from agentmem.session_store.pg import PgEngine
 
         store = cls.__new__(cls)
-        store._setup(durability, clock, reporter, purge)
+        store._setup(durability, clock, reporter, purge, task_tree)
         store._path = None
         store._engine = PgEngine(database, durability=durability)
         store._lock = threading.Lock()
@@ -179,9 +187,11 @@ class SessionStore:
         clock: Callable[[], float] | None,
         reporter: ProgressReporter | None,
         purge: Callable[[str], object] | None,
+        task_tree: Callable[[str], TaskTreeView] | None,
     ) -> None:
         self.reporter = reporter  # progress events: recall index rebuilds, exports
         self._purge = purge
+        self._task_tree = task_tree
         if durability not in DURABILITIES:
             raise InvalidArgumentError(
                 f"durability must be one of {', '.join(DURABILITIES)}; got {durability!r}"
@@ -740,19 +750,31 @@ class SessionStore:
         path: str | Path,
         *,
         format: Literal["json", "html"] | None = None,
+        progress: ProgressReporter | None = None,
     ) -> Path:
         """Write a session to a self-contained JSON or HTML file, atomically.
 
         JSON: ``{"format": "agentmem.session-export", "version": 1, "session",
         "messages", "state", "billing", "threads"}``, UTF-8, indented, keys in
-        a stable order. HTML: one file with inline CSS, no scripts and no
-        external resources; every stored string is escaped.
+        a stable order. HTML: one page with inline CSS, no scripts and no
+        external resources (:func:`~agentmem.session_store.export_html`: the
+        thread summary, the task tree, billing, the transcript with tool
+        outputs collapsed); every stored string is escaped.
+
+        Reads only: no lock is taken (an open session may be exported while
+        it runs; the export holds what was committed when it was read). The
+        file is written to a temporary file beside it and renamed into place,
+        so ``path`` holds either its old content or the whole export; an
+        existing file at ``path`` is replaced.
 
         Args:
             session_id: The session to export.
             path: The file to write (its directory must exist).
             format: ``"json"`` or ``"html"``; by default taken from the
                 extension (``.json``, ``.html``).
+            progress: Told about this export (``export.started``,
+                ``export.progress`` every 1,000 messages, ``export.finished``;
+                docs/progress.md) instead of the store's ``reporter``.
 
         Returns:
             The written path.
@@ -775,10 +797,19 @@ class SessionStore:
         else:
             raise InvalidArgumentError(f"format must be 'json' or 'html', got {format!r}")
         record = self.load(session_id)
-        with operation(
-            self.reporter, "export", session_id=record.info.id, path=str(target), format=fmt
-        ) as done:
-            text = export_json(record) if fmt == "json" else export_html(record)
+        reporter = progress if progress is not None else self.reporter
+        about = {"session_id": record.info.id, "path": str(target), "format": fmt}
+
+        def step(count: int, total: int) -> None:
+            emit(reporter, "export.progress", {**about, "done": count, "total": total})
+
+        on_progress = step if reporter is not None else None
+        with operation(reporter, "export", **about) as done:
+            if fmt == "json":
+                text = export_json(record, on_progress=on_progress)
+            else:
+                tasks = self._task_tree(record.info.id) if self._task_tree is not None else None
+                text = export_html(record, tasks=tasks, on_progress=on_progress)
             try:
                 atomic_write_text(target, text)
             except OSError as exc:

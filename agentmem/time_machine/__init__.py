@@ -15,6 +15,8 @@ the code lives in one module per job:
   guard's stat index (where ``guard()`` decides what a command changed);
 * :mod:`~agentmem.time_machine._restore`: where a restore is planned,
   checked and applied, and an interrupted one finished or rolled back;
+* :mod:`~agentmem.time_machine._read`: the task tree read from its record
+  without a lock and without writing (for exports of a running session);
 * :mod:`~agentmem.time_machine._snapshots`: storage (verified
   content-addressed blobs, the session's record files, the ignore rules
   and the stat walk, garbage collection);
@@ -32,6 +34,7 @@ from agentmem.time_machine._machine import (
     DEFAULT_MAX_TASKS,
     TimeMachine,
 )
+from agentmem.time_machine._read import TaskTreeView, read_task_tree
 from agentmem.time_machine._restore import RestoreResult, SkippedFile
 from agentmem.time_machine._snapshots import (
     GC_GRACE_SECONDS,
@@ -49,7 +52,9 @@ __all__ = [
     "RestoreResult",
     "SkippedFile",
     "SnapshotProblem",
+    "TaskTreeView",
     "TimeMachine",
     "check_snapshots",
     "delete_stored_session",
+    "read_task_tree",
 ]
