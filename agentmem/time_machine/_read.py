@@ -11,15 +11,13 @@ in place, never a lock, never a write. A record that cannot be read is
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentmem._storage.formats import check_format
 from agentmem.errors import AgentMemError
 from agentmem.time_machine._machine import FORMAT
-from agentmem.time_machine._snapshots import VERSION
+from agentmem.time_machine._snapshots import parse_record
 from agentmem.time_machine._tree import TaskTree, public
 
 __all__ = ["TaskTreeView", "read_task_tree"]
@@ -66,15 +64,13 @@ def read_task_tree(store_dir: str | Path | None, session_id: str) -> TaskTreeVie
         return TaskTreeView()
     path = Path(store_dir) / "sessions" / f"{session_id}.json"
     try:
-        text = path.read_text(encoding="utf-8")
+        data = parse_record(path, FORMAT, "time-machine record")
     except FileNotFoundError:
         return TaskTreeView()
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, AgentMemError) as exc:
         return TaskTreeView(problem=f"task tree record {path} unreadable: {exc}")
     tree = TaskTree()
     try:
-        data = json.loads(text)
-        check_format(data, kind=FORMAT, version=VERSION, what="time-machine record")
         tree.load(data)
     except (ValueError, KeyError, TypeError, AttributeError, AgentMemError) as exc:
         return TaskTreeView(problem=f"task tree record {path} unreadable: {exc}")
