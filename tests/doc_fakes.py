@@ -1,0 +1,195 @@
+"""Offline stand-ins for the provider clients the doc samples call (tests/test_doc_samples.py).
+
+A page's hidden ``<!-- doc-setup ... -->`` imports these so its visible sample
+reads as the user would write it (``client.chat.completions.create(...)``)
+and still runs offline. Each fake answers from a script of assistant messages
+in agentmem's canonical (OpenAI Chat) form, wrapped in the real SDK's response
+types (``openai`` and ``anthropic`` are in the test extra), so a sample that
+calls ``model_dump()`` or reads ``.usage`` meets the objects it would meet in
+production. Every call is recorded in ``.calls``; a script that runs out
+raises :class:`agentmem.testing.ScriptExhaustedError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from agentmem.testing import ScriptedLLM
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file of the repository.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+"""One tool in the OpenAI Chat Completions format."""
+
+RESPONSES_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
+]
+"""One tool in the OpenAI Responses format."""
+
+
+def run(call: Any) -> str:
+    """A tool runner: the text a tool call (an SDK object or a dict) would return."""
+    name = getattr(getattr(call, "function", None), "name", None) or getattr(call, "name", "tool")
+    return f"{name}: ok"
+
+
+def _usage(reply: dict[str, Any]) -> tuple[int, int]:
+    usage = reply.pop("usage", {})
+    return int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+
+
+class _ChatCompletions:
+    def __init__(self, llm: ScriptedLLM) -> None:
+        self._llm = llm
+
+    def create(
+        self, *, model: str, messages: list[dict[str, Any]], tools: Any = None, **kwargs: Any
+    ) -> Any:
+        from openai.types.chat import ChatCompletion
+
+        reply = self._llm(messages, tools)
+        prompt, completion = _usage(reply)
+        finish = "tool_calls" if reply.get("tool_calls") else "stop"
+        return ChatCompletion.model_validate(
+            {
+                "id": f"chatcmpl-{len(self._llm.calls)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": finish, "message": reply}],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
+
+
+class _Responses:
+    def __init__(self, llm: ScriptedLLM) -> None:
+        self._llm = llm
+
+    def create(self, *, model: str, input: list[Any], tools: Any = None, **kwargs: Any) -> Any:
+        from openai.types.responses import Response
+
+        reply = self._llm(list(input), tools)
+        prompt, completion = _usage(reply)
+        output: list[dict[str, Any]] = []
+        if reply.get("content"):
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{len(self._llm.calls)}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": reply["content"], "annotations": []}],
+                }
+            )
+        for call in reply.get("tool_calls") or []:
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{call['id']}",
+                    "call_id": call["id"],
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                    "status": "completed",
+                }
+            )
+        return Response.model_validate(
+            {
+                "id": f"resp_{len(self._llm.calls)}",
+                "object": "response",
+                "created_at": 0,
+                "model": model,
+                "output": output,
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": tools or [],
+                "usage": {
+                    "input_tokens": prompt,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens": completion,
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
+
+
+class FakeOpenAI:
+    """``client.chat.completions.create`` and ``client.responses.create``, from a script."""
+
+    def __init__(self, replies: Sequence[Any]) -> None:
+        self.llm = ScriptedLLM(replies)
+        self.chat = SimpleNamespace(completions=_ChatCompletions(self.llm))
+        self.responses = _Responses(self.llm)
+
+
+class _Messages:
+    def __init__(self, llm: ScriptedLLM) -> None:
+        self._llm = llm
+
+    def create(
+        self, *, model: str, messages: list[dict[str, Any]], system: Any = None, **kwargs: Any
+    ) -> Any:
+        from anthropic.types import Message
+
+        reply = self._llm(messages, kwargs.get("tools"))
+        prompt, completion = _usage(reply)
+        content: list[dict[str, Any]] = []
+        if reply.get("content"):
+            content.append({"type": "text", "text": reply["content"]})
+        for call in reply.get("tool_calls") or []:
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": call["id"],
+                    "name": call["function"]["name"],
+                    "input": json.loads(call["function"]["arguments"]),
+                }
+            )
+        return Message.model_validate(
+            {
+                "id": f"msg_{len(self._llm.calls)}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": "tool_use" if reply.get("tool_calls") else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": prompt, "output_tokens": completion},
+            }
+        )
+
+
+class FakeAnthropic:
+    """``client.messages.create``, from a script, returning ``anthropic.types.Message``."""
+
+    def __init__(self, replies: Sequence[Any]) -> None:
+        self.llm = ScriptedLLM(replies)
+        self.messages = _Messages(self.llm)
