@@ -132,7 +132,7 @@ class _Responses:
                 "tools": tools or [],
                 "usage": {
                     "input_tokens": prompt,
-                    "input_tokens_details": {"cached_tokens": 0},
+                    "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                     "output_tokens": completion,
                     "output_tokens_details": {"reasoning_tokens": 0},
                     "total_tokens": prompt + completion,
@@ -193,3 +193,50 @@ class FakeAnthropic:
     def __init__(self, replies: Sequence[Any]) -> None:
         self.llm = ScriptedLLM(replies)
         self.messages = _Messages(self.llm)
+
+
+def scripted_anthropic(script: Sequence[list[dict[str, Any]]]) -> type[Any]:
+    """An ``anthropic.Anthropic`` whose ``POST /v1/messages`` get the next content of ``script``.
+
+    A subclass of the real client (no API key needed, every request answered by an
+    ``httpx2.MockTransport``), for a doc-setup to put in place of ``anthropic.Anthropic``.
+    """
+    import anthropic
+    import httpx2
+
+    replies = iter(script)
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        content = next(replies)
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+        body = {
+            "id": "msg",
+            "type": "message",
+            "role": "assistant",
+            "model": json.loads(request.content)["model"],
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+        return httpx2.Response(200, json=body)
+
+    class ScriptedAnthropic(anthropic.Anthropic):
+        def __init__(self, **kwargs: Any) -> None:
+            kwargs.setdefault("api_key", "offline")
+            kwargs.setdefault("http_client", httpx2.Client(transport=httpx2.MockTransport(answer)))
+            super().__init__(**kwargs)
+
+    return ScriptedAnthropic
+
+
+def scripted_chat_model(replies: Sequence[str]) -> Any:
+    """A LangChain chat model that answers ``replies`` in order (tools bound, never called)."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    class ScriptedChatModel(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    return ScriptedChatModel(messages=iter([AIMessage(text) for text in replies]))

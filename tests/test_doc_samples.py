@@ -12,6 +12,10 @@ when it sits above it)::
     llm = ScriptedLLM([...])
     -->
 
+Doc-setup code finds pytest's ``monkeypatch`` in the namespace, to put an
+offline stand-in where a sample builds a real client (``anthropic.Anthropic``
+answering from a script, see tests/doc_fakes.py); it is undone after the page.
+
 A page whose code names ``PG_DSN`` needs PostgreSQL: the harness gives it the
 ``postgresql://`` URI of a fresh database from the ``pg_dsn`` fixture
 (tests/pg.py), and the page skips with that fixture's one line when there is
@@ -191,15 +195,16 @@ def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     for name in list(os.environ):
         if name in ("AGENTMEM_ROOT", "AGENTMEM_BACKEND") or name.endswith("_API_KEY"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a sample's "~" stays in the sandbox
     monkeypatch.chdir(tmp_path)
     yield tmp_path
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: p.name)
 def test_doc_page_samples_run(
-    page: Page, offline_env: Path, request: pytest.FixtureRequest
+    page: Page, offline_env: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    namespace: dict[str, Any] = {"__name__": "__doc_sample__"}
+    namespace: dict[str, Any] = {"__name__": "__doc_sample__", "monkeypatch": monkeypatch}
     if any("PG_DSN" in chunk.code for chunk in page.chunks):
         # A fresh database; skips with tests/pg.py's one line when there is no server.
         namespace["PG_DSN"] = pg_uri(request.getfixturevalue("pg_dsn"))
