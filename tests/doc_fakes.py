@@ -49,6 +49,19 @@ RESPONSES_TOOLS: list[dict[str, Any]] = [
 ]
 """One tool in the OpenAI Responses format."""
 
+ANTHROPIC_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "read_file",
+        "description": "Read a file of the repository.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    }
+]
+"""One tool in the Anthropic Messages format."""
+
 
 def run(call: Any) -> str:
     """A tool runner: the text a tool call (an SDK object or a dict) would return."""
