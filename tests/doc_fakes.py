@@ -119,7 +119,9 @@ class _Responses:
                     "id": f"msg_{len(self._llm.calls)}",
                     "role": "assistant",
                     "status": "completed",
-                    "content": [{"type": "output_text", "text": reply["content"], "annotations": []}],
+                    "content": [
+                        {"type": "output_text", "text": reply["content"], "annotations": []}
+                    ],
                 }
             )
         for call in reply.get("tool_calls") or []:

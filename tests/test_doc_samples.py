@@ -40,7 +40,6 @@ import asyncio
 import inspect
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,8 +168,7 @@ def _run(chunk: Chunk, page: Page, namespace: dict[str, Any]) -> None:
             exec(code, namespace)
     except Exception as exc:
         raise DocSampleError(
-            f"{page.name}: the {what} at line {chunk.line} raised "
-            f"{type(exc).__name__}: {exc}"
+            f"{page.name}: the {what} at line {chunk.line} raised {type(exc).__name__}: {exc}"
         ) from exc
 
 
@@ -184,20 +182,21 @@ def _close_what_samples_opened(namespace: dict[str, Any]) -> None:
     owned = [
         value
         for value in namespace.values()
-        if type(value).__module__.startswith("agentmem.") and callable(getattr(value, "close", None))
+        if type(value).__module__.startswith("agentmem.")
+        and callable(getattr(value, "close", None))
     ]
     for value in sorted(owned, key=rank):
         value.close()
 
 
 @pytest.fixture
-def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in list(os.environ):
         if name in ("AGENTMEM_ROOT", "AGENTMEM_BACKEND") or name.endswith("_API_KEY"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a sample's "~" stays in the sandbox
     monkeypatch.chdir(tmp_path)
-    yield tmp_path
+    return tmp_path
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: p.name)
