@@ -255,3 +255,26 @@ def scripted_chat_model(replies: Sequence[str]) -> Any:
             return self
 
     return ScriptedChatModel(messages=iter([AIMessage(text) for text in replies]))
+
+
+def offline_agents_sdk(monkeypatch: Any, replies: Sequence[str]) -> Any:
+    """Make ``agents.Agent`` use the SDK's ``ScriptedModel`` (answering ``replies``) and
+    ``agents.Runner.run`` trace nothing, until ``monkeypatch`` undoes it; the model."""
+    import agents
+    from agents.testing import ScriptedModel, assistant_message
+
+    model = ScriptedModel([[assistant_message(text)] for text in replies])
+    real_agent, real_runner = agents.Agent, agents.Runner
+
+    def agent(**kwargs: Any) -> Any:
+        return real_agent(model=model, **kwargs)
+
+    class Runner(real_runner):  # type: ignore[misc, valid-type]
+        @classmethod
+        async def run(cls, *args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("run_config", agents.RunConfig(tracing_disabled=True))
+            return await real_runner.run(*args, **kwargs)
+
+    monkeypatch.setattr(agents, "Agent", agent)
+    monkeypatch.setattr(agents, "Runner", Runner)
+    return model
