@@ -6,8 +6,10 @@ and still runs offline. Each fake answers from a script of assistant messages
 in agentmem's canonical (OpenAI Chat) form, wrapped in the real SDK's response
 types (``openai`` and ``anthropic`` are in the test extra), so a sample that
 calls ``model_dump()`` or reads ``.usage`` meets the objects it would meet in
-production. Every call is recorded in ``.calls``; a script that runs out
-raises :class:`agentmem.testing.ScriptExhaustedError`.
+production. Every call is recorded in ``.llm.calls``; a script that runs out
+raises :class:`agentmem.testing.ScriptExhaustedError`, and the harness calls
+``assert_complete()`` after the page, so a sample whose loop stopped early
+fails too.
 """
 
 from __future__ import annotations
@@ -164,6 +166,10 @@ class FakeOpenAI:
         self.chat = SimpleNamespace(completions=_ChatCompletions(self.llm))
         self.responses = _Responses(self.llm)
 
+    def assert_complete(self) -> None:
+        """Raise unless the sample used every scripted reply (the harness calls it)."""
+        self.llm.assert_complete()
+
 
 class _Messages:
     def __init__(self, llm: ScriptedLLM) -> None:
@@ -208,6 +214,10 @@ class FakeAnthropic:
     def __init__(self, replies: Sequence[Any]) -> None:
         self.llm = ScriptedLLM(replies)
         self.messages = _Messages(self.llm)
+
+    def assert_complete(self) -> None:
+        """Raise unless the sample used every scripted reply (the harness calls it)."""
+        self.llm.assert_complete()
 
 
 def scripted_anthropic(script: Sequence[list[dict[str, Any]]]) -> type[Any]:
