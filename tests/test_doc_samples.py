@@ -21,6 +21,10 @@ A page whose code names ``PG_DSN`` needs PostgreSQL: the harness gives it the
 (tests/pg.py), and the page skips with that fixture's one line when there is
 no server.
 
+A fence right after a ``<!-- doc-output -->`` line is what the python block
+before it prints (``...`` matches anything: ids, sizes), checked exactly
+otherwise, so a page's shown figures cannot drift from the code.
+
 A block may use top-level ``await`` (as in ``python -m asyncio`` or a
 notebook): it then runs in its own ``asyncio.run``.
 
@@ -37,7 +41,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import inspect
+import io
 import os
 import re
 from dataclasses import dataclass
@@ -56,6 +62,7 @@ MIN_BLOCKS = 30  # python blocks in README.md + docs/ were 36 when this was writ
 _FENCE = re.compile(r"^(?P<indent>[ ]{0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _SETUP_OPEN = "<!-- doc-setup"
 _SETUP_CLOSE = "-->"
+_OUTPUT_MARK = "<!-- doc-output -->"
 # Spellings of Python that renderers highlight but this harness would not run.
 _PYTHON_ALIASES = {"py", "py3", "python3", "python2", "pycon", "ipython", "pyi", "sage"}
 
@@ -72,9 +79,9 @@ class Fence:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Code the harness runs: a python block or a doc-setup comment."""
+    """What the harness runs or checks: a python block, a doc-setup comment, an output."""
 
-    kind: str  # "block" or "setup"
+    kind: str  # "block", "setup" or "output" (what the block before it must print)
     code: str
     line: int  # where it starts in the page (the fence or the comment)
     first_code_line: int
@@ -100,9 +107,12 @@ def parse(path: Path) -> Page:
     lines = path.read_text(encoding="utf-8").splitlines()
     fences: list[Fence] = []
     chunks: list[Chunk] = []
+    output_mark: int | None = None  # the line of a doc-output mark waiting for its fence
     i = 0
     while i < len(lines):
         match = _FENCE.match(lines[i])
+        if output_mark is not None and not match and lines[i].strip():
+            raise AssertionError(f"{path}:{output_mark}: {_OUTPUT_MARK} must precede a fence")
         if match:
             indent, fence = len(match["indent"]), match["fence"]
             info = match["info"].strip()
@@ -122,9 +132,16 @@ def parse(path: Path) -> Page:
             code = "\n".join(body) + "\n"
             language = info.split()[0] if info else ""
             fences.append(Fence(language, code, i + 1, i + 2))
-            if language == "python":
+            if output_mark is not None:
+                chunks.append(Chunk("output", code, i + 1, i + 2))
+                output_mark = None
+            elif language == "python":
                 chunks.append(Chunk("block", code, i + 1, i + 2))
             i = j + 1
+            continue
+        if lines[i].strip() == _OUTPUT_MARK:
+            output_mark = i + 1
+            i += 1
             continue
         if lines[i].strip().startswith(_SETUP_OPEN):
             rest = lines[i].strip()[len(_SETUP_OPEN) :]
@@ -154,6 +171,20 @@ PAGES_WITH_CODE = [p for p in PAGES if p.blocks]
 
 class DocSampleError(AssertionError):
     """A doc sample failed: names the page, the line of the block, and the exception."""
+
+
+def _check_output(chunk: Chunk, page: Page, printed: str | None) -> None:
+    """The block before a doc-output fence printed its text; ``...`` stands for anything."""
+    if printed is None:
+        raise DocSampleError(
+            f"{page.name}: the output at line {chunk.line} does not follow a python block"
+        )
+    parts = [re.escape(part) for part in chunk.code.rstrip().split("...")]
+    if not re.fullmatch(".*?".join(parts), printed.rstrip(), flags=re.DOTALL):
+        raise DocSampleError(
+            f"{page.name}: the output at line {chunk.line} is not what the block before it "
+            f"printed:\n--- the page\n{chunk.code.rstrip()}\n--- printed\n{printed.rstrip()}"
+        )
 
 
 def _run(chunk: Chunk, page: Page, namespace: dict[str, Any]) -> None:
@@ -209,11 +240,18 @@ def test_doc_page_samples_run(
         namespace["PG_DSN"] = pg_uri(request.getfixturevalue("pg_dsn"))
     chunks = list(page.chunks)
     last_block = max(i for i, c in enumerate(chunks) if c.kind == "block")
-    late = [c.line for c in chunks[last_block + 1 :]]
+    late = [c.line for c in chunks[last_block + 1 :] if c.kind == "setup"]
     assert not late, f"{page.name}: doc-setup at line(s) {late} comes after every python block"
+    printed: str | None = None  # what the last python block printed
     try:
         for chunk in chunks:
-            _run(chunk, page, namespace)
+            if chunk.kind == "output":
+                _check_output(chunk, page, printed)
+                continue
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                _run(chunk, page, namespace)
+            printed = out.getvalue() if chunk.kind == "block" else None
     finally:
         _close_what_samples_opened(namespace)
     for value in namespace.values():  # a scripted client's every reply was asked for
@@ -261,6 +299,10 @@ def test_the_parser_reads_setup_fences_and_indents(tmp_path: Path) -> None:
         "  ```\n"
         "```\n"
         "bare\n"
+        "```\n"
+        "<!-- doc-output -->\n"
+        "```text\n"
+        "2\n"
         "```\n",
         encoding="utf-8",
     )
@@ -268,5 +310,16 @@ def test_the_parser_reads_setup_fences_and_indents(tmp_path: Path) -> None:
     assert [(c.kind, c.code, c.first_code_line) for c in parsed.chunks] == [
         ("setup", "x = 1\n", 3),
         ("block", "y = x + 1\n", 12),
+        ("output", "2\n", 19),
     ]
-    assert [f.language for f in parsed.fences] == ["text", "python", ""]
+    assert [f.language for f in parsed.fences] == ["text", "python", "", "text"]
+
+
+def test_an_output_fence_is_checked_with_ellipsis() -> None:
+    page = Page(ROOT / "README.md", (), ())
+    shown = Chunk("output", "id=... total=3\n", 1, 2)
+    _check_output(shown, page, "id=abc123 total=3\n")
+    with pytest.raises(DocSampleError, match="not what the block before it printed"):
+        _check_output(shown, page, "id=abc123 total=4\n")
+    with pytest.raises(DocSampleError, match="does not follow a python block"):
+        _check_output(shown, page, None)
