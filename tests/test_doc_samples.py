@@ -243,6 +243,7 @@ def test_doc_page_samples_run(
     late = [c.line for c in chunks[last_block + 1 :] if c.kind == "setup"]
     assert not late, f"{page.name}: doc-setup at line(s) {late} comes after every python block"
     printed: str | None = None  # what the last python block printed
+    environ = dict(os.environ)  # a sample that sets a variable must not leak it to other tests
     try:
         for chunk in chunks:
             if chunk.kind == "output":
@@ -254,6 +255,8 @@ def test_doc_page_samples_run(
             printed = out.getvalue() if chunk.kind == "block" else None
     finally:
         _close_what_samples_opened(namespace)
+        os.environ.clear()
+        os.environ.update(environ)
     for value in namespace.values():  # a scripted client's every reply was asked for
         if type(value).__module__ == "doc_fakes" and hasattr(value, "assert_complete"):
             value.assert_complete()
