@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -110,6 +111,14 @@ def database_dsn(dsn: str, dbname: str) -> str:
     """``dsn`` pointed at database ``dbname``."""
     psycopg = _psycopg()
     return str(psycopg.conninfo.make_conninfo(dsn, dbname=dbname))
+
+
+def pg_uri(dsn: str) -> str:
+    """The ``postgresql://`` URI of a libpq keyword DSN (what ``Memory(backend=)`` takes)."""
+    psycopg = _psycopg()
+    p = psycopg.conninfo.conninfo_to_dict(dsn)
+    query = {k: str(p[k]) for k in ("host", "port") if p.get(k)}
+    return f"postgresql://{p.get('user') or ''}@/{p['dbname']}?{urllib.parse.urlencode(query)}"
 
 
 @pytest.fixture
