@@ -123,18 +123,21 @@ def check_strings(label: str, value: object) -> tuple[str, ...]:
 
 
 def config_path(label: str, value: object) -> Path:
-    """``value`` as a path, or a :class:`ConfigurationError` naming the argument."""
+    """``value`` as a path (a leading ``~`` expanded), or a :class:`ConfigurationError`
+    naming the argument."""
     if not isinstance(value, str | PathLike):
         raise ConfigurationError(
             f"{label} must be a path (str or os.PathLike), got {type(value).__name__}"
         )
     try:
         path = Path(value)
+        if str(path).startswith("~"):
+            path = path.expanduser()  # RuntimeError (no home directory) is caught below
         str(path).encode("utf-8")
         if "\x00" in str(path):
             raise ValueError("embedded null byte")
         return path
-    except (TypeError, ValueError) as exc:  # bytes paths, NUL bytes, lone surrogates
+    except (TypeError, ValueError, RuntimeError) as exc:  # bytes, NUL, surrogates, no home
         raise ConfigurationError(f"{label} is not a usable path: {value!r} ({exc})") from exc
 
 

@@ -524,3 +524,19 @@ def test_a_calibrating_counter_that_cannot_be_copied_is_refused(tmp_path: Path) 
 
     with pytest.raises(ConfigurationError, match="deep-copied"):
         Memory(root=tmp_path / "m", working_dir=tmp_path, token_counter=Uncopyable())
+
+
+def test_a_root_with_a_tilde_is_under_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Memory(root="~/...") used to create a directory literally named "~" in the cwd.
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    with agentmem.Memory(root="~/agent-memory", working_dir=cwd) as mem:
+        assert mem.root == home / "agent-memory"
+        mem.notes.store("k", "v")
+    assert (home / "agent-memory").is_dir()
+    assert list(cwd.iterdir()) == []
