@@ -22,7 +22,6 @@ Import parts from the top level::
 """
 
 import importlib as _importlib
-import importlib.util as _importlib_util
 import typing as _typing
 import warnings as _warnings
 
@@ -260,8 +259,12 @@ def __getattr__(name: str) -> _typing.Any:
             stacklevel=2,
         )
         return getattr(_importlib.import_module(home), name)
-    if not name.startswith("__") and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
-        return _importlib.import_module(f"{__name__}.{name}")
+    if not name.startswith("__"):
+        try:
+            return _importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # the submodule exists; something it imports is missing
     raise AttributeError(f"module 'agentmem' has no attribute {name!r}")
 
 
