@@ -110,9 +110,16 @@ def _public_modules() -> list[ModuleType]:
     ]
 
 
+def _resolve_all() -> None:
+    """Import every public name (``import agentmem`` binds them on first use, PEP 562)."""
+    for name in agentmem.__all__:
+        getattr(agentmem, name)
+
+
 def test_namespace_is_exactly_all() -> None:
     # Submodules bind their names on the package whenever they are imported;
     # everything else public in the namespace must be in __all__, and back.
+    _resolve_all()
     modules = {module.__name__ for module in _public_modules()}
     public = {
         name
@@ -126,6 +133,7 @@ def test_namespace_is_exactly_all() -> None:
 
 
 def test_every_name_is_its_defining_module_public_object() -> None:
+    _resolve_all()
     owners: dict[str, list[str]] = {}
     for module in _public_modules():
         for name in getattr(module, "__all__", ()):

@@ -43,8 +43,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-import psycopg
-
+from agentmem._optional import require
 from agentmem._storage.documents import DocInfo, Documents, Listing, SetAside, ThreadOwner
 from agentmem._storage.postgres import (
     Migration,
@@ -55,6 +54,9 @@ from agentmem._storage.postgres import (
 )
 from agentmem._storage.sqlite import Durability
 from agentmem.errors import StorageError, StoreLockedError
+
+require("psycopg", "the PostgreSQL backend", "postgres")
+import psycopg  # noqa: E402  (after the check that names the extra)
 
 __all__ = ["DOCUMENTS_FORMAT", "DOCUMENTS_VERSION", "PgDocumentStore", "PostgresDocuments"]
 

@@ -57,6 +57,7 @@ from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from agentmem._optional import require
 from agentmem.errors import (
     AgentMemError,
     ConfigurationError,
@@ -83,8 +84,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("agentmem.storage")
-
-INSTALL_HINT: Final = "pip install 'agentmem[postgres]'"
 
 _MIGRATIONS_TABLE: Final = "agentmem_migrations"
 _META_TABLE: Final = "agentmem_meta"
@@ -114,15 +113,11 @@ _KEEPALIVES: Final = {
 
 
 def _modules() -> tuple[ModuleType, ModuleType]:
-    """``(psycopg, psycopg_pool)``, imported now; a clear error when they are missing."""
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"the PostgreSQL backend needs psycopg 3 and psycopg-pool ({exc}): {INSTALL_HINT}"
-        ) from exc
-    return psycopg, psycopg_pool
+    """``(psycopg, psycopg_pool)``, imported now; the error naming the extra when missing."""
+    return (
+        require("psycopg", "the PostgreSQL backend", "postgres"),
+        require("psycopg_pool", "the PostgreSQL backend", "postgres"),
+    )
 
 
 @lru_cache(maxsize=1024)
