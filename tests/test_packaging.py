@@ -300,6 +300,7 @@ def test_every_module_imports_or_names_its_extra(venv: Path, tmp_path: Path) -> 
     # (and only modules like these) must have said which extra to install.
     assert missing == {
         "agentmem._storage.pg_documents": "postgres",
+        "agentmem.doctor._postgres": "postgres",
         "agentmem.integrations.anthropic_memory": "anthropic",
         "agentmem.integrations.langchain": "langchain",
         "agentmem.integrations.langgraph": "langgraph",
