@@ -307,6 +307,7 @@ def test_progress_is_drawn_on_a_terminal_only(
     assert main(["--root", str(scratch.root), "session", "export", "alpha", "--out", out_file]) == 0
     drawn = terminal.getvalue()
     assert "exporting session alpha" in drawn and drawn.endswith("\r\x1b[K")  # cleared
+    assert "messages" in drawn  # export.progress: done/total
     assert "\n" not in drawn  # one line, rewritten in place
 
 

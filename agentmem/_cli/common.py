@@ -130,6 +130,8 @@ def _describe(event: str, data: Mapping[str, Any]) -> str:
     """One short line for a progress event (docs/progress.md lists them)."""
     if event == "export.started":
         return f"exporting session {data.get('session_id')} to {data.get('path')} ..."
+    if event == "export.progress":
+        return f"exporting to {data.get('path')}: {data.get('done')}/{data.get('total')} messages"
     if event == "export.finished":
         return f"exported {data.get('bytes') or 0} bytes to {data.get('path')}"
     if event == "recall.index_rebuild.started":
