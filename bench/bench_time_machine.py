@@ -168,6 +168,10 @@ def bench_shadow_git(base: Path, files: int, tasks: int) -> dict[str, float]:
         ).stdout.strip()
 
     git("init", "-q")
+    # No background gc: a detached `git gc --auto` would still be writing into the shadow
+    # repository when the temporary directory is removed (and is not timed anyway).
+    git("config", "gc.auto", "0")
+    git("config", "maintenance.auto", "false")
     commits = []
     for task in range(tasks):
         git("add", "-A")

@@ -248,16 +248,16 @@ def group_langchain(p: Preset) -> list[Row]:
         way = "summarization" if r.key.endswith("summarization") else "trim"
         figure = "ms" if "overhead" in r.key else "tokens"
         agg: Callable[[list[float]], float] = statistics.mean if figure == "ms" else sum
-        r.ours, r.theirs = agg(t["agentmem"][figure]), agg(t[way][figure])
-        bad = f"invalid requests {int(sum(t['agentmem']['bad_calls']))} vs " + str(
-            int(sum(t[way]["bad_calls"]))
+        ours, theirs = t["agentmem"], t[way]
+        r.ours, r.theirs = agg(ours[figure]), agg(theirs[figure])
+        r.note = (
+            f"invalid requests {int(sum(ours['bad_calls']))} vs {int(sum(theirs['bad_calls']))}"
+            f"; over the window {int(sum(ours['over']))} vs {int(sum(theirs['over']))}"
         )
-        over = f"over the window {int(sum(t['agentmem']['over']))} vs {int(sum(t[way]['over']))}"
-        r.note = f"{bad}; {over}"
         if way == "summarization":
             r.note += (
-                f"; the summarizer made {int(sum(t[way]['llm_calls']))} LLM calls "
-                f"({int(sum(t[way]['llm_tokens'])):,} tokens, not counted as sent)"
+                f"; the summarizer made {int(sum(theirs['llm_calls']))} LLM calls "
+                f"({int(sum(theirs['llm_tokens'])):,} tokens, not counted as sent)"
             )
     if deepseek < p.lc_deepseek:
         for r in rows:
