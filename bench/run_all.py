@@ -506,7 +506,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--full", action="store_true", help="the documented sizes (long)")
     size.add_argument("--smoke", action="store_true", help="tiny sizes: seconds, no docs")
-    parser.add_argument("--only", nargs="+", choices=list(GROUPS), help="run these groups")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(GROUPS),
+        metavar="GROUP",
+        help="run these groups only: " + ", ".join(GROUPS),
+    )
     parser.add_argument("--docs", type=Path, help=f"write the summary here (default: {DOCS})")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     parser.add_argument("--json", type=Path, help="also write the rows and machine as JSON")
@@ -534,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             for group in pool.map(lambda name: run_group(name, preset), names):
                 rows += group
-    for i, name in enumerate(names if args.jobs == 1 else [], 1):
+    for i, name in enumerate(names if args.jobs <= 1 else [], 1):
         print(f"[{i}/{len(names)}] {name} ({GROUPS[name][0]}) ...", file=sys.stderr, flush=True)
         t0, cpu0 = time.perf_counter(), _children_cpu()
         rows += run_group(name, preset)
