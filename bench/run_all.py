@@ -458,7 +458,8 @@ def summary(
         "",
         f"`{command}`, {when}, {seconds / 60:.1f} minutes. Machine: {info['cpu']}, "
         f"{info['ram']} RAM, {info['os']}; Python {info['python']}; token encoding "
-        f"{info['encoding']}; agentmem {info['agentmem']}.",
+        f"{info['encoding']}; agentmem {info['agentmem']}. Load average (1 min): "
+        f"{info['load']}.",
     ]
     if note:
         lines += ["", note]
@@ -534,7 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     preset = "full" if args.full else "smoke" if args.smoke else "quick"
     names = args.only or list(GROUPS)
-    start = time.perf_counter()
+    start, load = time.perf_counter(), os.getloadavg()[0]
     rows: list[Row] = []
     if args.jobs > 1:  # side by side: for checking the entry, never for figures
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -548,6 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"      {wall:.1f} s ({cpu:.1f} s of CPU)", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - start
     info = machine()
+    info["load"] = f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
     block = summary(rows, info, preset, seconds, args.note)
     print(block)
     failed = any(r.key.endswith("-error") for r in rows)
