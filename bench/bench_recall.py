@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _data import bench_data
+
 import agentmem
 from agentmem._storage.sqlite import Durability
 from agentmem.recall import DEFAULT_RANKING, STOPWORDS, Ranking, keywords, recall
@@ -49,7 +51,7 @@ from agentmem.session_store import SessionStore
 
 MESSAGES = 50
 VOCABULARY = 20_000
-DATA = Path(__file__).resolve().parents[2] / "shared" / "bench-data" / "deepseek-usage"
+DATA = bench_data("deepseek-usage")
 _WORD = re.compile(r"\w+")
 
 
@@ -269,6 +271,25 @@ def bench_recall(
                 f"  {kind}: p50 at {sizes[-1]:,} / at {sizes[0]:,} sessions: "
                 f"postings {hi[0] / lo[0]:.2f}x, FTS5 {hi[1] / lo[1]:.2f}x"
             )
+
+
+def scan_figures(sessions: int, messages: int, queries: int, scans: int) -> dict[str, float]:
+    """Recall against the naive scan on the ordinary store, for ``python -m bench``.
+
+    p50 in ms of ``recall`` over ``queries`` queries and of :func:`classic_scan` over the
+    first ``scans`` of them (the scan is slow).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        mem, texts = build_store("ordinary", Path(tmp) / "m", sessions, messages, DATA)
+        mem.sessions.check_recall_index(repair=False)  # indexes what is still queued
+        indexed = time_queries(mem, texts[:queries], DEFAULT_RANKING)
+        scan = []
+        for q in texts[:scans]:
+            t = time.perf_counter()
+            classic_scan(mem.sessions, q)
+            scan.append(time.perf_counter() - t)
+        mem.close()
+    return {"recall_ms": pct(indexed, 0.5), "scan_ms": pct(scan, 0.5)}
 
 
 def _index_size(mem: agentmem.Memory) -> None:

@@ -43,11 +43,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from _data import bench_data
+
 import agentmem
 from agentmem.recall import DEFAULT_RANKING, Ranking, recall
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = HERE.parent.parent / "shared" / "bench-data" / "locomo" / "locomo-dev.json"
+DEFAULT_DATA = bench_data("locomo", "locomo-dev.json")
 KS = (5, 10)
 _WORD = re.compile(r"\w+")
 
@@ -324,6 +325,37 @@ def main() -> None:
         finally:
             for c in conversations:
                 c.mem.close()
+
+
+def quality(
+    data: Path, conversations: int | None = None, questions: int | None = None
+) -> dict[str, float]:
+    """R@5 / R@10 of the shipped ranking and of plain BM25, for ``python -m bench``.
+
+    On the first ``conversations`` conversations of ``data`` and the first ``questions``
+    questions (with evidence) of each; all of them by default.
+    """
+    samples = json.loads(data.read_text(encoding="utf-8"))[:conversations]
+    totals = dict.fromkeys(("recall R@5", "recall R@10", "bm25 R@5", "bm25 R@10"), 0.0)
+    asked = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, sample in enumerate(samples):
+            c = Conversation(Path(tmp) / f"conv{n}", sample)
+            try:
+                baseline = PlainBM25([text for _, text in c.turns])
+                for question, evidence, _ in c.questions[:questions]:
+                    asked += 1
+                    found = {
+                        "recall": c.found(question, DEFAULT_RANKING),
+                        "bm25": [c.turns[i][0] for i in baseline.top(question, max(KS))],
+                    }
+                    for label, dias in found.items():
+                        for k in KS:
+                            hit = len(evidence & set(dias[:k])) / len(evidence)
+                            totals[f"{label} R@{k}"] += hit
+            finally:
+                c.mem.close()
+    return {**{k: v / max(asked, 1) for k, v in totals.items()}, "questions": float(asked)}
 
 
 def ablation(name: str, conversations: list[Conversation]) -> None:

@@ -127,9 +127,12 @@ def _agents_item(m: dict[str, Any]) -> Any:
 
 
 def bench_agentmem(
-    n: int, counter: agentmem.TokenCounter, durability: agentmem.Durability = "full"
+    n: int,
+    counter: agentmem.TokenCounter,
+    durability: agentmem.Durability = "full",
+    turns: int = TURNS,
 ) -> dict[str, float]:
-    """Resume, then TURNS agent turns; each turn times three durable appends in the same rhythm.
+    """Resume, then ``turns`` agent turns; each turn times three durable appends in the same rhythm.
 
     Per turn, in rotating order: ``s.append`` (agentmem, fsync'd), a bare fsync'd SQLite
     commit of the same message, and ``SQLiteSession.add_items`` of it (when installed);
@@ -155,7 +158,7 @@ def bench_agentmem(
         t_first = timed(lambda: s.context())  # first build trims the long history once
         # New turns belong to the session's current task (task ids are the session's own).
         extra = [
-            {k: v for k, v in m.items() if k != "task_id"} for m in transcript(2 * TURNS, offset=n)
+            {k: v for k, v in m.items() if k != "task_id"} for m in transcript(2 * turns, offset=n)
         ]
         appends: list[float] = []
         bare: list[float] = []
@@ -172,7 +175,7 @@ def bench_agentmem(
             commits.append(time.perf_counter() - t0)
 
         s._writer.on_append = timed_commit  # type: ignore[method-assign]
-        for k in range(TURNS):
+        for k in range(turns):
             msg = extra[k]
             steps: list[tuple[list[float], Callable[[], Any]]] = [
                 (appends, lambda msg=msg: s.append(msg)),
@@ -183,7 +186,7 @@ def bench_agentmem(
             for samples, step in steps[k % len(steps) :] + steps[: k % len(steps)]:
                 samples.append(timed(step))
             builds.append(timed(lambda: s.context()))
-        for k in range(TURNS, 2 * TURNS):
+        for k in range(turns, 2 * turns):
             s.append(extra[k])
             anthropic.append(timed(lambda: s.context("anthropic")))
         window_messages = s.window.message_count()
@@ -200,9 +203,9 @@ def bench_agentmem(
         "bare fsync'd commit p90_us": p90(bare),
         "append / bare commit, p50_x": median_us(appends) / median_us(bare),
         "append / bare commit, p90_x": p90(appends) / p90(bare),
-        "append: store commit_us": median_us(commits[:TURNS]),
+        "append: store commit_us": median_us(commits[:turns]),
         "append: agentmem's own work_us": median_us(
-            [a - c for a, c in zip(appends, commits[:TURNS], strict=True)]
+            [a - c for a, c in zip(appends, commits[:turns], strict=True)]
         ),
         "context_us": median_us(builds),
         "context_p90_us": p90(builds),
@@ -286,23 +289,40 @@ def bench_trim_messages(n: int, budget_s: float) -> float | None:
                 total += len(enc.encode(json.dumps(call["args"]), disallowed_special=()))
         return total
 
+    def trim(messages: list[Any]) -> Any:
+        return trim_messages(
+            messages,
+            max_tokens=int(WINDOW * 0.75),
+            token_counter=count,
+            strategy="last",
+            include_system=True,
+            start_on="human",
+        )
+
+    trim(history[:50])  # untimed: the peer's one-time lazy imports are not a per-turn cost
     samples = []
     while True:
-        samples.append(
-            timed(
-                lambda: trim_messages(
-                    history,
-                    max_tokens=int(WINDOW * 0.75),
-                    token_counter=count,
-                    strategy="last",
-                    include_system=True,
-                    start_on="human",
-                )
-            )
-        )
+        samples.append(timed(lambda: trim(history)))
         if len(samples) >= 5 or sum(samples) > budget_s:
             break
     return median_us(samples)
+
+
+def figures(n: int, *, turns: int = TURNS, trim_budget: float = 60.0) -> dict[str, float | None]:
+    """One size's peer comparisons, for ``python -m bench``: per-turn medians in us.
+
+    ``None`` for a peer that is not installed (``SQLiteSession``, ``trim_messages``).
+    """
+    counter = TiktokenCounter("cl100k_base")
+    ours = bench_agentmem(n, counter, turns=turns)
+    return {
+        "context_us": ours["context_us"],
+        "first_context_us": ours["first_context_ms"] * 1e3,
+        "append_us": ours["append_us"],
+        "sqlitesession_add_items_us": ours.get("SQLiteSession.add_items_us"),
+        "json_rewrite_us": bench_json_rewrite(n),
+        "trim_messages_us": bench_trim_messages(n, trim_budget),
+    }
 
 
 def main() -> None:

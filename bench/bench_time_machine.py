@@ -102,7 +102,7 @@ def setup_time_machine(base: Path, files: int, tasks: int) -> tuple[TimeMachine,
 
 
 def measure_time_machines(
-    machines: dict[int, TimeMachine], tasks: int
+    machines: dict[int, TimeMachine], tasks: int, restores_per_size: int = 40
 ) -> dict[int, dict[str, float]]:
     """Restores and idle guards, the sizes interleaved so machine noise hits them alike."""
     restores: dict[int, list[float]] = {n: [] for n in machines}
@@ -110,7 +110,7 @@ def measure_time_machines(
     # Flush the freshly written projects first: an fsync on a filesystem full of dirty
     # pages pays for them, which would charge the setup to the restores.
     os.sync()
-    for i in range(40):
+    for i in range(restores_per_size):
         for n, tm in machines.items():
             t0 = time.perf_counter()
             tm.switch_to_task(tasks - 1 if i % 2 == 0 else tasks)
@@ -168,6 +168,10 @@ def bench_shadow_git(base: Path, files: int, tasks: int) -> dict[str, float]:
         ).stdout.strip()
 
     git("init", "-q")
+    # No background gc: a detached `git gc --auto` would still be writing into the shadow
+    # repository when the temporary directory is removed (and is not timed anyway).
+    git("config", "gc.auto", "0")
+    git("config", "maintenance.auto", "false")
     commits = []
     for task in range(tasks):
         git("add", "-A")
@@ -196,24 +200,34 @@ def bench_shadow_git(base: Path, files: int, tasks: int) -> dict[str, float]:
     }
 
 
+def measure(
+    sizes: list[int], tasks: int, *, restores: int = 40, git: bool = True
+) -> dict[int, dict[str, dict[str, float]]]:
+    """Per project size: ``{"tm": ..., "copy": ..., "git": ...}`` figures (no ``"git"``
+    when ``git`` is false, e.g. without a ``git`` binary)."""
+    results: dict[int, dict[str, dict[str, float]]] = {n: {} for n in sizes}
+    with contextlib.ExitStack() as stack:
+        machines = {}
+        for files in sizes:
+            base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentmem-tm-")))
+            machines[files], results[files]["tm"] = setup_time_machine(base, files, tasks)
+        for files, figures in measure_time_machines(machines, tasks, restores).items():
+            results[files]["tm"].update(figures)
+    for files in sizes:
+        with tempfile.TemporaryDirectory(prefix="agentmem-bench-tm-") as tmp:
+            base = Path(tmp)
+            results[files]["copy"] = bench_full_copy(base, files, tasks)
+            if git:
+                results[files]["git"] = bench_shadow_git(base, files, tasks)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--tasks", type=int, default=10)
     args = parser.parse_args()
-    results: dict[int, dict[str, dict[str, float]]] = {n: {} for n in args.sizes}
-    with contextlib.ExitStack() as stack:
-        machines = {}
-        for files in args.sizes:
-            base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentmem-tm-")))
-            machines[files], results[files]["tm"] = setup_time_machine(base, files, args.tasks)
-        for files, figures in measure_time_machines(machines, args.tasks).items():
-            results[files]["tm"].update(figures)
-    for files in args.sizes:
-        with tempfile.TemporaryDirectory(prefix="agentmem-bench-tm-") as tmp:
-            base = Path(tmp)
-            results[files]["copy"] = bench_full_copy(base, files, args.tasks)
-            results[files]["git"] = bench_shadow_git(base, files, args.tasks)
+    results = measure(args.sizes, args.tasks)
     for files in args.sizes:
         r = results[files]
         changed = args.tasks * 10 * 1000
