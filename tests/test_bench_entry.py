@@ -175,12 +175,19 @@ def test_write_summary_refuses_broken_markers(tmp_path: Path) -> None:
     assert doc.read_text() == backwards
 
 
+def _block(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Importing these packages raises ImportError, submodules other tests loaded included."""
+    for name in names:
+        for loaded in [m for m in sys.modules if m.startswith(name + ".")]:
+            monkeypatch.setitem(sys.modules, loaded, None)
+        monkeypatch.setitem(sys.modules, name, None)
+
+
 def test_a_missing_peer_is_a_row_that_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """Peers that cannot be imported: their rows carry the install hint, nothing crashes."""
     import run_all
 
-    for name in ("agents", "langchain", "langchain_core"):
-        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    _block(monkeypatch, "agents", "langchain", "langchain_core")
     smoke = run_all.PRESETS["smoke"]
     rows = run_all.group_openai_agents(smoke) + run_all.group_langchain(smoke)
     assert len(rows) == 7
@@ -196,8 +203,7 @@ def test_session_rows_without_the_peers(monkeypatch: pytest.MonkeyPatch) -> None
     """bench_session measures agentmem alone when trim_messages and SQLiteSession are absent."""
     import run_all
 
-    for name in ("agents", "langchain_core"):
-        monkeypatch.setitem(sys.modules, name, None)
+    _block(monkeypatch, "agents", "langchain_core")
     rows = {r.key: r for r in run_all.group_session(run_all.PRESETS["smoke"])}
     assert set(rows) == {k for k in EXPECTED if k.endswith("@100")}
     for key, row in rows.items():
