@@ -25,6 +25,7 @@ refuses to touch any other non-empty directory.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -349,7 +350,21 @@ def prepare(directory: Path) -> None:
     (directory / "CHANGES.md").write_text("# Changes\n- 1.3: faster parser\n")
 
 
+def library_notes_on_stdout() -> None:
+    """Show what agentmem logs (its ``agentmem`` logger) as notes in the demo's output.
+
+    With the ``o200k`` extra nothing is logged; without it, agentmem says once
+    that gpt-4o's token counts are estimated and which extra makes them exact.
+    """
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("note: %(message)s"))
+    logger = logging.getLogger("agentmem")
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
 def main() -> None:
+    library_notes_on_stdout()
     if len(sys.argv) == 4 and sys.argv[1] == "--agent-process":
         agent_process(Path(sys.argv[2]), Path(sys.argv[3]))
         return

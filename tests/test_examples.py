@@ -63,10 +63,13 @@ def offline_env(cwd: Path) -> dict[str, str]:
 
 def run_example(name: str, cwd: Path, *args: str) -> Run:
     cwd.mkdir(parents=True, exist_ok=True)
+    env = offline_env(cwd)
+    if (cwd / "no-o200k").is_dir():  # a bpe_openai without its vocabulary file shadows the real one
+        env["PYTHONPATH"] = os.pathsep.join([str(cwd / "no-o200k"), env["PYTHONPATH"]])
     done = subprocess.run(
         [sys.executable, "-W", "error", str(EXAMPLES / f"{name}.py"), *args],
         cwd=cwd,
-        env=offline_env(cwd),
+        env=env,
         capture_output=True,
         text=True,
         timeout=180,
@@ -89,8 +92,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     foreign = base / "refused" / "mine"
     foreign.mkdir(parents=True)
     (foreign / "notes.txt").write_text(FOREIGN)
+    fake = base / "quickstart-no-o200k" / "no-o200k" / "bpe_openai"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
     jobs: dict[str, tuple[str, Path, tuple[str, ...]]] = {
         "quickstart": ("quickstart", base / "quickstart", ()),  # the longest: first
+        "quickstart without o200k": ("quickstart", base / "quickstart-no-o200k", ()),
         "quickstart refuses": ("quickstart", foreign.parent, ("mine",)),
     }
     for path in sorted(EXAMPLES.glob("*.py")):
@@ -209,6 +216,18 @@ def test_the_quickstart_ends_with_cli_commands_that_work(runs: dict[str, Run]) -
     exported = next(run.cwd.glob("*.html"))
     assert "fix the parser" in exported.read_text(encoding="utf-8")
     exported.unlink()  # what the other tests expect to find there
+
+
+def test_the_quickstart_without_the_o200k_extra_says_so_on_stdout(runs: dict[str, Run]) -> None:
+    # Without the extra, gpt-4o's counts are estimated: agentmem logs it once (per process),
+    # and the demo shows it as a note in its output, not as a warning on stderr.
+    out = ok(runs["quickstart without o200k"])
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1, notes
+    assert "'o200k_base' is not available offline" in notes[0]
+    assert "pip install 'agentmem[o200k]'" in notes[0]
+    assert "== 7. Kill and exact resume" in out
+    assert not any(line.startswith("note: ") for line in ok(runs["quickstart"]).splitlines())
 
 
 def test_the_quickstart_refuses_a_directory_it_did_not_make(runs: dict[str, Run]) -> None:

@@ -315,11 +315,15 @@ def _warn_once(requested: str, used: str, allow_download: bool) -> None:
         instead = "a character heuristic (about 4 characters per token)"
     else:
         instead = f"{used!r}, an approximation"
-    hint = (
-        ""
-        if allow_download
-        else "; pass allow_download=True or pre-populate tiktoken's cache for exact counts"
-    )
+    if allow_download:
+        hint = ""
+    elif requested == "o200k_base":
+        hint = (
+            "; for exact counts offline: pip install 'agentmem[o200k]' (or pass "
+            "allow_download=True, or pre-populate tiktoken's cache)"
+        )
+    else:
+        hint = "; pass allow_download=True or pre-populate tiktoken's cache for exact counts"
     _log.warning(
         "tiktoken encoding %r is not available offline; counting tokens with %s instead%s",
         requested,
