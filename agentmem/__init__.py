@@ -22,6 +22,7 @@ Import parts from the top level::
 """
 
 import importlib as _importlib
+import threading as _threading
 import typing as _typing
 import warnings as _warnings
 
@@ -240,6 +241,10 @@ _MOVED = {
 """Names that left ``__all__`` for the namespace of the part that defines them."""
 
 
+_IMPORTING = _threading.RLock()
+"""Held while a lazily imported name's module is first imported (see ``__getattr__``)."""
+
+
 def __getattr__(name: str) -> _typing.Any:
     """A public name, imported on first use (PEP 562); a moved name, with a warning.
 
@@ -248,7 +253,11 @@ def __getattr__(name: str) -> _typing.Any:
     """
     home = _LAZY.get(name)
     if home is not None:
-        value = getattr(_importlib.import_module(home), name)
+        # One first import at a time: the parts import each other, and two threads
+        # importing two of them at once can meet in the middle (a deadlock error,
+        # or a partly initialised module).
+        with _IMPORTING:
+            value = getattr(_importlib.import_module(home), name)
         globals()[name] = value  # the next lookup is a plain attribute
         return value
     home = _MOVED.get(name)

@@ -335,3 +335,49 @@ def test_no_tag_or_attribute_comes_from_stored_text(text: str) -> None:
         # The text itself is on the page, as text (json-quoted where shown as JSON).
         shown = _Page(page).text
         assert text in shown or json.dumps(text, ensure_ascii=False)[1:-1] in shown
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("parent", 1),  # a task that is its own parent
+        ("parent", 7),  # a parent that does not exist
+        ("dirty", [1, "a"]),  # paths of mixed types
+    ],
+)
+def test_a_damaged_task_tree_is_reported_on_the_page(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    # These records used to hang the export (a loop of parents) or crash it.
+    with agentmem.Memory(root=tmp_path / "mem", working_dir=tmp_path) as mem:
+        with mem.session(name="damaged tree") as s:
+            s.start_task("one")
+            s.append({"role": "assistant", "content": "ok"})
+        record = tmp_path / "mem" / "snapshots" / "sessions" / f"{s.id}.json"
+        doc = json.loads(record.read_text())
+        if field == "parent":
+            doc["tasks"]["1"]["parent"] = value
+        else:
+            doc[field] = value
+        record.write_text(json.dumps(doc))
+        view = read_task_tree(tmp_path / "mem" / "snapshots", s.id)
+        assert view.tasks == () and view.problem is not None
+        page = mem.sessions.export(s.id, tmp_path / "out.html").read_text(encoding="utf-8")
+        assert "unreadable" in page and "damaged tree" in page
+        assert record.read_text() == json.dumps(doc)  # reported, not moved aside
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_replaced(tmp_path: Path) -> None:
+    # A shell command under guard() made a Latin-1 file name (os.fsdecode: a lone surrogate).
+    project = tmp_path / "project"
+    project.mkdir()
+    with (
+        agentmem.Memory(root=tmp_path / "mem", working_dir=project) as mem,
+        mem.session(name="unzip") as s,
+    ):
+        s.start_task("unzip the archive")
+        with s.time_machine.guard():
+            (project / os.fsdecode(b"caf\xe9.txt")).write_text("x")
+        s.append({"role": "assistant", "content": "done"})
+        page = mem.sessions.export(s.id, tmp_path / "out.html").read_text(encoding="utf-8")
+    assert "caf\ufffd.txt" in page or "caf\\xe9.txt" in page

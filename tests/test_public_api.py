@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from types import FunctionType, ModuleType
@@ -212,3 +214,45 @@ def test_docs_index_lists_exactly_the_public_api() -> None:
     assert set(re.findall(r"`(\w+)`", section)) - {"__all__"} == set(agentmem.__all__) - {
         "__version__"
     }
+
+
+_FIRST_ACCESS_RACE = """
+import random, sys, threading
+import agentmem
+names = list(agentmem.__all__)
+random.seed(int(sys.argv[1]))
+random.shuffle(names)
+barrier = threading.Barrier(len(names))
+errors = []
+def first_access(name):
+    barrier.wait()
+    try:
+        getattr(agentmem, name)
+    except BaseException as exc:
+        errors.append(f"{name}: {type(exc).__name__}: {exc}")
+threads = [threading.Thread(target=first_access, args=(n,)) for n in names]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("\\n".join(errors))
+"""
+
+
+def test_first_access_from_many_threads_at_once_never_fails() -> None:
+    # `import agentmem` imports its parts on first use; threads racing to the first
+    # use of different names used to meet in the parts' imports (deadlock errors,
+    # partly initialised modules) about half the time.
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _FIRST_ACCESS_RACE, str(seed)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in range(6)
+    ]
+    results = [(run.communicate(timeout=120), run.returncode) for run in runs]
+    for (out, err), returncode in results:
+        assert returncode == 0, err
+        assert out.strip() == "", out

@@ -118,8 +118,14 @@ _SHOWN_FIELDS: Final = frozenset(
 )
 
 
+_UNSHOWABLE = re.compile("[\x00\ud800-\udfff]")
+"""NUL (browsers drop it) and lone surrogates (a file name that is not UTF-8, as
+``os.fsdecode`` gives it: not encodable) are shown as U+FFFD."""
+
+
 def _esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    text = html.escape(str(value), quote=True)
+    return _UNSHOWABLE.sub("\ufffd", text)
 
 
 def _when(timestamp: object) -> str:

@@ -72,13 +72,13 @@ def read_task_tree(store_dir: str | Path | None, session_id: str) -> TaskTreeVie
     tree = TaskTree()
     try:
         tree.load(data)
+        tasks = tree.history(len(tree.tasks))
+        for task in tasks:
+            record = tree.tasks[task["task_id"]]
+            changed = {rel for rel, ref in record.after.items() if record.before.get(rel) != ref}
+            if task["status"] == "current":
+                changed |= tree.dirty
+            task["files"] = sorted(changed)
     except (ValueError, KeyError, TypeError, AttributeError, AgentMemError) as exc:
         return TaskTreeView(problem=f"task tree record {path} unreadable: {exc}")
-    tasks = tree.history(len(tree.tasks))
-    for task in tasks:
-        record = tree.tasks[task["task_id"]]
-        changed = {rel for rel, ref in record.after.items() if record.before.get(rel) != ref}
-        if task["status"] == "current":
-            changed |= tree.dirty
-        task["files"] = sorted(changed)
     return TaskTreeView(tasks=tuple(tasks), active=public(tree.active))

@@ -84,6 +84,9 @@ class TaskTree:
         absorbed = [int(i) for i in doc.get("absorbed", ())]
         if active not in tasks:
             raise InvalidArgumentError(f"active task {active} unknown")
+        _check_links(tasks)
+        if not all(isinstance(rel, str) for rel in dirty | created_dirs):
+            raise InvalidArgumentError("dirty or created_dirs holds a non-string path")
         self.tasks, self.active, self.latest = tasks, active, latest
         self.dirty, self.created_dirs, self.absorbed = dirty, created_dirs, absorbed
 
@@ -325,3 +328,24 @@ class TaskTree:
                 keep.discard(first)
                 continue
             break
+
+
+def _check_links(tasks: Mapping[int, TaskRecord]) -> None:
+    """Every task's parent exists and no chain of parents loops.
+
+    Raises:
+        InvalidArgumentError: a damaged record (a missing parent, a loop).
+    """
+    settled: set[int] = set()
+    for start in tasks:
+        seen: set[int] = set()
+        node: int | None = start
+        while node is not None and node not in settled:
+            if node in seen:
+                raise InvalidArgumentError(f"task {node} is its own ancestor")
+            seen.add(node)
+            record = tasks.get(node)
+            if record is None:
+                raise InvalidArgumentError(f"task {start} has an unknown ancestor {node}")
+            node = record.parent
+        settled |= seen
