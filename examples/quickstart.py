@@ -34,7 +34,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import agentmem
 from agentmem.semantic import LocalMemoryClient, SemanticMemoryExtension
@@ -330,19 +330,28 @@ def section_7(root: Path, project: Path) -> None:
 # ----------------------------------------------------------------- the directory
 
 
+def refuse(why: str) -> NoReturn:
+    print(f"quickstart: {why}; nothing was changed", file=sys.stderr)
+    sys.exit(1)
+
+
 def prepare(directory: Path) -> None:
     """Make ``directory`` empty, or exit 1 when it holds something this script did not make."""
+    here = Path.cwd().resolve()
+    if directory.resolve() in (here, *here.parents):
+        refuse(f"{directory} is the current directory or holds it; name a directory inside it")
     if directory.exists() or directory.is_symlink():
         real_dir = directory.is_dir() and not directory.is_symlink()
         if not real_dir or not ((directory / MARKER).is_file() or not any(directory.iterdir())):
-            print(
-                f"quickstart: {shown(directory)} exists and was not made by this quickstart; "
-                "nothing was changed (name another directory: python examples/quickstart.py DIR)",
-                file=sys.stderr,
+            refuse(
+                f"{shown(directory)} exists and was not made by this quickstart "
+                "(name another directory: python examples/quickstart.py DIR)"
             )
-            sys.exit(1)
         shutil.rmtree(directory)  # an earlier run's directory (or an empty one)
-    directory.mkdir(parents=True)
+    try:
+        directory.mkdir(parents=True)
+    except OSError as exc:
+        refuse(f"cannot make {directory}: {exc.strerror or exc}")
     (directory / MARKER).write_text(
         "Made by agentmem's examples/quickstart.py: running it again replaces this directory.\n"
     )

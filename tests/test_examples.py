@@ -321,3 +321,17 @@ def test_the_example_leaves_nothing_behind(name: str, runs: dict[str, Run]) -> N
         [QUICKSTART_DIR] if name == "quickstart" else []
     )
     assert list((cwd / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("target", [".", ".."])
+def test_the_quickstart_refuses_the_current_directory_and_its_parents(
+    tmp_path: Path, target: str
+) -> None:
+    # DIR "." used to delete the directory the user stood in, then crash.
+    here = tmp_path / "work" / "here"
+    here.mkdir(parents=True)
+    (here / "mine.txt").write_text(FOREIGN)
+    run = run_example("quickstart", here, target)
+    assert run.returncode == 1 and run.stdout == ""
+    assert len(run.stderr.splitlines()) == 1 and "current directory" in run.stderr
+    assert (here / "mine.txt").read_text() == FOREIGN
