@@ -26,6 +26,7 @@ import pytest
 from test_documents import pg_uri
 
 import agentmem
+from agentmem._cli.common import Cli
 from agentmem.cli import main
 
 WORKTREE = Path(agentmem.__file__).resolve().parent.parent
@@ -243,6 +244,8 @@ def test_trim_moves_the_window_forward_and_keeps_every_message(
     assert result["after"]["window_start"] > result["before"]["window_start"] == 0
     assert result["after"]["tokens"] < result["before"]["tokens"]
     assert result["thread_summary"] is True
+    progress = (scratch.root / "memory" / "session_progress.md").read_text()  # as docs/cli.md says
+    assert "`beta`" in progress
     shown = scratch.json(capsys, "session", "show", "beta")
     assert len(shown["messages"]) == 61  # nothing deleted
     assert shown["window"]["start"] == result["after"]["window_start"]  # stored
@@ -378,6 +381,7 @@ def test_doctor_renders_the_report(
 
     fake = types.ModuleType("agentmem.doctor")
     fake.diagnose = diagnose  # type: ignore[attr-defined]
+    fake.RootNotFoundError = agentmem.errors.ConfigurationError  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "agentmem.doctor", fake)
     code, out, _ = scratch.run(capsys, "doctor")
     assert code == 1 and calls[0][0] == scratch.root
@@ -463,3 +467,75 @@ def test_postgres_backend(pg_dsn: str, tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 4 and out == "" and "already open" in err
     assert b.json(capsys, "session", "delete", "alpha", "--yes")["deleted"] is True
     assert [s["id"] for s in b.json(capsys, "session", "list")] == ["beta"]
+
+
+# ---------------------------------------------------------------------- review fixes
+
+
+def test_doctor_decides_what_a_root_is(
+    scratch: Built, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (scratch.root / "sessions.sqlite").unlink()
+    (scratch.root / "sessions.sqlite").mkdir()  # not a file: the doctor's finding, not exit 3
+    code, out, err = scratch.run(capsys, "doctor")
+    assert code in (0, 1) and "sessions" in out, err
+    code, out, err = main(["--root", str(tmp_path / "nope"), "doctor"]), *capsys.readouterr()
+    assert code == 3 and out == "" and err.count("\n") == 1
+    assert err.startswith("agentmem: error: ") and "does not exist" in err
+
+
+def test_export_refuses_a_path_inside_the_root(
+    scratch: Built, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = scratch.root / "sessions.sqlite"
+    before = db.read_bytes()
+    (tmp_path / "link").symlink_to(scratch.root)
+    for out in (db, tmp_path / "link" / "sessions.sqlite", scratch.root / "new.json"):
+        code, stdout, err = scratch.run(capsys, "session", "export", "beta", "--out", str(out))
+        assert code == 2 and stdout == "" and "inside the memory root" in err, err
+    assert db.read_bytes() == before and not (scratch.root / "new.json").exists()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_stored_text_cannot_drive_the_terminal(
+    scratch: Built, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evil = "x\x1b[31m\x9b2J\u202egnp.exe\u2066y"
+    with agentmem.Memory(root=scratch.root, working_dir=scratch.work) as mem:
+        mem.session(session_id="gamma", name=evil).close()
+        mem.topics.write("t", f"# {evil}\n")
+    shown = "x\\x1b[31m\\x9b2J\\u202egnp.exe\\u2066y"
+    code, out, _ = scratch.run(capsys, "session", "list")
+    assert code == 0 and shown in out
+    code, out, _ = scratch.run(capsys, "topics", "show", "t")
+    assert code == 0 and shown in out
+    monkeypatch.setattr(sys, "stdin", _Terminal("n\n"))
+    code, out, err = scratch.run(capsys, "session", "delete", "gamma")
+    assert code == 0 and out == "nothing deleted\n" and shown in err
+    for raw in ("\x1b", "\x9b", "\u202e", "\u2066"):
+        assert raw not in out + err
+    stderr = io.StringIO()
+    Cli(root=None, backend=None, as_json=False, stdout=stderr, stderr=stderr, stdin=stderr).warn(
+        evil
+    )  # every library warning line goes through this
+    assert stderr.getvalue() == f"agentmem: warning: {shown}\n"
+
+
+def test_numbers_out_of_range_are_usage_errors(
+    built: Built, capsys: pytest.CaptureFixture[str]
+) -> None:
+    huge = "9" * 23
+    for args in [
+        ("session", "list", "--limit", huge),
+        ("recall", "x", "--max-results", huge),
+        ("recall", "x", "--max-sessions", str(2**31)),
+        ("session", "trim", "beta", "--window", huge),
+        ("session", "show", "beta", "--tail", huge),
+    ]:
+        code, out, err = built.run(capsys, *args)
+        assert code == 2 and out == "" and err.count("\n") == 1, (args, err)
+    assert built.run(capsys, "session", "list", "--limit", str(2**31 - 1))[0] == 0

@@ -60,6 +60,7 @@ __all__ = [
     "info_json",
     "iso",
     "render_json",
+    "terminal_text",
 ]
 
 EXIT_OK = 0
@@ -282,7 +283,7 @@ class Cli:
     def warn(self, text: str) -> None:
         """One ``agentmem: warning: ...`` line on stderr (after the progress line)."""
         self.progress.clear()
-        self.stderr.write(f"agentmem: warning: {text}\n")
+        self.stderr.write(f"agentmem: warning: {terminal_text(_one_line(text))}\n")
 
     def close(self) -> None:
         self.progress.clear()
@@ -323,19 +324,32 @@ def error_exit(exc: BaseException, stderr: TextIO) -> int:
         else:
             hint = f"an unexpected error; set {DEBUG_ENV}=1 for the traceback"
     line = _one_line(what) + (f" ({hint})" if hint else "")
-    stderr.write(f"agentmem: error: {line}\n")
+    stderr.write(f"agentmem: error: {terminal_text(line)}\n")
     return code
 
 
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if chr(c) not in "\n\t"}
-"""Control characters shown escaped in text output: stored text (a tool's output) must not
-drive the terminal (JSON escapes them itself)."""
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROLS = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in (*range(0x20), *range(0x7F, 0xA0), *_BIDI)
+    if chr(c) not in "\n\t"
+}
+"""Characters shown escaped on the terminal: C0 and C1 controls (escape sequences, CSI
+U+009B) and the bidi controls (which reorder what is shown). Stored text (a tool's
+output, a session name, a file name) must not drive the terminal (JSON escapes the
+C0 controls itself; ``--json`` output is data, not shown text)."""
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with every character in :data:`_CONTROLS` escaped (``\\x1b``, ``\\u202e``):
+    everything the CLI writes to the terminal goes through this."""
+    return text.translate(_CONTROLS)
 
 
 def print_out(cli: Cli, output: Output) -> None:
     """The command's output on stdout: one JSON document with ``--json``, else its text."""
     cli.progress.clear()
-    text = render_json(output.data) if cli.as_json else output.text.translate(_CONTROLS)
+    text = render_json(output.data) if cli.as_json else terminal_text(output.text)
     if text and not text.endswith("\n"):
         text += "\n"
     cli.stdout.write(text)

@@ -36,7 +36,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentmem._cli.common import EXIT_ERROR, EXIT_USAGE, Cli, CliError, Output, info_json, iso
+from agentmem._cli.common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    Cli,
+    CliError,
+    Output,
+    info_json,
+    iso,
+    terminal_text,
+)
 from agentmem._cli.parsing import Commands, Handler, positive_int, window_size
 from agentmem._truncate import truncate_text
 from agentmem.memory import Usage
@@ -170,6 +179,12 @@ def session_export(cli: Cli, args: argparse.Namespace) -> Output:
         fmt = "json" if out is not None and out.suffix.lower() == ".json" else "html"
     path = (out if out is not None else Path(f"{args.session_id}.{fmt}")).absolute()
     sessions = cli.memory().sessions
+    if path.resolve().is_relative_to(cli.root.resolve()):  # symlinks followed on both sides
+        raise CliError(
+            EXIT_USAGE,
+            f"refusing to write the export to {path}: it is inside the memory root {cli.root}",
+            "pass --out a path outside the root; nothing was written",
+        )
     cli.progress.note(f"loading session {args.session_id} ...")
     written = sessions.export(args.session_id, path, format=fmt)
     size = written.stat().st_size
@@ -253,8 +268,10 @@ def session_delete(cli: Cli, args: argparse.Namespace) -> Output:
         name = f' "{info.name}"' if info.name else ""
         cli.progress.clear()
         cli.stderr.write(
-            f"delete session {info.id}{name} ({info.message_count} messages) and its "
-            "snapshots? [y/N] "
+            terminal_text(
+                f"delete session {info.id}{name} ({info.message_count} messages) and its "
+                "snapshots? [y/N] "
+            )
         )
         cli.stderr.flush()
         if cli.stdin.readline().strip().lower() not in ("y", "yes"):
