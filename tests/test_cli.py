@@ -539,3 +539,23 @@ def test_numbers_out_of_range_are_usage_errors(
         code, out, err = built.run(capsys, *args)
         assert code == 2 and out == "" and err.count("\n") == 1, (args, err)
     assert built.run(capsys, "session", "list", "--limit", str(2**31 - 1))[0] == 0
+
+
+def test_undo_history_says_no_when_a_snapshot_or_the_record_is_damaged(
+    scratch: Built, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshots = scratch.root / "snapshots"
+    for blob in (snapshots / "blobs").rglob("*"):
+        if blob.is_file():
+            blob.write_bytes(b"damaged")
+    tree = scratch.json(capsys, "undo-history", "alpha")
+    restore = {t["task_id"]: (t["can_restore"], t["restore_problem"]) for t in tree["tasks"]}
+    assert restore == {1: (False, None), 2: (False, "blob missing")}
+    assert tree["initial_state_can_restore"] is False and tree["record_damaged"] is False
+    code, out, _ = scratch.run(capsys, "undo-history", "alpha")
+    assert code == 0 and "no (blob missing)" in out and " yes " not in out
+    (snapshots / "sessions" / "alpha.json").write_text('{"format": "x"')  # not JSON
+    for _ in range(2):  # moved aside by the first open; the second still says so
+        code, out, _ = scratch.run(capsys, "undo-history", "alpha")
+        assert code == 0 and "record was damaged" in out and "no (record damaged)" in out
+        assert " yes " not in out
