@@ -559,3 +559,22 @@ def test_undo_history_says_no_when_a_snapshot_or_the_record_is_damaged(
         code, out, _ = scratch.run(capsys, "undo-history", "alpha")
         assert code == 0 and "record was damaged" in out and "no (record damaged)" in out
         assert " yes " not in out
+
+
+def test_postgres_without_a_memory_is_not_created(
+    pg_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    dsn = pg_uri(pg_dsn)
+    for args in (("session", "list"), ("memory", "list"), ("recall", "x")):
+        code = main(["--root", str(tmp_path), "--backend", dsn, *args])
+        out, err = capsys.readouterr()
+        assert code == 3 and out == "", (args, err)
+        assert err == (
+            "agentmem: error: no agentmem memory in this database (check the --backend DSN "
+            "(or AGENTMEM_BACKEND); nothing was created)\n"
+        )
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT to_regnamespace('agentmem') IS NULL").fetchone()
+    assert row == (True,)  # no schema was made

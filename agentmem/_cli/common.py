@@ -222,6 +222,35 @@ def check_root(root: Path, backend: str | None) -> None:
             f"{root} is not an agentmem root (no {SESSIONS_FILE})",
             "pass the directory a Memory(root=...) wrote, or --backend for PostgreSQL",
         )
+    if not embedded(backend):
+        dsn = backend if backend is not None else os.environ.get("AGENTMEM_BACKEND", "")
+        if not _postgres_has_memory(dsn):
+            raise CliError(
+                EXIT_ROOT,
+                "no agentmem memory in this database",
+                "check the --backend DSN (or AGENTMEM_BACKEND); nothing was created",
+            )
+
+
+PG_MARKER = "agentmem.agentmem_meta"
+"""The table every agentmem memory in PostgreSQL has (its schema's bookkeeping)."""
+
+
+def _postgres_has_memory(dsn: str) -> bool:
+    """Whether the database at ``dsn`` holds agentmem's tables (one read-only query), so
+    that an inspection never creates a memory in an empty database (a DSN typo). A
+    database that cannot be reached, or no psycopg, answers ``True``: opening the memory
+    then reports that error as the library words it."""
+    try:
+        import psycopg
+    except ImportError:
+        return True
+    try:
+        with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (PG_MARKER,)).fetchone()
+    except psycopg.Error:
+        return True
+    return bool(row and row[0])
 
 
 class Cli:
