@@ -26,7 +26,7 @@ import pytest
 from test_documents import pg_uri
 
 import agentmem
-from agentmem._cli.common import Cli
+from agentmem._cli.common import Cli, Progress
 from agentmem.cli import main
 
 WORKTREE = Path(agentmem.__file__).resolve().parent.parent
@@ -496,11 +496,6 @@ def test_export_refuses_a_path_inside_the_root(
     assert db.read_bytes() == before and not (scratch.root / "new.json").exists()
 
 
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_stored_text_cannot_drive_the_terminal(
     scratch: Built, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -513,7 +508,7 @@ def test_stored_text_cannot_drive_the_terminal(
     assert code == 0 and shown in out
     code, out, _ = scratch.run(capsys, "topics", "show", "t")
     assert code == 0 and shown in out
-    monkeypatch.setattr(sys, "stdin", _Terminal("n\n"))
+    monkeypatch.setattr(sys, "stdin", _Tty("n\n"))
     code, out, err = scratch.run(capsys, "session", "delete", "gamma")
     assert code == 0 and out == "nothing deleted\n" and shown in err
     for raw in ("\x1b", "\x9b", "\u202e", "\u2066"):
@@ -523,6 +518,9 @@ def test_stored_text_cannot_drive_the_terminal(
         evil
     )  # every library warning line goes through this
     assert stderr.getvalue() == f"agentmem: warning: {shown}\n"
+    terminal = _Tty()
+    Progress(terminal).note(f"loading {evil} ...")  # the progress line too
+    assert terminal.getvalue() == f"\r\x1b[Kloading {shown} ..."
 
 
 def test_numbers_out_of_range_are_usage_errors(

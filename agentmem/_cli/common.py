@@ -177,6 +177,7 @@ class Progress:
         if not self.active or not text:
             return
         width = 100
+        text = terminal_text(_one_line(text))  # event data may carry stored text
         line = text if len(text) <= width else text[: width - 3] + "..."
         self.stream.write(_CLEAR + line)
         self.stream.flush()
