@@ -60,6 +60,7 @@ __all__ = [
     "info_json",
     "iso",
     "render_json",
+    "terminal_text",
 ]
 
 EXIT_OK = 0
@@ -176,6 +177,7 @@ class Progress:
         if not self.active or not text:
             return
         width = 100
+        text = terminal_text(_one_line(text))  # event data may carry stored text
         line = text if len(text) <= width else text[: width - 3] + "..."
         self.stream.write(_CLEAR + line)
         self.stream.flush()
@@ -221,6 +223,35 @@ def check_root(root: Path, backend: str | None) -> None:
             f"{root} is not an agentmem root (no {SESSIONS_FILE})",
             "pass the directory a Memory(root=...) wrote, or --backend for PostgreSQL",
         )
+    if not embedded(backend):
+        dsn = backend if backend is not None else os.environ.get("AGENTMEM_BACKEND", "")
+        if not _postgres_has_memory(dsn):
+            raise CliError(
+                EXIT_ROOT,
+                "no agentmem memory in this database",
+                "check the --backend DSN (or AGENTMEM_BACKEND); nothing was created",
+            )
+
+
+PG_MARKER = "agentmem.agentmem_meta"
+"""The table every agentmem memory in PostgreSQL has (its schema's bookkeeping)."""
+
+
+def _postgres_has_memory(dsn: str) -> bool:
+    """Whether the database at ``dsn`` holds agentmem's tables (one read-only query), so
+    that an inspection never creates a memory in an empty database (a DSN typo). A
+    database that cannot be reached, or no psycopg, answers ``True``: opening the memory
+    then reports that error as the library words it."""
+    try:
+        import psycopg
+    except ImportError:
+        return True
+    try:
+        with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (PG_MARKER,)).fetchone()
+    except psycopg.Error:
+        return True
+    return bool(row and row[0])
 
 
 class Cli:
@@ -282,7 +313,7 @@ class Cli:
     def warn(self, text: str) -> None:
         """One ``agentmem: warning: ...`` line on stderr (after the progress line)."""
         self.progress.clear()
-        self.stderr.write(f"agentmem: warning: {text}\n")
+        self.stderr.write(f"agentmem: warning: {terminal_text(_one_line(text))}\n")
 
     def close(self) -> None:
         self.progress.clear()
@@ -323,19 +354,32 @@ def error_exit(exc: BaseException, stderr: TextIO) -> int:
         else:
             hint = f"an unexpected error; set {DEBUG_ENV}=1 for the traceback"
     line = _one_line(what) + (f" ({hint})" if hint else "")
-    stderr.write(f"agentmem: error: {line}\n")
+    stderr.write(f"agentmem: error: {terminal_text(line)}\n")
     return code
 
 
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if chr(c) not in "\n\t"}
-"""Control characters shown escaped in text output: stored text (a tool's output) must not
-drive the terminal (JSON escapes them itself)."""
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROLS = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in (*range(0x20), *range(0x7F, 0xA0), *_BIDI)
+    if chr(c) not in "\n\t"
+}
+"""Characters shown escaped on the terminal: C0 and C1 controls (escape sequences, CSI
+U+009B) and the bidi controls (which reorder what is shown). Stored text (a tool's
+output, a session name, a file name) must not drive the terminal (JSON escapes the
+C0 controls itself; ``--json`` output is data, not shown text)."""
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with every character in :data:`_CONTROLS` escaped (``\\x1b``, ``\\u202e``):
+    everything the CLI writes to the terminal goes through this."""
+    return text.translate(_CONTROLS)
 
 
 def print_out(cli: Cli, output: Output) -> None:
     """The command's output on stdout: one JSON document with ``--json``, else its text."""
     cli.progress.clear()
-    text = render_json(output.data) if cli.as_json else output.text.translate(_CONTROLS)
+    text = render_json(output.data) if cli.as_json else terminal_text(output.text)
     if text and not text.endswith("\n"):
         text += "\n"
     cli.stdout.write(text)

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from agentmem._cli.common import EXIT_USAGE, Cli, Output
+from agentmem.session.wiring import MAX_CONTEXT_WINDOW, MIN_CONTEXT_WINDOW
 
 __all__ = [
+    "MAX_COUNT",
     "Commands",
     "Handler",
     "Parser",
@@ -96,22 +98,28 @@ class Commands:
         return Commands(self._parser(name, help, examples), f"{name} commands", f"{name}_command")
 
 
+MAX_COUNT = 2**31 - 1
+"""The largest count (``--limit``, ``--tail``, ``--max-results``) a command accepts."""
+
+
 def positive_int(text: str) -> int:
-    """An int >= 1 (argparse ``type``)."""
+    """An int from 1 to :data:`MAX_COUNT` (argparse ``type``)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    if not 1 <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to {MAX_COUNT}, got {text}")
     return value
 
 
 def window_size(text: str) -> int:
-    """A context window in tokens: an int from 256 (what a session accepts)."""
+    """A context window in tokens: what a session accepts (256 to 2**31-1)."""
     value = positive_int(text)
-    if value < 256:
-        raise argparse.ArgumentTypeError(f"a context window is at least 256 tokens, got {value}")
+    if not MIN_CONTEXT_WINDOW <= value <= MAX_CONTEXT_WINDOW:
+        raise argparse.ArgumentTypeError(
+            f"a context window is {MIN_CONTEXT_WINDOW} to {MAX_CONTEXT_WINDOW} tokens, got {value}"
+        )
     return value
 
 

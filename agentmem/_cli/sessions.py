@@ -32,18 +32,28 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentmem._cli.common import EXIT_ERROR, EXIT_USAGE, Cli, CliError, Output, info_json, iso
+from agentmem._cli.common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    Cli,
+    CliError,
+    Output,
+    info_json,
+    iso,
+    terminal_text,
+)
 from agentmem._cli.parsing import Commands, Handler, positive_int, window_size
 from agentmem._truncate import truncate_text
 from agentmem.memory import Usage
 from agentmem.messages import message_text
 from agentmem.session.wiring import SNAPSHOTS_DIR
 from agentmem.session_store import SessionInfo
-from agentmem.time_machine import TimeMachine
+from agentmem.time_machine import TimeMachine, check_snapshots
 from agentmem.yarn import ThreadSummary
 
 __all__ = ["register"]
@@ -170,6 +180,12 @@ def session_export(cli: Cli, args: argparse.Namespace) -> Output:
         fmt = "json" if out is not None and out.suffix.lower() == ".json" else "html"
     path = (out if out is not None else Path(f"{args.session_id}.{fmt}")).absolute()
     sessions = cli.memory().sessions
+    if path.resolve().is_relative_to(cli.root.resolve()):  # symlinks followed on both sides
+        raise CliError(
+            EXIT_USAGE,
+            f"refusing to write the export to {path}: it is inside the memory root {cli.root}",
+            "pass --out a path outside the root; nothing was written",
+        )
     cli.progress.note(f"loading session {args.session_id} ...")
     written = sessions.export(args.session_id, path, format=fmt)
     size = written.stat().st_size
@@ -253,8 +269,10 @@ def session_delete(cli: Cli, args: argparse.Namespace) -> Output:
         name = f' "{info.name}"' if info.name else ""
         cli.progress.clear()
         cli.stderr.write(
-            f"delete session {info.id}{name} ({info.message_count} messages) and its "
-            "snapshots? [y/N] "
+            terminal_text(
+                f"delete session {info.id}{name} ({info.message_count} messages) and its "
+                "snapshots? [y/N] "
+            )
         )
         cli.stderr.flush()
         if cli.stdin.readline().strip().lower() not in ("y", "yes"):
@@ -267,36 +285,99 @@ def session_delete(cli: Cli, args: argparse.Namespace) -> Output:
 # ---------------------------------------------------------------------- undo-history
 
 
+def _damaged_blobs(store_dir: Path) -> set[str]:
+    """The blob ids :func:`check_snapshots` found missing or damaged (read-only)."""
+    bad: set[str] = set()
+    for found in check_snapshots(store_dir):
+        if isinstance(found, int) or found.severity != "damaged":
+            continue
+        if found.target.parent.parent.name == "blobs":  # blobs/<2 hex>/<62 hex>
+            bad.add(found.target.parent.name + found.target.name)
+    return bad
+
+
+def _task_blobs(record: Path) -> dict[int, tuple[int | None, set[str]]]:
+    """Each task's parent and the blobs its record refers to, from the tree record the
+    time machine just loaded (read only; ``{}`` when there is none)."""
+    try:
+        tasks = json.loads(record.read_text(encoding="utf-8"))["tasks"]
+        out: dict[int, tuple[int | None, set[str]]] = {}
+        for key, task in tasks.items():
+            parent = task.get("parent")
+            refs = [*task.get("before", {}).values(), *task.get("after", {}).values()]
+            blobs = {r.partition(":")[0] for r in refs if isinstance(r, str) and r[:1] != "!"}
+            out[int(key)] = (parent if type(parent) is int else None, blobs)
+        return out
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def _restore_problem(
+    task_id: int, tasks: Mapping[int, tuple[int | None, set[str]]], bad: set[str]
+) -> str | None:
+    """Why restoring ``task_id`` (0: the initial state) would fail: a blob on its chain
+    is missing or damaged (the restore is refused); ``None`` when they are intact."""
+    node: int | None = task_id
+    seen: set[int] = set()
+    while node is not None and node in tasks and node not in seen:
+        seen.add(node)
+        parent, blobs = tasks[node]
+        if blobs & bad:
+            return "blob missing"
+        node = parent
+    return None
+
+
 def undo_history(cli: Cli, args: argparse.Namespace) -> Output:
     mem = cli.memory()
     info = mem.sessions.info(args.session_id)
     wd = _session_dir(info)
+    store = mem.root / SNAPSHOTS_DIR
+    record = store / "sessions" / f"{info.id}.json"
     lock = mem.sessions.lock(info.id)
     try:
-        record = mem.sessions.load(info.id)
+        session = mem.sessions.load(info.id)
         machine = TimeMachine(
             wd,
             info.id,
-            mem.root / SNAPSHOTS_DIR,
+            store,
             memory_root=mem.root,
-            known_task_ids={m.get("task_id") for m in record.messages},
+            known_task_ids={m.get("task_id") for m in session.messages},
         )
         tasks = machine.get_task_history(args.limit)
         chain = machine.active_task_chain()
         active, newest = machine.active_task_id, machine.current_task_id
         problems = [*machine.problems, *machine.errors]
+        task_blobs = _task_blobs(record)
+        bad = _damaged_blobs(store) if task_blobs else set()
     finally:
         lock.release()
-    # The time machine logs what it finds (printed as warnings); the JSON keeps it too.
+    # A damaged tree record is moved aside on open (now or by an earlier open): the tree
+    # is then only the messages' task ids in a row, with no snapshots to restore.
+    record_lost = not task_blobs and (
+        any("time-machine record" in p for p in problems)
+        or any(store.glob(f"sessions/{info.id}.json.corrupt-*"))
+    )
     for task in tasks:
-        task["can_restore"] = task["status"] != "current"
+        if record_lost:
+            why: str | None = "record damaged"
+        elif task["status"] == "current":
+            why = "active"
+        else:
+            why = _restore_problem(task["task_id"], task_blobs, bad)
+        task["can_restore"] = why is None
+        task["restore_problem"] = None if why == "active" else why
+    initial = (
+        active is not None and not record_lost and _restore_problem(0, task_blobs, bad) is None
+    )
     data = {
         "session_id": info.id,
         "working_directory": str(wd),
         "active_task_id": active,
         "newest_task_id": newest,
         "active_chain": chain,
-        "initial_state_can_restore": active is not None,
+        "initial_state_can_restore": initial,
+        "record_damaged": record_lost,
         "tasks": tasks,
         "problems": problems,
     }
@@ -304,13 +385,21 @@ def undo_history(cli: Cli, args: argparse.Namespace) -> Output:
     lines = [
         f"session {info.id}: active task {active if active is not None else '-'}"
         f" (chain {path}), newest id {newest if newest is not None else '-'}",
-        f"{'TASK':>5} {'PARENT':>6}  {'STATUS':<8} {'RESTORE':<7} {'FILES':>5}  SUMMARY",
     ]
+    if record_lost:
+        lines.append(
+            "the task tree record was damaged and moved aside: the tasks below are only the "
+            "task ids of the messages, with no snapshots; nothing can be restored"
+        )
+    lines.append(f"{'TASK':>5} {'PARENT':>6}  {'STATUS':<8} {'RESTORE':<18} {'FILES':>5}  SUMMARY")
     for t in tasks:
         parent = "-" if t["parent_id"] is None else str(t["parent_id"])
+        restore = "yes" if t["can_restore"] else "-"
+        if t["restore_problem"]:
+            restore = f"no ({t['restore_problem']})"
         lines.append(
             f"{t['task_id']:>5} {parent:>6}  {t['status']:<8} "
-            f"{'yes' if t['can_restore'] else '-':<7} {len(t['files']):>5}  "
+            f"{restore:<18} {len(t['files']):>5}  "
             f"{' '.join(str(t['summary']).split())}"
         )
     if not tasks:

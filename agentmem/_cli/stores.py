@@ -19,6 +19,8 @@ from agentmem._cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_PROBLEMS,
+    EXIT_ROOT,
+    ROOT_ENV,
     Cli,
     CliError,
     Output,
@@ -207,11 +209,16 @@ def _doctor_text(report: Any) -> str:
 
 
 def doctor(cli: Cli, args: argparse.Namespace) -> Output:
-    root = cli.checked_root()
-    from agentmem.doctor import diagnose  # only this command needs it
+    # The doctor decides what a root is (any root marker, even a damaged one): the
+    # other commands' check would refuse the very roots it is for.
+    from agentmem.doctor import RootNotFoundError, diagnose  # only this command needs it
 
+    root = cli.root
     cli.progress.note(f"checking {root} ...")
-    report = diagnose(root, backend=cli.backend, progress=cli.progress)
+    try:
+        report = diagnose(root, backend=cli.backend, progress=cli.progress)
+    except RootNotFoundError as exc:
+        raise CliError(EXIT_ROOT, str(exc), f"pass --root DIR or set {ROOT_ENV}") from exc
     return Output(report.to_dict(), _doctor_text(report), EXIT_OK if report.ok else EXIT_PROBLEMS)
 
 
