@@ -318,21 +318,36 @@ def test_a_session_that_cannot_be_loaded_names_the_real_file(tmp_path: Path) -> 
     pytest.fail("no page's damage made a session fail to load")
 
 
-@pytest.mark.parametrize("linked", ["sessions.sqlite", "memory"])
-def test_a_symlinked_store_is_reported(healthy: tuple[Path, Path, str], linked: str) -> None:
+@pytest.mark.parametrize(
+    ("linked", "store"),
+    [
+        ("sessions.sqlite", "sessions"),
+        ("memory", "notes"),
+        ("memories", "topics"),
+        ("items", "items"),
+    ],
+)
+def test_a_symlinked_store_is_reported(
+    healthy: tuple[Path, Path, str], linked: str, store: str
+) -> None:
     root, work, _ = healthy
     elsewhere = root.parent / f"elsewhere-{linked}"
     (root / linked).rename(elsewhere)
     (root / linked).symlink_to(elsewhere)
     report = _diagnose_unchanged(root)
-    store = "sessions" if linked == "sessions.sqlite" else "notes"
     found = [f for f in _damaged(report, store) if f.target == str(root / linked)]
     assert found and "opening refuses it" in found[0].recovery
     assert "symbolic link" in found[0].problem
 
     def read_it() -> None:
         with agentmem.Memory(root=root, working_dir=work) as mem:
-            mem.sessions.list() if store == "sessions" else mem.notes.list()
+            readers = {
+                "sessions": mem.sessions.list,
+                "notes": mem.notes.list,
+                "topics": mem.topics.list,
+                "items": mem.items.items,
+            }
+            readers[store]()
 
     with pytest.raises(AgentMemError, match="symbolic link"):
         read_it()
