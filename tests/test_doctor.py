@@ -93,6 +93,17 @@ def _diagnose_unchanged(root: Path, **kw: Any) -> DoctorReport:
     before = _snapshot(root)
     report = diagnose(root, **kw)
     assert _snapshot(root) == before, "diagnose changed the root"
+    for finding in report.findings:  # the scratch copy is never named: the real files are
+        text = finding.target + finding.problem + finding.recovery
+        assert "agentmem-doctor-" not in text, finding
+        assert "\n" not in text and "\t" not in text, finding
+    if any("moves it aside" in f.recovery for f in _damaged(report, "sessions")):
+        # What follows a recovery describes the recovered copy: no "ok" may say otherwise.
+        assert not [
+            f
+            for f in report.findings
+            if f.store in ("sessions", "recall-index") and f.severity == "ok"
+        ]
     return report
 
 
@@ -223,6 +234,151 @@ def test_bit_flipped_session_pages(healthy: tuple[Path, Path, str]) -> None:
     with agentmem.Memory(root=root, working_dir=work) as mem:
         # Opening did what the doctor said: moved the file aside exactly when it said so.
         assert (mem.sessions.recovery is not None) == bool(moved)
+
+
+def test_a_truncated_database_has_no_ok_about_its_recovered_copy(
+    healthy: tuple[Path, Path, str],
+) -> None:
+    root = healthy[0]
+    db = root / "sessions.sqlite"
+    db.write_bytes(db.read_bytes()[: len(db.read_bytes()) // 2])
+    report = _diagnose_unchanged(root)  # asserts: no "ok" after the "moves it aside"
+    assert [f for f in _damaged(report, "sessions") if "moves it aside" in f.recovery]
+
+
+def test_an_empty_database_file_next_to_session_records(
+    healthy: tuple[Path, Path, str],
+) -> None:
+    root, work, _ = healthy
+    (root / "sessions.sqlite").write_bytes(b"")
+    records = root / "snapshots" / "sessions"
+    records.mkdir(parents=True, exist_ok=True)
+    (records / "gone.json").write_text("{}")  # a session whose rows went with the file
+    recorded = len(list(records.glob("*.json")))
+    report = _diagnose_unchanged(root)
+    sessions = [f for f in report.findings if f.store == "sessions"]
+    assert [f.severity for f in sessions] == ["damaged"], sessions
+    assert "empty database file" in sessions[0].problem
+    assert f"{recorded} sessions have time-machine records but no rows" in sessions[0].problem
+    assert "opening starts an empty store" in sessions[0].recovery
+    assert not [f for f in report.findings if f.store == "recall-index" and f.severity == "ok"]
+    with agentmem.Memory(root=root, working_dir=work) as mem:
+        assert mem.sessions.list() == []  # as predicted: an empty store
+
+
+def test_a_damaged_log_of_a_killed_writer_is_reported(healthy: tuple[Path, Path, str]) -> None:
+    root, work, _ = healthy
+    child = (
+        "import os, signal, sys, agentmem\n"
+        "m = agentmem.Memory(root=sys.argv[1], working_dir=sys.argv[2], memory_update=False)\n"
+        "s = m.session('gamma', name='killed')\n"
+        "s.start_task('do stuff')\n"
+        "for i in range(20): s.append({'role': 'assistant', 'content': f'msg {i} ' * 200})\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(root), str(work)], env=env, check=False, timeout=60
+    )
+    assert done.returncode == -9
+    wal = root / "sessions.sqlite-wal"
+    data = bytearray(wal.read_bytes())
+    assert len(data) > 40_004  # committed frames the killed writer left in the log
+    for at in range(40_000, 40_004):
+        data[at] ^= 0xFF
+    wal.write_bytes(bytes(data))
+    report = _diagnose_unchanged(root)
+    moved = [f for f in _damaged(report, "sessions") if "moves it aside" in f.recovery]
+    assert moved and not report.ok
+    with agentmem.Memory(root=root, working_dir=work) as mem:
+        recovery = mem.sessions.recovery
+        assert recovery is not None  # opening did what the doctor said it would
+        assert recovery.outcome and recovery.outcome in moved[0].recovery
+
+
+def test_a_session_that_cannot_be_loaded_names_the_real_file(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    root = tmp_path / "root"
+    with agentmem.Memory(root=root, working_dir=work) as mem, mem.session(name="big") as s:
+        for i in range(40):
+            s.append({"role": "assistant", "content": f"line {i} " * 300})
+    db = root / "sessions.sqlite"
+    healthy = db.read_bytes()
+    for page in range(2, len(healthy) // 4096):  # the first page whose damage fails a load
+        data = bytearray(healthy)
+        for at in range((page - 1) * 4096, (page - 1) * 4096 + 8):
+            data[at] ^= 0xFF
+        db.write_bytes(bytes(data))
+        report = _diagnose_unchanged(root)  # asserts: no finding names the scratch copy
+        unloadable = [f for f in report.findings if "cannot be loaded" in f.problem]
+        if unloadable:
+            assert f"{db} is damaged" in unloadable[0].problem
+            return
+    pytest.fail("no page's damage made a session fail to load")
+
+
+@pytest.mark.parametrize(
+    ("linked", "store"),
+    [
+        ("sessions.sqlite", "sessions"),
+        ("memory", "notes"),
+        ("memories", "topics"),
+        ("items", "items"),
+    ],
+)
+def test_a_symlinked_store_is_reported(
+    healthy: tuple[Path, Path, str], linked: str, store: str
+) -> None:
+    root, work, _ = healthy
+    elsewhere = root.parent / f"elsewhere-{linked}"
+    (root / linked).rename(elsewhere)
+    (root / linked).symlink_to(elsewhere)
+    report = _diagnose_unchanged(root)
+    found = [f for f in _damaged(report, store) if f.target == str(root / linked)]
+    assert found and "opening refuses it" in found[0].recovery
+    assert "symbolic link" in found[0].problem
+
+    def read_it() -> None:
+        with agentmem.Memory(root=root, working_dir=work) as mem:
+            readers = {
+                "sessions": mem.sessions.list,
+                "notes": mem.notes.list,
+                "topics": mem.topics.list,
+                "items": mem.items.items,
+            }
+            readers[store]()
+
+    with pytest.raises(AgentMemError, match="symbolic link"):
+        read_it()
+
+
+@pytest.mark.parametrize("copier", ["_sessions.copy_database", "_documents.copy_tree"])
+def test_a_full_scratch_directory_is_an_error_not_a_finding(
+    healthy: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, copier: str
+) -> None:
+    import errno
+
+    import agentmem.doctor as doctor_pkg
+    from agentmem.errors import StorageError
+
+    root, _, _ = healthy
+    tmp = tmp_path / "small-tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    module, name = copier.split(".")
+
+    def full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(getattr(doctor_pkg, module), name, full)
+    before = _snapshot(root)
+    with pytest.raises(StorageError) as caught:
+        diagnose(root)
+    assert str(tmp) in str(caught.value) and "TMPDIR" in str(caught.value)
+    assert "ran out of space" in str(caught.value)
+    assert list(tmp.iterdir()) == []  # the scratch copy is removed
+    assert _snapshot(root) == before
 
 
 def test_damaged_rows_are_named_by_session_and_seq(healthy: tuple[Path, Path, str]) -> None:
@@ -523,3 +679,22 @@ def test_postgresql_backend(tmp_path: Path, pg_dsn: str) -> None:
         assert mem.sessions.load(sid).quarantined == [2]
         assert mem.sessions.check_recall_index()  # the drift the doctor reported, rebuilt
     assert _diagnose_unchanged(root, backend=uri).ok
+
+
+def test_an_unparsable_dsn_is_a_configuration_error(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    from agentmem.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as caught:
+        diagnose(tmp_path, backend="postgresql://u:secret@localhost/db?nosuch=1")
+    assert "cannot parse the PostgreSQL DSN" in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+def test_finding_text_is_one_line() -> None:
+    found = Finding("root", "a\nb", "damaged", "cannot connect: x\n\tDETAIL: y", "nothing\n")
+    assert (found.target, found.problem, found.recovery) == (
+        "a b",
+        "cannot connect: x DETAIL: y",
+        "nothing",
+    )

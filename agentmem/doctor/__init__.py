@@ -30,6 +30,8 @@ everything found inside a root is a finding, never an exception.
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -48,14 +50,14 @@ from agentmem._storage.keys import TOPICS_DIR
 from agentmem.doctor._documents import check_documents
 from agentmem.doctor._others import check_semantic, check_time_machine
 from agentmem.doctor._report import STORES, DoctorReport, Finding, Sink
-from agentmem.doctor._scratch import quiet_logs
+from agentmem.doctor._scratch import quiet_logs, scratch_full
 from agentmem.doctor._sessions import check_sessions
-from agentmem.errors import ConfigurationError
+from agentmem.errors import ConfigurationError, StorageError
 from agentmem.protocols import ProgressReporter
 from agentmem.semantic.local import SEMANTIC_FILE
 from agentmem.session.wiring import SNAPSHOTS_DIR
 
-__all__ = ["DoctorReport", "Finding", "RootNotFoundError", "diagnose"]
+__all__ = ["DoctorReport", "Finding", "RootNotFoundError", "ScratchSpaceError", "diagnose"]
 
 ROOT_MARKERS = (
     SESSIONS_FILE,
@@ -71,6 +73,11 @@ ROOT_MARKERS = (
 
 _EMBEDDED_STEPS = ("sessions", "ltm", "notes", "topics", "items", "semantic", "time-machine")
 _PG_STEPS = ("sessions", "ltm", "notes", "topics", "items", "time-machine")
+
+
+class ScratchSpaceError(StorageError):
+    """The doctor's scratch copy (under ``TMPDIR``) ran out of space: nothing was found
+    about the root, and the copy is removed."""
 
 
 class RootNotFoundError(ConfigurationError):
@@ -103,7 +110,10 @@ def diagnose(
     Raises:
         RootNotFoundError: ``root`` does not exist, is not a directory, or (embedded)
             holds nothing agentmem writes.
-        ConfigurationError: ``backend`` is not ``"embedded"`` or a PostgreSQL DSN.
+        ConfigurationError: ``backend`` is not ``"embedded"`` or a PostgreSQL DSN (or
+            the DSN cannot be parsed).
+        ScratchSpaceError: the scratch copy ran out of space (it names the directory;
+            set ``TMPDIR``); no finding is reported and the copy is removed.
     """
     path = Path(os.fspath(root)).absolute()
     dsn = _dsn(backend)
@@ -123,17 +133,43 @@ def diagnose(
         _root_findings(path, findings.append)
         with tempfile.TemporaryDirectory(prefix="agentmem-doctor-") as tmp:
             scratch = Path(tmp)
-            with quiet_logs(scratch):
-                if dsn is None:
-                    _embedded(path, scratch, findings.append, step)
-                else:
-                    from agentmem.doctor._postgres import check_postgres
+            try:
+                with quiet_logs(scratch):
+                    if dsn is None:
+                        _embedded(path, scratch, findings.append, step)
+                    else:
+                        from agentmem.doctor._postgres import check_postgres
 
-                    check_postgres(dsn, findings.append, step)
-                step("time-machine")
-                check_time_machine(path, findings.append)
+                        check_postgres(dsn, findings.append, step)
+                    step("time-machine")
+                    check_time_machine(path, findings.append)
+            except (OSError, sqlite3.Error) as exc:
+                if not (scratch_full(exc) or scratch_full(exc.__cause__ or exc)):
+                    raise
+                raise ScratchSpaceError(
+                    f"the doctor's scratch copy in {scratch.parent} ran out of space ({exc}); "
+                    "it needs free space about the size of the stores: set TMPDIR to a "
+                    "directory with more room",
+                    path=scratch.parent,
+                ) from exc
+        findings = [_outside(f, scratch, path) for f in findings]
     findings.sort(key=lambda f: STORES.index(f.store))  # stable: each store's in its order
     return DoctorReport(str(path), shown, tuple(findings))
+
+
+def _outside(finding: Finding, scratch: Path, root: Path) -> Finding:
+    """``finding`` with any path into the scratch copy said of the root instead (each
+    check names the real files itself; this is the net under it)."""
+    if str(scratch) not in finding.problem + finding.recovery + finding.target:
+        return finding
+    copies = re.compile(re.escape(str(scratch)) + r"/[^/\s]+")
+    return Finding(
+        finding.store,
+        copies.sub(str(root), finding.target),
+        finding.severity,
+        copies.sub(str(root), finding.problem),
+        copies.sub(str(root), finding.recovery),
+    )
 
 
 def _dsn(backend: str | None) -> str | None:

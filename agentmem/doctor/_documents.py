@@ -51,12 +51,26 @@ def check_documents(root: Path, scratch: Path, add: Sink, progress: Callable[[st
     copy.mkdir()
     if (root / LTM_FILE).is_file() or (root / LTM_FILE).is_symlink():
         copy_tree_file(root / LTM_FILE, copy / LTM_FILE)
-    for _, folder in _STORES[1:]:
-        if (root / folder).is_dir():
+    linked: set[str] = set()
+    for store, folder in _STORES[1:]:
+        if (root / folder).is_symlink():
+            linked.add(store)
+        elif (root / folder).is_dir():
             copy_tree(root / folder, copy / folder)
     backend = EmbeddedBackend(copy)
     for store, name in _STORES:
         progress(store)
+        if store in linked:
+            add(
+                Finding(
+                    store,
+                    str(root / name),
+                    "damaged",
+                    "its directory is a symbolic link",
+                    "nothing: opening refuses it with StorageError (a store never follows links)",
+                )
+            )
+            continue
         before = _hashes(copy)
         problems: list[str] = []
         try:

@@ -20,7 +20,7 @@ from agentmem._storage.postgres import PgDatabase
 from agentmem.doctor._documents import read_store
 from agentmem.doctor._report import Finding, Sink, failure
 from agentmem.doctor._sessions import store_findings
-from agentmem.errors import AgentMemError, FormatVersionError, StorageError
+from agentmem.errors import AgentMemError, ConfigurationError, FormatVersionError, StorageError
 from agentmem.session_store import SessionStore
 from agentmem.session_store.loading import RowsCheck, check_rows
 from agentmem.session_store.pg import PgEngine
@@ -31,10 +31,20 @@ _READ_ONLY = "read-only transaction"
 
 
 def read_only_dsn(dsn: str) -> str:
-    """``dsn`` with every transaction read-only (``default_transaction_read_only=on``)."""
+    """``dsn`` with every transaction read-only (``default_transaction_read_only=on``).
+
+    Raises:
+        ConfigurationError: ``dsn`` cannot be parsed.
+    """
     import psycopg
 
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:  # its message may quote the DSN, password included
+        raise ConfigurationError(
+            f"cannot parse the PostgreSQL DSN {mask_dsn(dsn)} (expected postgresql://... "
+            "or key=value pairs)"
+        ) from None
     options = str(params.get("options") or "")
     return psycopg.conninfo.make_conninfo(
         dsn, options=f"{options} -c default_transaction_read_only=on".strip()
@@ -44,8 +54,9 @@ def read_only_dsn(dsn: str) -> str:
 def check_postgres(dsn: str, add: Sink, step: Callable[[str], None]) -> None:
     """Check every store kept in the PostgreSQL database ``dsn`` (read only)."""
     target = mask_dsn(dsn)
+    read_only = read_only_dsn(dsn)  # an unparsable DSN raises ConfigurationError
     try:
-        db = PgDatabase(read_only_dsn(dsn))
+        db = PgDatabase(read_only)
     except AgentMemError as exc:
         add(Finding("root", target, "damaged", f"cannot connect: {exc}", "nothing"))
         return

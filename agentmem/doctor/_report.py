@@ -49,6 +49,8 @@ class Finding:
             raise ValueError(f"unknown store {self.store!r}")
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown severity {self.severity!r}")
+        for name in ("target", "problem", "recovery"):  # one line each, whatever was quoted
+            object.__setattr__(self, name, " ".join(str(getattr(self, name)).split()))
 
     def to_dict(self) -> dict[str, str]:
         """The finding as a JSON-ready mapping."""

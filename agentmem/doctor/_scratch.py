@@ -21,6 +21,7 @@ not exist is not created.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -44,6 +45,7 @@ __all__ = [
     "is_locked",
     "lenient_text",
     "quiet_logs",
+    "scratch_full",
     "under_lock",
 ]
 
@@ -136,6 +138,13 @@ def copy_database(path: Path, target: Path) -> bool:
     finally:
         src.close()
     return True
+
+
+def scratch_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the scratch directory ran out of space (not a fault of the root)."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 def copy_tree(source: Path, target: Path) -> None:

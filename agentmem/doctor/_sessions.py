@@ -28,8 +28,10 @@ from agentmem.doctor._scratch import (
     integrity_problems,
     is_locked,
     lenient_text,
+    scratch_full,
 )
 from agentmem.errors import AgentMemError, StorageError
+from agentmem.session.wiring import SNAPSHOTS_DIR
 from agentmem.session_store import FORMAT_NAME, FORMAT_VERSION, SessionRecord, SessionStore
 from agentmem.session_store.sql import MIGRATIONS
 
@@ -51,6 +53,17 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
         if not leftovers:
             add(Finding("sessions", target, "ok", "no session database yet", "nothing"))
             return
+    if any(path.with_name(path.name + s).is_symlink() for s in ("", "-wal", "-shm")):
+        add(
+            Finding(
+                "sessions",
+                target,
+                "damaged",
+                "it (or its -wal/-shm) is a symbolic link",
+                "nothing: opening refuses it with StorageError (a store never follows links)",
+            )
+        )
+        return
     if path.exists() and not path.is_file():
         add(
             Finding(
@@ -65,9 +78,14 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
     work = scratch / "sessions"
     work.mkdir()
     copy = work / SESSIONS_FILE
+    if path.exists() and path.stat().st_size == 0:
+        _empty_file(root, target, add)
+        return
     try:
         live = copy_database(path, copy)
     except (OSError, sqlite3.Error) as exc:
+        if scratch_full(exc):
+            raise
         add(
             Finding(
                 "sessions",
@@ -91,18 +109,38 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
                 "nothing: a process opening it alongside does not inspect its write-ahead log",
             )
         )
-    pending = _pending(copy)
-    stored = _stored_version(copy)
+    # Read the version and the pending migrations on a second copy: a plain sqlite3
+    # connection checkpoints (or drops) the -wal when it closes, so on ``copy`` it would
+    # hide a damaged log from the store's own check on open.
+    probe = work / "probe"
+    probe.mkdir()
+    copy_database(copy, probe / SESSIONS_FILE)
+    pending = _pending(probe / SESSIONS_FILE)
+    stored = _stored_version(probe / SESSIONS_FILE)
     try:
         store = SessionStore(copy)
     except AgentMemError as exc:
+        if scratch_full(exc.__cause__ or exc):
+            raise
         add(failure("sessions", target, exc, _real(str(exc), copy, path)))
         return
+    if store.recovery is not None:
+        # What follows describes the recovered copy: its damage still counts, its "ok"s
+        # would read as if the damaged file were fine.
+        add = _without_ok(add)
     try:
         store_findings(store, target, add, pending=pending, copy=copy, real=path)
         checks = (
             functools.partial(_check_locks, store, root, add),
-            functools.partial(_check_rows, store, target, add, progress, version=stored),
+            functools.partial(
+                _check_rows,
+                store,
+                target,
+                add,
+                progress,
+                version=stored,
+                here=functools.partial(_real, copy=copy, real=path),
+            ),
         )
         for check in checks:
             try:
@@ -119,6 +157,41 @@ def check_sessions(root: Path, scratch: Path, add: Sink, progress: Progress) -> 
                 )
     finally:
         store.close()
+
+
+def _without_ok(add: Sink) -> Sink:
+    def sink(finding: Finding) -> None:
+        if finding.severity != "ok":
+            add(finding)
+
+    return sink
+
+
+def _empty_file(root: Path, target: str, add: Sink) -> None:
+    """A 0-byte ``sessions.sqlite``: SQLite reads it as an empty database, so opening starts
+    an empty store; the session locks and time-machine records say whether sessions were lost."""
+    locks = root / "locks"
+    sids = {
+        p.name[: -len(".lock")]
+        for p in (locks.glob("*.lock") if locks.is_dir() else ())
+        if p.name not in STORE_LOCKS and not p.name.startswith("@")
+    }
+    records = root / SNAPSHOTS_DIR / "sessions"
+    recorded = {p.stem for p in records.glob("*.json")} if records.is_dir() else set()
+    problem = "empty database file (0 bytes)"
+    if recorded:
+        problem += f"; {len(recorded)} sessions have time-machine records but no rows"
+    if sids - recorded:
+        problem += f"; {len(sids - recorded)} more sessions have lock files but no rows"
+    add(
+        Finding(
+            "sessions",
+            target,
+            "damaged" if sids or recorded else "warning",
+            problem,
+            "opening starts an empty store in it (the sessions it held are not recovered)",
+        )
+    )
 
 
 def _real(text: str, copy: Path, real: Path) -> str:
@@ -279,7 +352,13 @@ def _check_locks(store: SessionStore, root: Path, add: Sink) -> None:
 
 
 def _check_rows(
-    store: SessionStore, target: str, add: Sink, progress: Progress, *, version: str
+    store: SessionStore,
+    target: str,
+    add: Sink,
+    progress: Progress,
+    *,
+    version: str,
+    here: Callable[[str], str],
 ) -> None:
     sessions = store.list()
     damaged = 0
@@ -294,7 +373,7 @@ def _check_rows(
                     "sessions",
                     info.id,
                     "damaged",
-                    f"session {info.id} cannot be loaded: {exc}",
+                    f"session {info.id} cannot be loaded: {here(str(exc))}",
                     f"nothing: loading it fails with {type(exc).__name__}",
                 )
             )
