@@ -691,11 +691,16 @@ class LongTermMemory:
         removed: bool = self._change(lambda doc: doc.entries.pop(entry_id, None) is not None)
         return removed
 
-    def prune(self, max_age_days: float = 90, min_confidence: float = 0.3) -> list[LTMEntry]:
+    def prune(
+        self, max_age_days: float = 90, min_confidence: float = 0.3, *, dry_run: bool = False
+    ) -> list[LTMEntry]:
         """Remove entries not confirmed for ``max_age_days`` or below ``min_confidence``.
 
+        Args:
+            dry_run: Only say what would be removed: nothing is written.
+
         Returns:
-            The removed entries.
+            The removed entries (with ``dry_run``: those a prune would remove now).
         """
         if (
             isinstance(max_age_days, bool)
@@ -706,14 +711,18 @@ class LongTermMemory:
                 f"max_age_days must be a non-negative number, got {max_age_days!r}"
             )
         threshold = _check_confidence(min_confidence)
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentError(f"dry_run must be a bool, got {dry_run!r}")
+
+        def stale(entries: Iterable[LTMEntry]) -> list[LTMEntry]:
+            cutoff = self._clock() - max_age_days * 86400.0
+            return [e for e in entries if e.last_confirmed < cutoff or e.confidence < threshold]
+
+        if dry_run:
+            return stale(self._snapshot())
 
         def apply(doc: _Doc) -> list[LTMEntry]:
-            cutoff = self._clock() - max_age_days * 86400.0
-            gone = [
-                e
-                for e in doc.entries.values()
-                if e.last_confirmed < cutoff or e.confidence < threshold
-            ]
+            gone = stale(doc.entries.values())
             for entry in gone:
                 del doc.entries[entry.id]
             return gone

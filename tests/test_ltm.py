@@ -290,6 +290,25 @@ def test_prune_by_age_and_confidence(tmp_path: Path) -> None:
     assert [e.id for e in ltm.discoveries()] == [fresh.id]
 
 
+def test_a_dry_run_prune_names_what_prune_removes_and_writes_nothing(tmp_path: Path) -> None:
+    # The CLI's `memory prune --dry-run` used a copy of this rule with its own clock.
+    clock = Clock()
+    ltm = _ltm(tmp_path, clock)
+    old = ltm.add_discovery("old fact", confidence=0.9)
+    ltm.add_discovery("weak fact", confidence=0.1)
+    clock.now += 91 * 86400
+    ltm.add_discovery("fresh fact", confidence=0.9)
+    before = (tmp_path / "ltm.json").read_bytes()
+    would = ltm.prune(max_age_days=90, min_confidence=0.3, dry_run=True)
+    assert (tmp_path / "ltm.json").read_bytes() == before
+    assert len(ltm.discoveries()) == 3
+    assert old.id in {e.id for e in would}
+    removed = ltm.prune(max_age_days=90, min_confidence=0.3)
+    assert sorted(e.id for e in would) == sorted(e.id for e in removed)
+    with pytest.raises(InvalidArgumentError):
+        ltm.prune(dry_run="yes")  # type: ignore[arg-type]
+
+
 def test_search_remove_stats(tmp_path: Path) -> None:
     ltm = _ltm(tmp_path)
     a = ltm.add_discovery("database lives in sessions.sqlite")

@@ -12,7 +12,6 @@ lines, so nothing is dropped and nothing is said twice.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from agentmem._cli.common import (
@@ -82,16 +81,9 @@ def memory_stats(cli: Cli, args: argparse.Namespace) -> Output:
 def memory_prune(cli: Cli, args: argparse.Namespace) -> Output:
     ltm = cli.memory().ltm
     cli.progress.note("pruning long-term memory ...")
-    if args.dry_run:
-        # LongTermMemory.prune's rule, applied without writing.
-        cutoff = time.time() - args.max_age_days * 86400.0
-        removed = [
-            e
-            for e in ltm.entries()
-            if e.last_confirmed < cutoff or e.confidence < args.min_confidence
-        ]
-    else:
-        removed = ltm.prune(max_age_days=args.max_age_days, min_confidence=args.min_confidence)
+    removed = ltm.prune(
+        max_age_days=args.max_age_days, min_confidence=args.min_confidence, dry_run=args.dry_run
+    )
     verb = "would remove" if args.dry_run else "removed"
     text = f"{verb} {len(removed)} entr{'y' if len(removed) == 1 else 'ies'}"
     if removed:
