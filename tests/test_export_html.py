@@ -381,3 +381,18 @@ def test_a_file_name_that_is_not_utf8_is_shown_replaced(tmp_path: Path) -> None:
         s.append({"role": "assistant", "content": "done"})
         page = mem.sessions.export(s.id, tmp_path / "out.html").read_text(encoding="utf-8")
     assert "caf\ufffd.txt" in page or "caf\\xe9.txt" in page
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal"])
+def test_an_export_never_overwrites_the_store_it_reads(tmp_path: Path, suffix: str) -> None:
+    # `mem.sessions.export(sid, <root>/sessions.sqlite, format="json")` used to replace
+    # the database with the export (the next open moved it aside: every session lost).
+    with agentmem.Memory(root=tmp_path / "mem", working_dir=tmp_path) as mem:
+        with mem.session(name="kept") as s:
+            s.append({"role": "user", "content": "hello"})
+        own = mem.sessions.path
+        assert own is not None
+        with pytest.raises(agentmem.InvalidArgumentError, match="own database"):
+            mem.sessions.export(s.id, own.parent / (own.name + suffix), format="json")
+    with agentmem.Memory(root=tmp_path / "mem", working_dir=tmp_path) as mem:
+        assert [info.name for info in mem.sessions.list()] == ["kept"]

@@ -780,11 +780,19 @@ class SessionStore:
             The written path.
 
         Raises:
-            InvalidArgumentError: unknown format or extension, or ``path`` is not a path.
+            InvalidArgumentError: unknown format or extension, ``path`` is not a path,
+                or it is the store's own database file.
             SessionNotFoundError: no such session.
             StorageError: the file could not be written.
         """
         target = check_path("path", path)
+        own = self.path
+        if (
+            own is not None
+            and target.name.startswith(own.name)  # the database, its -wal, -shm, -journal
+            and target.resolve().parent == own.resolve().parent
+        ):
+            raise InvalidArgumentError(f"path {target} is the session store's own database")
         if format is None:
             fmt = _EXPORT_FORMATS.get(target.suffix.lower())
             if fmt is None:
